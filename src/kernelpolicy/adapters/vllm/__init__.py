@@ -1,0 +1,581 @@
+"""kernelpolicy's vLLM plugin: one decision, applied at every FP8 kernel selection point.
+
+Registered as ``vllm.general_plugins: kernelpolicy = kernelpolicy.adapters.vllm:register``.
+vLLM calls :func:`register` once per process (front end, engine core, every worker, the
+model-inspection subprocess). It installs wrappers at the selection points of the installed
+release (:mod:`._versions`); the decision itself is resolved lazily, at the first selection
+point that needs it, from vLLM's own config, platform, environment and installed packages, and
+cached per process. Where:
+
+- dense: ``choose_scaled_mm_linear_kernel`` (a module global of the dense module, so every
+  by-name importer of ``init_fp8_linear_kernel`` goes through it) gets a kernel table with the
+  decided kernel first and the kernels the decision rejected removed;
+- moe: ``select_fp8_moe_backend`` in the oracle and in every by-name importer is wrapped to
+  force the decided backend with ``dataclasses.replace(config, moe_backend=...)``;
+- warmup: the DeepGEMM warmup selectors warm only kernels in ``decision.warmup``;
+- router: ``GateLinear.__init__``/``set_out_dtype`` clear the ``allow_*`` flags of tiers the
+  decision did not choose;
+- config: ``should_auto_disable_deep_gemm`` (and its by-name copies) says "disable" exactly when
+  the decision rejects DeepGEMM.
+
+Unsupported vLLM release: one warning, nothing patched (``KERNELPOLICY_STRICT=1``: raise).
+When ``torch.distributed`` is initialised with more than one rank, the ranks all-gather their
+fingerprints at the first decision and raise :class:`AgreementError` when they differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import importlib
+import importlib.metadata as md
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+from ._agree import AgreementError, agreement_report, check_agreement
+from ._names import (
+    DENSE_BLOCK_KERNELS,
+    DENSE_TENSOR_KERNELS,
+    MOE_CLI_NAMES,
+    ROUTER_FLAGS,
+    dense_id_of,
+)
+from ._versions import (
+    DEEP_GEMM_KERNEL_CLASS,
+    DG_KERNEL_MODULE,
+    DG_UTILS_MODULE,
+    VllmPatchPoints,
+    patch_points_for,
+)
+
+__all__ = [
+    "AdapterError",
+    "AgreementError",
+    "DecisionLike",
+    "agreement_report",
+    "check_agreement",
+    "current_decision",
+    "register",
+    "set_resolver",
+    "status",
+    "unpatch",
+]
+
+logger = logging.getLogger("kernelpolicy.vllm")
+STRICT_ENV: Final = "KERNELPOLICY_STRICT"
+DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
+
+
+class AdapterError(RuntimeError):
+    """The plugin could not apply the decision (only raised in strict mode, or when the
+    decided backend is refused by vLLM at a selection point)."""
+
+
+class _PathLike(Protocol):
+    @property
+    def backend(self) -> str | None: ...
+    @property
+    def rule(self) -> str | None: ...
+    @property
+    def candidates(self) -> Any: ...
+
+
+class DecisionLike(Protocol):
+    """What the plugin reads from a :class:`kernelpolicy.Decision`."""
+
+    @property
+    def paths(self) -> Mapping[str, Any]: ...
+    @property
+    def warmup(self) -> tuple[str, ...]: ...
+    @property
+    def fingerprint(self) -> str: ...
+
+
+Resolver = Callable[[Mapping[str, object]], DecisionLike]
+
+
+def _strict() -> bool:
+    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@dataclasses.dataclass
+class _State:
+    registered: bool = False
+    version: str | None = None
+    points: VllmPatchPoints | None = None
+    patches: list[tuple[Any, str, Any, bool]] = dataclasses.field(default_factory=list)
+    patched: list[str] = dataclasses.field(default_factory=list)
+    decisions: dict[str, DecisionLike] = dataclasses.field(default_factory=dict)
+    facts: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
+    logged: set[str] = dataclasses.field(default_factory=set)
+    agreed: bool = False
+    resolver: Resolver | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+
+
+_STATE = _State()
+_MARK: Final = "__kernelpolicy_wrapped__"
+
+
+def set_resolver(resolver: Resolver | None) -> None:
+    """Replace how facts become a decision (tests); ``None`` restores the kernelpolicy core."""
+    _STATE.resolver = resolver
+    _STATE.decisions.clear()
+    _STATE.facts.clear()
+
+
+def _core_resolver(values: Mapping[str, object]) -> DecisionLike:
+    import kernelpolicy as kp
+
+    policy = _core_policy()
+    facts = kp.Facts.from_values(dict(values), source="vllm")
+    decision: DecisionLike = kp.resolve(facts, policy)
+    return decision
+
+
+@functools.lru_cache(maxsize=1)
+def _core_policy() -> Any:
+    import kernelpolicy as kp
+
+    return kp.load_policy()
+
+
+# ----------------------------------------------------------------------------- patch bookkeeping
+
+
+def _set(owner: Any, name: str, value: Any, label: str) -> None:
+    had = name in vars(owner) if isinstance(owner, type) else hasattr(owner, name)
+    original = vars(owner).get(name) if isinstance(owner, type) else getattr(owner, name, None)
+    setattr(owner, name, value)
+    _STATE.patches.append((owner, name, original, had))
+    _STATE.patched.append(label)
+
+
+def _wrapped(fn: Any) -> bool:
+    return bool(getattr(fn, _MARK, False))
+
+
+def unpatch() -> None:
+    """Undo every patch and forget the cached decisions (for tests; idempotent)."""
+    with _STATE.lock:
+        while _STATE.patches:
+            owner, name, original, had = _STATE.patches.pop()
+            if had:
+                setattr(owner, name, original)
+            else:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+        _STATE.patched.clear()
+        _STATE.decisions.clear()
+        _STATE.facts.clear()
+        _STATE.logged.clear()
+        _STATE.warnings.clear()
+        _STATE.agreed = False
+        _STATE.registered = False
+        _STATE.points = None
+        _STATE.version = None
+
+
+# ----------------------------------------------------------------------------- the decision
+
+
+def _vllm_config_now() -> Any:
+    cfg_mod = sys.modules.get("vllm.config")
+    getter = getattr(cfg_mod, "get_current_vllm_config_or_none", None) if cfg_mod else None
+    config = getter() if callable(getter) else None
+    if config is not None and getattr(config, "model_config", None) is not None:
+        return config
+    # VllmConfig.__post_init__ asks should_auto_disable_deep_gemm before the config is
+    # current: find the config being built on the stack.
+    frame = sys._getframe(1)
+    for _ in range(12):
+        if frame is None:
+            break
+        candidate = frame.f_locals.get("self")
+        if type(candidate).__name__ == "VllmConfig" and getattr(candidate, "model_config", None):
+            return candidate
+        frame = frame.f_back
+    return config
+
+
+def _entry(decision: DecisionLike, values: Mapping[str, object]) -> dict[str, Any]:
+    rank = 0
+    try:
+        import torch.distributed as dist
+
+        if dist.is_available() and dist.is_initialized():
+            rank = int(dist.get_rank())
+    except ImportError:
+        pass
+    return {
+        "rank": rank,
+        "fingerprint": decision.fingerprint,
+        "summary": _summary(decision),
+        "facts": {k: values[k] for k in sorted(values)},
+    }
+
+
+def _summary(decision: DecisionLike) -> str:
+    parts = []
+    for name in ("dense", "moe", "router"):
+        path = decision.paths.get(name)
+        if path is None:
+            continue
+        backend = getattr(path, "backend", None)
+        rule = getattr(path, "rule", None)
+        if (
+            backend is None
+            and getattr(path, "reason", None)
+            and not getattr(path, "candidates", ())
+        ):
+            continue  # the model has no such path
+        parts.append(f"{name}={backend or 'NONE'}" + (f" [{rule}]" if rule else ""))
+    parts.append("warmup=" + (",".join(decision.warmup) or "none"))
+    return " ".join(parts)
+
+
+def current_decision() -> DecisionLike | None:
+    """The decision for the vLLM config of this process (resolved once, then cached).
+
+    ``None`` when no model config is known yet or resolving failed (outside strict mode).
+    """
+    config = _vllm_config_now()
+    if config is None or getattr(config, "model_config", None) is None:
+        return None
+    with _STATE.lock:
+        try:
+            from ._facts import facts_from_vllm
+
+            values = facts_from_vllm(config)
+        except Exception as exc:
+            return _fail(f"could not gather facts from vLLM: {exc!r}")
+        key = json.dumps(values, sort_keys=True, default=str)
+        cached = _STATE.decisions.get(key)
+        if cached is not None:
+            return cached
+        try:
+            decision = (_STATE.resolver or _core_resolver)(values)
+        except Exception as exc:
+            return _fail(f"could not resolve a decision: {exc!r}")
+        _STATE.decisions[key] = decision
+        _STATE.facts[key] = dict(values)
+        if decision.fingerprint not in _STATE.logged:
+            _STATE.logged.add(decision.fingerprint)
+            logger.info(
+                "kernelpolicy: vllm %s %s %s fingerprint=%s",
+                _STATE.version,
+                values.get("gpu.sm", "gpu=?"),
+                _summary(decision),
+                decision.fingerprint,
+            )
+        if not _STATE.agreed:
+            _STATE.agreed = True
+            check_agreement(_entry(decision, values))
+        return decision
+
+
+def _fail(message: str) -> None:
+    if _strict():
+        raise AdapterError(f"kernelpolicy: {message}")
+    if message not in _STATE.warnings:
+        _STATE.warnings.append(message)
+        logger.warning("kernelpolicy: %s; leaving vLLM's own choice in place", message)
+
+
+def _rejected(decision: DecisionLike, path: str) -> set[str]:
+    p = decision.paths.get(path)
+    out: set[str] = set()
+    for cand in getattr(p, "candidates", None) or ():
+        verdict = getattr(cand, "verdict", None)
+        backend = getattr(cand, "backend", None)
+        if verdict in ("rejected", "refused") and isinstance(backend, str):
+            out.add(backend)
+    return out
+
+
+def _backend(decision: DecisionLike, path: str) -> str | None:
+    p = decision.paths.get(path)
+    backend = getattr(p, "backend", None)
+    return backend if isinstance(backend, str) else None
+
+
+def _deep_gemm_denied(decision: DecisionLike) -> bool:
+    """The decision keeps DeepGEMM off the dense path (it rejects it, or runs something else
+    while also rejecting it on MoE)."""
+    if "deep_gemm" in _rejected(decision, "dense") or "flashinfer_deep_gemm" in _rejected(
+        decision, "dense"
+    ):
+        return True
+    dense = _backend(decision, "dense")
+    moe = _backend(decision, "moe")
+    return dense not in (None, "deep_gemm", "flashinfer_deep_gemm") and (
+        "deep_gemm" in _rejected(decision, "moe") or moe not in (None, "deep_gemm")
+    )
+
+
+# ----------------------------------------------------------------------------- the wrappers
+
+
+def _mark(fn: Any, original: Any) -> Any:
+    functools.update_wrapper(fn, original)
+    setattr(fn, _MARK, True)
+    fn.__kernelpolicy_original__ = original
+    return fn
+
+
+def _reorder_table(table: Any, decision: DecisionLike, block: bool) -> Any:
+    chosen = _backend(decision, "dense")
+    if chosen is None:
+        return table
+    names = (DENSE_BLOCK_KERNELS if block else DENSE_TENSOR_KERNELS).get(chosen, ())
+    rejected = _rejected(decision, "dense")
+    out = {}
+    for platform_key, kernels in dict(table).items():
+        first = [k for k in kernels if k.__name__ in names]
+        rest = [
+            k
+            for k in kernels
+            if k.__name__ not in names and (dense_id_of(k.__name__) or "?") not in rejected
+        ]
+        out[platform_key] = first + rest
+    return out
+
+
+def _patch_dense(points: VllmPatchPoints) -> None:
+    mod = importlib.import_module(points.dense_module)
+    original = mod.choose_scaled_mm_linear_kernel
+    if _wrapped(original):
+        return
+    block_table = mod._POSSIBLE_FP8_BLOCK_KERNELS
+
+    def choose_scaled_mm_linear_kernel(
+        config: Any, possible_kernels: Any, *a: Any, **kw: Any
+    ) -> Any:
+        decision = current_decision()
+        if decision is not None and kw.get("force_kernel") is None:
+            block = possible_kernels is block_table or possible_kernels is getattr(
+                mod, "_POSSIBLE_FP8_BLOCK_KERNELS", None
+            )
+            possible_kernels = _reorder_table(possible_kernels, decision, block)
+        return original(config, possible_kernels, *a, **kw)
+
+    _set(
+        mod,
+        "choose_scaled_mm_linear_kernel",
+        _mark(choose_scaled_mm_linear_kernel, original),
+        "dense",
+    )
+
+
+def _patch_moe(points: VllmPatchPoints) -> None:
+    oracle = importlib.import_module(points.moe_oracle_module)
+    original = oracle.select_fp8_moe_backend
+    if _wrapped(original):
+        return
+
+    def select_fp8_moe_backend(config: Any, *args: Any, **kwargs: Any) -> Any:
+        decision = current_decision()
+        chosen = _backend(decision, "moe") if decision is not None else None
+        if chosen is None:
+            return original(config, *args, **kwargs)
+        name = MOE_CLI_NAMES.get(chosen)
+        if name is None:
+            _fail(f"no vLLM --moe-backend name for the decided MoE backend {chosen!r}")
+            return original(config, *args, **kwargs)
+        if getattr(config, "moe_backend", name) != name:
+            config = dataclasses.replace(config, moe_backend=name)
+        if chosen == "vllm_cutlass":
+            if len(args) >= 3:
+                args = (*args[:2], True, *args[3:])
+            else:
+                kwargs["allow_vllm_cutlass"] = True
+        try:
+            return original(config, *args, **kwargs)
+        except (ValueError, NotImplementedError) as exc:
+            raise AdapterError(
+                f"kernelpolicy decided MoE backend {chosen!r} but vLLM refused it: {exc}"
+            ) from exc
+
+    wrapper = _mark(select_fp8_moe_backend, original)
+    _set(oracle, "select_fp8_moe_backend", wrapper, "moe")
+    for name in points.moe_select_importers:
+        mod = sys.modules.get(name)  # modules imported later pick the wrapper up by name
+        if mod is not None and getattr(mod, "select_fp8_moe_backend", None) is original:
+            _set(mod, "select_fp8_moe_backend", wrapper, f"moe:{name}")
+
+
+def _patch_warmup(points: VllmPatchPoints) -> None:
+    mod = importlib.import_module(points.warmup_module)
+    gates = [(points.dense_warmup_gate, "deep_gemm.dense")]
+    gates += [(g, "deep_gemm.moe") for g in points.moe_warmup_gates]
+    for gate_name, kernel in gates:
+        original = getattr(mod, gate_name, None)
+        if original is None or _wrapped(original):
+            continue
+        returns_data = gate_name == "_deep_gemm_linear_data"
+
+        def gate(
+            module: Any,
+            *a: Any,
+            _o: Any = original,
+            _k: str = kernel,
+            _d: bool = returns_data,
+            **kw: Any,
+        ) -> Any:
+            decision = current_decision()
+            if decision is not None and _k not in decision.warmup:
+                return None if _d else False
+            return _o(module, *a, **kw)
+
+        _set(mod, gate_name, _mark(gate, original), f"warmup:{gate_name}")
+
+
+def _clear_router_flags(layer: Any) -> None:
+    decision = current_decision()
+    if decision is None:
+        return
+    chosen = _backend(decision, "router")
+    if chosen is None:
+        return
+    for attr in list(vars(layer)):
+        if not (attr.startswith("allow_") and attr.endswith("_gemm")):
+            continue
+        bid = ROUTER_FLAGS.get(attr)
+        if attr == "allow_rocm_bf16x3_router_gemm":
+            bid = "bf16x3"
+        if bid != chosen and getattr(layer, attr):
+            object.__setattr__(layer, attr, False)
+    if chosen in ("linear", "linear_fp32") and getattr(
+        layer, "allow_specialized_router_gemm", False
+    ):
+        object.__setattr__(layer, "allow_specialized_router_gemm", False)
+
+
+def _patch_router(points: VllmPatchPoints) -> None:
+    mod = importlib.import_module(points.gate_linear_module)
+    cls = mod.GateLinear
+    for meth in ("__init__", "set_out_dtype"):
+        original = vars(cls).get(meth)
+        if original is None or _wrapped(original):
+            continue
+
+        def method(self: Any, *a: Any, _o: Any = original, **kw: Any) -> Any:
+            out = _o(self, *a, **kw)
+            _clear_router_flags(self)
+            return out
+
+        _set(cls, meth, _mark(method, original), f"router:GateLinear.{meth}")
+
+
+def _patch_auto_disable(points: VllmPatchPoints) -> None:
+    utils = importlib.import_module(DG_UTILS_MODULE)
+    original = utils.should_auto_disable_deep_gemm
+    if _wrapped(original):
+        return
+
+    def should_auto_disable_deep_gemm(model_type: Any, *a: Any, **kw: Any) -> bool:
+        decision = current_decision()
+        if decision is None:
+            return bool(original(model_type, *a, **kw))
+        return _deep_gemm_denied(decision)
+
+    wrapper = _mark(should_auto_disable_deep_gemm, original)
+    _set(utils, "should_auto_disable_deep_gemm", wrapper, "config:should_auto_disable_deep_gemm")
+    for name in (DG_KERNEL_MODULE, *points.auto_disable_importers):
+        if name == DG_UTILS_MODULE:
+            continue
+        mod = importlib.import_module(name) if name == DG_KERNEL_MODULE else sys.modules.get(name)
+        if mod is not None and getattr(mod, "should_auto_disable_deep_gemm", None) is original:
+            _set(mod, "should_auto_disable_deep_gemm", wrapper, f"config:{name}")
+
+
+_PATCHERS: Final = (
+    ("config", _patch_auto_disable),
+    ("dense", _patch_dense),
+    ("moe", _patch_moe),
+    ("warmup", _patch_warmup),
+    ("router", _patch_router),
+)
+
+
+def _installed_vllm() -> str | None:
+    mod = sys.modules.get("vllm")
+    version = getattr(mod, "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        return md.version("vllm")
+    except md.PackageNotFoundError:
+        return None
+
+
+def register() -> None:
+    """The ``vllm.general_plugins`` entry point: install the patches (idempotent)."""
+    with _STATE.lock:
+        if _STATE.registered:
+            return
+        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+            logger.info("kernelpolicy: %s is set; the vLLM plugin does nothing", DISABLE_ENV)
+            return
+        version = _installed_vllm()
+        points = patch_points_for(version) if version else None
+        if points is None:
+            message = (
+                f"kernelpolicy: vLLM {version or '(not found)'} is not a release this plugin "
+                "knows (0.24-0.33); no selection point is patched, vLLM decides on its own"
+            )
+            if _strict():
+                raise AdapterError(message)
+            logger.warning(message)
+            _STATE.registered = True
+            _STATE.version = version
+            return
+        _STATE.version = version
+        _STATE.points = points
+        for label, patch in _PATCHERS:
+            try:
+                patch(points)
+            except Exception as exc:
+                message = f"kernelpolicy: could not patch the {label} selection point: {exc!r}"
+                if _strict():
+                    unpatch()
+                    raise AdapterError(message) from exc
+                logger.warning(message)
+                _STATE.warnings.append(message)
+        _STATE.registered = True
+        logger.debug("kernelpolicy: patched %s", ", ".join(_STATE.patched))
+
+
+def status() -> dict[str, Any]:
+    """What the plugin did in this process (JSON-ready): patches, decisions, warnings."""
+    decisions = []
+    for key, decision in _STATE.decisions.items():
+        decisions.append(
+            {
+                "fingerprint": decision.fingerprint,
+                "summary": _summary(decision),
+                "paths": {
+                    name: {"backend": _backend(decision, name), "rule": getattr(p, "rule", None)}
+                    for name, p in decision.paths.items()
+                    if name != "warmup"
+                },
+                "warmup": list(decision.warmup),
+                "facts": _STATE.facts.get(key, {}),
+            }
+        )
+    return {
+        "registered": _STATE.registered,
+        "vllm_version": _STATE.version,
+        "release": _STATE.points.release if _STATE.points else None,
+        "patched": list(_STATE.patched),
+        "decisions": decisions,
+        "warnings": list(_STATE.warnings),
+    }

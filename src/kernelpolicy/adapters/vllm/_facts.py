@@ -1,0 +1,135 @@
+"""Facts about a running vLLM process, read from vLLM's own config, platform, env and packages.
+
+Called lazily (at the first selection point), inside the vLLM process; imports vLLM then.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import importlib.util
+import json
+import os
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["DEPLOY_ENV", "facts_from_vllm", "user_facts"]
+
+#: Environment variables that steer vLLM's kernel choices; recorded as ``deploy.env.*`` when set.
+DEPLOY_ENV: Final = (
+    "VLLM_USE_DEEP_GEMM",
+    "VLLM_MOE_USE_DEEP_GEMM",
+    "VLLM_USE_DEEP_GEMM_E8M0",
+    "VLLM_DEEP_GEMM_WARMUP",
+    "VLLM_DISABLED_KERNELS",
+    "VLLM_TEST_FORCE_FP8_MARLIN",
+    "VLLM_USE_FLASHINFER_MOE_FP8",
+    "VLLM_BATCH_INVARIANT",
+)
+_PACKAGES: Final = (
+    ("vllm", "vllm"),
+    ("torch", "torch"),
+    ("triton", "triton"),
+    ("flashinfer", "flashinfer-python"),
+    ("cutlass_dsl", "nvidia-cutlass-dsl"),
+)
+_SM120_MARKER: Final = "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh"
+
+
+def user_facts() -> dict[str, object]:
+    """Operator-supplied facts: ``KERNELPOLICY_FACTS`` (a JSON object of fact keys)."""
+    raw = os.environ.get("KERNELPOLICY_FACTS")
+    if not raw:
+        return {}
+    data = json.loads(raw)
+    if not isinstance(data, Mapping):
+        raise ValueError("KERNELPOLICY_FACTS must be a JSON object of fact keys")
+    return {str(k): v for k, v in data.items()}
+
+
+def _deep_gemm_facts() -> dict[str, object]:
+    out: dict[str, object] = {}
+    for name, source in (("deep_gemm", "external"), ("vllm.third_party.deep_gemm", "vendored")):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(next(iter(spec.submodule_search_locations)))
+        out["deep_gemm.source"] = source
+        out["deep_gemm.has_sm120_sf_layout"] = (root / _SM120_MARKER).is_file()
+        try:
+            init = (root / "__init__.py").read_text(encoding="utf-8")
+        except OSError:
+            init = ""
+        for line in init.splitlines():
+            if line.startswith("__version__"):
+                out["deep_gemm.version"] = line.split("=", 1)[1].strip().strip("'\"")
+                break
+        return out
+    out["deep_gemm.source"] = "none"
+    return out
+
+
+def _gpu_facts() -> dict[str, object]:
+    from vllm.platforms import current_platform
+
+    from ...facts.gpu import facts_from_capability
+
+    cap = current_platform.get_device_capability()
+    if cap is None:
+        return {}
+    try:
+        name = str(current_platform.get_device_name())
+    except Exception:
+        name = None
+    return facts_from_capability(int(cap[0]), int(cap[1]), name)
+
+
+def facts_from_vllm(vllm_config: Any) -> dict[str, object]:
+    """Fact values (keyed by fact key) for the process's platform and *vllm_config*."""
+    from ...facts.model import facts_from_config
+
+    values: dict[str, object] = {}
+    values.update(_gpu_facts())
+    machine = platform.machine()
+    if machine in ("x86_64", "aarch64"):
+        values["host.machine"] = machine
+    for key, dist in _PACKAGES:
+        try:
+            values[f"{key}.version"] = md.version(dist)
+        except md.PackageNotFoundError:
+            continue
+    values.update(_deep_gemm_facts())
+    model_config = getattr(vllm_config, "model_config", None)
+    if model_config is not None:
+        hf = model_config.hf_config
+        config = hf.to_dict() if hasattr(hf, "to_dict") else dict(vars(hf))
+        values.update(facts_from_config(config))
+    parallel = getattr(vllm_config, "parallel_config", None)
+    if parallel is not None:
+        tp = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
+        dp = int(getattr(parallel, "data_parallel_size", 1) or 1)
+        values["deploy.tp"] = tp
+        values["deploy.ep"] = tp * dp if getattr(parallel, "enable_expert_parallel", False) else 1
+    kernel = getattr(vllm_config, "kernel_config", None)
+    moe_backend = getattr(kernel, "moe_backend", None)
+    if moe_backend and moe_backend != "auto":
+        values["deploy.moe_backend"] = str(moe_backend)
+    linear_backend = getattr(kernel, "linear_backend", None)
+    if linear_backend and linear_backend != "auto":
+        values["deploy.linear_backend"] = str(linear_backend)
+    for name in DEPLOY_ENV:
+        if name in os.environ:
+            values[f"deploy.env.{name}"] = os.environ[name]
+    values.update(user_facts())
+    return _known(values)
+
+
+def _known(values: Mapping[str, object]) -> dict[str, object]:
+    """Only the keys the fact vocabulary has (a newer vLLM may offer more than we know)."""
+    from ...facts._keys import lookup_key
+
+    return {k: v for k, v in values.items() if lookup_key(k) is not None}

@@ -1,0 +1,118 @@
+"""Options and helpers shared by subcommands."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..errors import FactError
+from ..facts._record import parse_fact_text
+
+if TYPE_CHECKING:
+    from ..facts import Facts
+    from ..policy import Policy
+
+__all__ = ["add_fact_options", "facts_from_args", "load_policy_from_args", "split_assignment"]
+
+
+def split_assignment(text: str, what: str) -> tuple[str, str]:
+    """``KEY=VALUE`` as a pair (one clear error otherwise)."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise FactError(text, f"expected {what}=VALUE")
+    return key.strip(), value
+
+
+def add_fact_options(p: argparse.ArgumentParser) -> None:
+    """The deployment options of DESIGN.md's CLI contract."""
+    p.add_argument("--gpu", required=True, metavar="SPEC",
+                   help="sm121, 12.1, 121, a product name (GB10, H200, RTX 5090, ...) or `auto`")
+    p.add_argument("--model", metavar="ID_OR_PATH",
+                   help="a Hugging Face id from the shipped catalog, a folder with config.json, or a config.json")
+    p.add_argument("--model-type", metavar="T", help="the text model_type, instead of --model")
+    p.add_argument("--quant", metavar="SCHEME", help="quantization scheme, with --model-type")
+    p.add_argument("--scale-fmt", metavar="FMT", help="checkpoint scale format (ue8m0 or fp32)")
+    p.add_argument("--fact", action="append", default=[], metavar="KEY=VALUE", help="set a fact (repeatable)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="an environment variable of the deployment (repeatable)")
+    p.add_argument("--moe-backend", metavar="B", help="an explicit MoE backend (vLLM names accepted)")
+    p.add_argument("--linear-backend", metavar="B", help="an explicit dense-linear backend")
+    p.add_argument("--allow", action="append", default=[], metavar="RULE_ID",
+                   help="let an explicit choice override this crash rule (repeatable)")
+    p.add_argument("--engine", metavar="vllm==X.Y.Z", help="the engine release (sets its facts)")
+    p.add_argument("--policy", action="append", default=[], metavar="FILE",
+                   help="an operator policy file on top of rules/ and policy/ (repeatable)")
+
+
+def load_policy_from_args(args: argparse.Namespace) -> Policy:
+    from ..dsl.loader import load_policy
+
+    return load_policy(list(getattr(args, "policy", []) or []))
+
+
+def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items:
+        key, value = split_assignment(item, "KEY")
+        out[key] = parse_fact_text(key, value)
+    return out
+
+
+def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
+    """Facts from the deployment options (see :func:`add_fact_options`)."""
+    from ..facts import Facts, facts_for
+    from ..facts._build import model_facts
+
+    given = _parse_facts(args.fact)
+    env = dict(split_assignment(e, "NAME") for e in args.env)
+    if args.engine:
+        name, sep, version = args.engine.partition("==")
+        if name.strip() != "vllm" or not sep:
+            raise FactError("engine", f"`{args.engine}` is not of the form `vllm==X.Y.Z`")
+        given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
+    if args.allow:
+        given["deploy.allow_rules"] = tuple(args.allow)
+    if args.model and (args.model_type or args.quant):
+        raise FactError("model", "give either --model or --model-type/--quant, not both")
+    gpu = None if args.gpu == "auto" else args.gpu
+    facts = facts_for(
+        gpu=gpu,
+        model=args.model,
+        facts=given,
+        env=env,
+        moe_backend=args.moe_backend,
+        linear_backend=args.linear_backend,
+        policy=policy,
+    )
+    if args.gpu == "auto":
+        facts = _auto_gpu(policy).merged(facts)
+    if args.model_type or args.quant:
+        synthetic: dict[str, Any] = {}
+        if args.model_type:
+            synthetic["model.type"] = args.model_type
+        if args.quant:
+            synthetic["quant.scheme"] = parse_fact_text("quant.scheme", args.quant)
+        facts = Facts.from_values(synthetic, source="user").merged(facts)
+    if args.scale_fmt:
+        facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
+    if "quant.scheme" not in facts and args.model is None and not args.model_type:
+        raise FactError("model", "no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
+    del model_facts
+    return facts
+
+
+def _auto_gpu(policy: Policy) -> Facts:
+    from ..errors import UnknownGPUError
+    from ..facts import Facts
+
+    try:
+        from ..facts.machine import auto_gpu_facts
+    except ImportError:
+        raise UnknownGPUError("auto", ()) from None
+    try:
+        values, sources = auto_gpu_facts()
+    except ValueError as exc:
+        raise FactError("gpu", str(exc)) from None
+    f = Facts.from_values(values, source="nvml")
+    return Facts(values=f.values, sources={k: sources.get(k, "nvml") for k in f.values})

@@ -1,0 +1,197 @@
+"""The Decision: one backend per path, the derived warmup, and the trace that explains them.
+
+A :class:`Decision` is immutable. :meth:`Decision.to_dict` is the JSON contract of DESIGN.md
+(``schema: kernelpolicy.decision/1``); :attr:`Decision.fingerprint` identifies the facts, the
+policy and the choices, so ranks of one deployment can compare decisions cheaply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .facts._record import Facts
+
+__all__ = [
+    "SCHEMA",
+    "Assumption",
+    "Candidate",
+    "Decision",
+    "Override",
+    "PathDecision",
+    "Verdict",
+]
+
+SCHEMA = "kernelpolicy.decision/1"
+Verdict = Literal["chosen", "rejected", "viable", "refused"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One backend considered for a path, and what became of it."""
+
+    backend: str
+    verdict: Verdict
+    rules: tuple[str, ...] = ()  #: the rules that rejected (or were overridden for) it
+    reason: str | None = None
+    severity: str | None = None  #: the gravest severity among ``rules``
+    refs: tuple[str, ...] = ()
+    overridden: tuple[str, ...] = ()  #: rules an explicit choice overrode to choose it
+    assumptions: tuple[str, ...] = ()  #: unknown facts this verdict rests on
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"backend": self.backend, "verdict": self.verdict}
+        if self.rules:
+            out["rules"] = list(self.rules)
+        if self.reason:
+            out["reason"] = self.reason
+        if self.severity:
+            out["severity"] = self.severity
+        if self.refs:
+            out["refs"] = list(self.refs)
+        if self.overridden:
+            out["overridden"] = list(self.overridden)
+        if self.assumptions:
+            out["assumptions"] = list(self.assumptions)
+        return out
+
+
+@dataclass(frozen=True)
+class PathDecision:
+    """The outcome on one path."""
+
+    path: str
+    backend: str | None
+    candidates: tuple[Candidate, ...] = ()
+    rule: str | None = None  #: the rule that decided, when the first candidate was not taken
+    reason: str | None = None  #: why there is no backend (``backend is None``)
+    explicit: str | None = None  #: where an explicit choice for this path came from
+    kernels: tuple[str, ...] | None = None  #: ``warmup`` only: the kernels to warm
+
+    @property
+    def applicable(self) -> bool:
+        """False when the model has no such path (no MoE layers, say)."""
+        return not (self.backend is None and self.reason is not None and not self.candidates)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.kernels is not None:
+            out["kernels"] = list(self.kernels)
+        else:
+            out["backend"] = self.backend
+        if self.rule:
+            out["rule"] = self.rule
+        if self.reason:
+            out["reason"] = self.reason
+        if self.explicit:
+            out["explicit"] = self.explicit
+        out["candidates"] = [c.to_dict() for c in self.candidates]
+        return out
+
+
+@dataclass(frozen=True)
+class Override:
+    """An explicit choice that overrode (or was refused by) rules."""
+
+    path: str
+    backend: str
+    source: str  #: ``--moe-backend``, ``VLLM_USE_DEEP_GEMM=1``, a policy rule id
+    rules: tuple[str, ...]
+    accepted: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "backend": self.backend,
+            "source": self.source,
+            "rules": list(self.rules),
+            "accepted": self.accepted,
+        }
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """An unknown fact a verdict rests on, and the fact that would settle it."""
+
+    fact: str
+    rule: str
+    effect: str  #: what was assumed, in words
+
+    def to_dict(self) -> dict[str, str]:
+        return {"fact": self.fact, "rule": self.rule, "effect": self.effect}
+
+    def __str__(self) -> str:
+        return f"`{self.fact}` unknown: {self.effect} (rule `{self.rule}`)"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The one decision for every path of a deployment."""
+
+    facts: Facts
+    paths: Mapping[str, PathDecision]
+    policy_digest: str
+    overrides: tuple[Override, ...] = ()
+    warnings: tuple[str, ...] = ()
+    assumptions: tuple[Assumption, ...] = ()
+    engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def warmup(self) -> tuple[str, ...]:
+        """The JIT kernels to warm, as ``<backend>.<path>``."""
+        return self.paths["warmup"].kernels or ()
+
+    @property
+    def ok(self) -> bool:
+        """Every path the model has got a backend."""
+        return all(
+            p.backend is not None for name, p in self.paths.items() if name != "warmup" and p.applicable
+        )
+
+    @property
+    def fingerprint(self) -> str:
+        """``sha256:`` of the facts, the policy digest and every path's outcome."""
+        cached: str | None = self.__dict__.get("_fp")
+        if cached is None:
+            core = {
+                "facts": self.facts.to_json_dict(),
+                "policy": self.policy_digest,
+                "paths": {k: v.kernels if v.kernels is not None else v.backend for k, v in sorted(self.paths.items())},
+            }
+            blob = json.dumps(core, sort_keys=True, separators=(",", ":"), default=list)
+            cached = "sha256:" + hashlib.sha256(blob.encode()).hexdigest()
+            object.__setattr__(self, "_fp", cached)
+        return cached
+
+    def to_dict(self) -> dict[str, Any]:
+        """The decision as JSON-ready data (the ``kernelpolicy.decision/1`` schema)."""
+        return {
+            "schema": SCHEMA,
+            "fingerprint": self.fingerprint,
+            "facts": self.facts.to_json_dict(),
+            "sources": dict(sorted(self.facts.sources.items())),
+            "paths": {name: self.paths[name].to_dict() for name in ("dense", "moe", "router", "warmup")},
+            "overrides": [o.to_dict() for o in self.overrides],
+            "warnings": list(self.warnings),
+            "assumptions": [a.to_dict() for a in self.assumptions],
+            "engine": {k: dict(v) for k, v in self.engine.items()},
+            "policy": self.policy_digest,
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    def summary(self) -> str:
+        """One line: each path's backend and deciding rule, and the fingerprint."""
+        parts = []
+        for name in ("dense", "moe", "router"):
+            p = self.paths[name]
+            if not p.applicable:
+                continue
+            why = f" ({p.rule})" if p.rule else ""
+            parts.append(f"{name}={p.backend or 'NONE'}{why}")
+        parts.append("warmup=" + (",".join(self.warmup) or "none"))
+        return " ".join(parts) + f" fingerprint={self.fingerprint[:19]}"

@@ -1,0 +1,136 @@
+"""The shape of a rule file, as pydantic models (structure only; meaning is checked later).
+
+A rule file is a YAML mapping with any of these sections:
+
+``backends``
+    what exists on each path and what it needs (the catalog);
+``order``
+    the default priority of the backends of a path, optionally per GPU family or scheme;
+``rules``
+    what is known: ``deny`` a backend, ``prefer`` an order, ``require`` facts for a backend,
+    or (operator policy only) ``use`` a backend;
+``implies``
+    facts that follow from other facts (a vLLM release implies the DeepGEMM it vendors);
+``models``, ``gpus``
+    the shipped catalogs;
+``engine``
+    an engine's vocabulary (backend names, flags, environment variables).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SEVERITIES",
+    "BackendSpec",
+    "EngineSpec",
+    "EnvSpec",
+    "GpuSpec",
+    "ImplySpec",
+    "ModelSpec",
+    "OrderSpec",
+    "RuleFileSpec",
+    "RuleSpec",
+]
+
+PathName = Literal["dense", "moe", "router", "warmup"]
+Severity = Literal["crash", "accuracy", "perf", "support"]
+SEVERITIES = ("crash", "accuracy", "perf", "support")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class BackendSpec(_Strict):
+    backend: str
+    paths: list[PathName] = Field(min_length=1)
+    requires: dict[str, Any] | None = None
+    warmup: bool = False
+    because: str | None = None
+    refs: list[str] = []
+
+
+class OrderSpec(_Strict):
+    id: str
+    path: PathName
+    when: dict[str, Any] | None = None
+    backends: list[str] = Field(min_length=1)
+    because: str | None = None
+    refs: list[str] = []
+
+
+class RuleSpec(_Strict):
+    id: str = Field(min_length=1)
+    when: dict[str, Any] | None = None
+    deny: str | list[str] | None = None
+    prefer: list[str] | None = None
+    require: dict[str, Any] | None = None
+    use: str | None = None
+    backend: str | list[str] | None = None
+    paths: list[PathName] | None = None
+    overrides: list[str] = []
+    severity: Severity | None = None
+    because: str = Field(min_length=1)
+    help: str | None = None
+    refs: list[str] = []
+    until: dict[str, Any] | None = None
+
+
+class ImplySpec(_Strict):
+    id: str
+    when: dict[str, Any]
+    unless: dict[str, Any] | None = None
+    set: dict[str, Any] = Field(min_length=1)
+    because: str | None = None
+    refs: list[str] = []
+
+
+class ModelSpec(_Strict):
+    id: str
+    source: str
+    config: dict[str, Any]
+    facts: dict[str, Any] | None = None
+    refs: list[str] = []
+
+
+class GpuSpec(_Strict):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    name: str
+    aliases: list[str] = []
+    sm: str
+    host_machine: Literal["x86_64", "aarch64"] | None = Field(default=None, alias="host.machine")
+    unified_memory: bool | None = None
+    source: str = ""
+
+
+class EnvSpec(_Strict):
+    name: str
+    value: str
+    deny: str | None = None
+    use: str | None = None
+    paths: list[PathName] | None = None
+    because: str = Field(min_length=1)
+
+
+class EngineSpec(_Strict):
+    name: str
+    plugin: str | None = None  #: the install line of the engine's plugin
+    aliases: dict[PathName, dict[str, str]] = {}  #: engine name -> kernelpolicy id, per path
+    moe_flag: dict[str, str] = {}  #: kernelpolicy id -> ``--moe-backend`` value
+    dense_kernels: dict[str, list[str]] = {}  #: kernelpolicy id -> engine kernel class names
+    env: list[EnvSpec] = []
+
+
+class RuleFileSpec(_Strict):
+    backends: list[BackendSpec] = []
+    order: list[OrderSpec] = []
+    rules: list[RuleSpec] = []
+    implies: list[ImplySpec] = []
+    models: list[ModelSpec] = []
+    gpus: list[GpuSpec] = []
+    engine: EngineSpec | None = None

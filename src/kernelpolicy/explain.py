@@ -1,0 +1,133 @@
+"""The human rendering of a decision: per path, what was chosen and why every other candidate
+was not, the assumptions it rests on, and the engine settings that reproduce it."""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .decision import Candidate, Decision
+    from .policy import Policy
+
+__all__ = ["render"]
+
+_MARK = {"chosen": ">", "rejected": "x", "refused": "!", "viable": " "}
+
+
+def _where(rule: str, policy: Policy | None) -> str | None:
+    if policy is None:
+        return None
+    r = policy.by_id.get(rule)
+    if r is not None:
+        return str(r.origin)
+    if rule.startswith("catalog."):
+        _, path, backend = rule.split(".", 2)
+        entry = policy.backends.get(path, {}).get(backend)
+        return str(entry.origin) if entry else None
+    return None
+
+
+def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[str]:
+    mark = _MARK[c.verdict]
+    head = f"  {mark} {c.backend:<{width}}  "
+    pad = " " * len(head)
+    if c.verdict == "chosen":
+        text = "chosen"
+        if c.overridden:
+            text += " by an explicit choice, overriding " + ", ".join(f"`{r}`" for r in c.overridden)
+        if c.assumptions:
+            text += " (assuming " + ", ".join(f"`{a}`" for a in c.assumptions) + ")"
+        return [head + text]
+    if c.verdict == "viable":
+        return []
+    rule = c.rules[0] if c.rules else "?"
+    sev = f" ({c.severity})" if c.severity and c.severity != "catalog" else ""
+    verb = "refused: " if c.verdict == "refused" else ""
+    lines = [head + f"{verb}{rule}{sev}: {c.reason}"]
+    extra = []
+    if len(c.rules) > 1:
+        extra.append("also " + ", ".join(c.rules[1:]))
+    if c.assumptions:
+        extra.append("applied because " + ", ".join(f"`{a}`" for a in c.assumptions) + " is unknown")
+    if c.refs:
+        extra.append("refs " + ", ".join(c.refs))
+    where = _where(rule, policy)
+    if where:
+        extra.append(where)
+    if extra:
+        lines.append(pad + "; ".join(extra))
+    return lines
+
+
+def render(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
+    """The explain text for *decision* (rule places are shown when *policy* is given)."""
+    f = decision.facts
+    out: list[str] = []
+    gpu = [str(f.get("gpu.sm", "?"))]
+    extras = [str(x) for x in (f.get("gpu.name"), f.get("gpu.family") and f"family {f.get('gpu.family')}", f.get("host.machine")) if x]
+    if extras:
+        gpu.append("(" + ", ".join(extras) + ")")
+    out.append("gpu     " + " ".join(gpu))
+    desc = [str(f.get("model.type", "?")), str(f.get("quant.scheme", "?"))]
+    if f.get("quant.moe_scheme") and f.get("quant.moe_scheme") != f.get("quant.scheme"):
+        desc.append(f"experts {f.get('quant.moe_scheme')}")
+    if f.get("quant.block"):
+        desc.append("block " + "x".join(map(str, f.get("quant.block"))))
+    if f.get("quant.scale_fmt"):
+        desc.append(f"scales {f.get('quant.scale_fmt')}")
+    if f.get("model.num_experts"):
+        desc.append(f"{f.get('model.num_experts')} experts")
+    out.append("model   " + (f"{model}: " if model else "") + ", ".join(desc))
+    out.append("")
+    for name in ("dense", "moe", "router"):
+        p = decision.paths[name]
+        if not p.applicable:
+            out.append(f"{name:<7} n/a: {p.reason}")
+            continue
+        head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
+        if p.explicit:
+            head += f"   explicit: `{p.explicit}`"
+        elif p.rule:
+            head += f"   decided by {p.rule}"
+        out.append(head)
+        width = max(len(c.backend) for c in p.candidates)
+        after = False
+        for c in p.candidates:
+            lines = _candidate_lines(c, policy, width)
+            out += lines[:1] if after else lines  # below the chosen one: the verdict alone
+            after = after or c.verdict == "chosen"
+        viable = [c.backend for c in p.candidates if c.verdict == "viable"]
+        if viable:
+            out.append(f"    {'':<{width}}  also valid, lower priority: " + ", ".join(viable))
+    w = decision.paths["warmup"]
+    if w.kernels:
+        out.append("warmup  " + ", ".join(w.kernels))
+    else:
+        out.append("warmup  nothing to JIT-warm")
+    for c in w.candidates:
+        if c.verdict != "chosen":
+            out.append(f"  x {c.backend}: {c.reason}")
+    if decision.assumptions:
+        out.append("")
+        out.append("assumed (facts not known; settle them with --fact KEY=VALUE):")
+        out += [f"  - {a}" for a in decision.assumptions]
+    if decision.warnings:
+        out.append("")
+        out.append("warnings:")
+        out += [f"  - {w_}" for w_ in decision.warnings]
+    vllm = decision.engine.get("vllm")
+    if vllm is not None:
+        out.append("")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in vllm["env"].items())
+        args = " ".join(shlex.quote(a) for a in vllm["args"])
+        cmd = " ".join(x for x in (env, "vllm serve", shlex.quote(model) if model else "MODEL", args) if x)
+        out.append("on vLLM without the plugin, where flags can:")
+        out.append(f"  {cmd}")
+        out += [f"  ({n})" for n in vllm.get("notes", ())]
+        plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
+        if plugin:
+            out.append(f"with the plugin every path follows this decision:  {plugin}")
+    out.append("")
+    out.append(f"fingerprint {decision.fingerprint}")
+    return "\n".join(out)

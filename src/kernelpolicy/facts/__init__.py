@@ -1,0 +1,31 @@
+"""Facts: what is known about the machine, the software, the model and the deployment.
+
+:class:`Facts` is the immutable record the resolver reads; :func:`facts_for` builds one from
+a GPU spec, a model (catalog id, folder or config.json) and explicit overrides. Every key is
+documented in :data:`FACT_KEYS`.
+"""
+
+from __future__ import annotations
+
+from ._keys import BACKENDS, FACT_KEYS, PATHS, FactKey, Kind, lookup_key
+from ._record import SOURCES, Facts, normalise_value, parse_fact_text
+from ._build import facts_for, model_facts
+
+__all__ = [
+    "BACKENDS",
+    "FACT_KEYS",
+    "PATHS",
+    "SOURCES",
+    "FactKey",
+    "Facts",
+    "Kind",
+    "facts_for",
+    "lookup_key",
+    "model_facts",
+    "normalise_value",
+    "parse_fact_text",
+]
+
+
+def __dir__() -> list[str]:
+    return __all__

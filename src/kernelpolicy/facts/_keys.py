@@ -1,0 +1,365 @@
+"""The fact vocabulary: every key a fact may have, its kind, its domain and what it means.
+
+This table is the single source of truth for fact keys. The rule loader checks every key a
+rule mentions against it, the facts record validates values against it, and the exhaustive
+checker enumerates the finite domains declared here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Final
+
+__all__ = [
+    "BACKENDS",
+    "FACT_KEYS",
+    "GPU_FAMILIES",
+    "GPU_SMS",
+    "PATHS",
+    "PROBE_OUTCOMES",
+    "QUANT_SCHEMES",
+    "FactKey",
+    "Kind",
+    "lookup_key",
+]
+
+
+class Kind(str, Enum):
+    """How a fact's value is typed and compared."""
+
+    ENUM = "enum"  #: one of a finite set of strings
+    STR = "str"  #: an open string
+    VERSION = "version"  #: a PEP 440 version; conditions may use specifiers
+    BOOL = "bool"
+    INT = "int"  #: conditions may use numeric comparisons
+    INT_LIST = "int_list"  #: e.g. a weight block size
+    STR_LIST = "str_list"
+
+
+@dataclass(frozen=True)
+class FactKey:
+    """One entry of the vocabulary."""
+
+    name: str
+    kind: Kind
+    doc: str
+    domain: tuple[str, ...] = ()  #: the finite domain of an ENUM key
+    example: str = ""
+
+
+#: Exact compute capabilities kernelpolicy knows, as ``gpu.sm`` values.
+GPU_SMS: Final = (
+    "sm80",
+    "sm86",
+    "sm87",
+    "sm89",
+    "sm90",
+    "sm100",
+    "sm103",
+    "sm110",
+    "sm120",
+    "sm121",
+)
+#: ``major*10`` families, as vLLM's ``is_device_capability_family`` sees them.
+GPU_FAMILIES: Final = ("sm80", "sm90", "sm100", "sm110", "sm120")
+QUANT_SCHEMES: Final = (
+    "none",
+    "fp8_block",
+    "fp8_tensor",
+    "fp8_channel",
+    "mxfp8",
+    "nvfp4",
+    "mxfp4",
+    "w4a16",
+    "w8a16",
+)
+#: Code paths a decision covers. ``warmup`` is derived from the other three.
+PATHS: Final = ("dense", "moe", "router", "warmup")
+#: Backend ids per path (engine-neutral; adapters map them to engine names).
+BACKENDS: Final[dict[str, tuple[str, ...]]] = {
+    "dense": (
+        "deep_gemm",
+        "flashinfer_deep_gemm",
+        "cutlass",
+        "flashinfer_cutlass",
+        "flashinfer_trtllm",
+        "flashinfer_cutedsl",
+        "b12x",
+        "marlin",
+        "humming",
+        "triton",
+        "torch",
+        "emulation",
+    ),
+    "moe": (
+        "flashinfer_trtllm",
+        "flashinfer_cutlass",
+        "flashinfer_cutedsl",
+        "flashinfer_b12x",
+        "deep_gemm",
+        "vllm_cutlass",
+        "triton",
+        "marlin",
+        "humming",
+        "aiter",
+        "emulation",
+    ),
+    "router": ("bf16x3", "fp32_gemv", "dsv3", "cublas", "ll_bf16", "linear", "linear_fp32"),
+}
+
+_E = Kind.ENUM
+_VERSION_PACKAGES: Final = (
+    ("vllm", "the installed vLLM release", "0.26.0"),
+    ("deep_gemm", "the DeepGEMM in use (external or vLLM's vendored copy)", "2.8.1"),
+    ("triton", "the installed Triton", "3.6.0"),
+    ("cutlass_dsl", "the installed nvidia-cutlass-dsl (CuTe DSL)", "4.6.0"),
+    ("flashinfer", "the installed flashinfer-python", "0.6.14"),
+    ("torch", "the installed PyTorch", "2.11.0"),
+    ("cuda", "the CUDA runtime version torch was built with", "13.0"),
+    ("driver", "the NVIDIA driver version (NVML)", "580.126.20"),
+    ("b12x", "the optional `b12x` kernel package (vllm[b12x])", "0.1.0"),
+    ("humming", "the optional `humming` kernel package", "0.1.0"),
+)
+
+_ALL: list[FactKey] = [
+    FactKey("gpu.sm", _E, "exact compute capability", GPU_SMS, "sm121"),
+    FactKey("gpu.family", _E, "`major*10`: the capability family", GPU_FAMILIES, "sm120"),
+    FactKey("gpu.cc", Kind.VERSION, "the compute capability as a version string", (), "12.1"),
+    FactKey("gpu.name", Kind.STR, "the product name NVML reports", (), "NVIDIA GB10"),
+    FactKey("gpu.count", Kind.INT, "number of visible GPUs", (), "1"),
+    FactKey(
+        "gpu.unified_memory",
+        Kind.BOOL,
+        "the GPU shares system memory (GB10, Jetson Thor): NVML has no memory info",
+        (),
+        "true",
+    ),
+    FactKey("host.machine", _E, "CPU architecture of the host", ("x86_64", "aarch64"), "aarch64"),
+    FactKey("model.type", Kind.STR, "the text model's `model_type`", (), "qwen3_5_moe_text"),
+    FactKey(
+        "model.architecture",
+        Kind.STR,
+        "`architectures[0]` of config.json",
+        (),
+        "Qwen3_5MoeForConditionalGeneration",
+    ),
+    FactKey("model.is_moe", Kind.BOOL, "the model has fused-MoE layers", (), "true"),
+    FactKey("model.num_experts", Kind.INT, "routed experts per MoE layer", (), "256"),
+    FactKey("model.hidden_size", Kind.INT, "hidden size of the text model", (), "2048"),
+    FactKey(
+        "model.intermediate_size",
+        Kind.INT,
+        "per-expert FFN width for MoE models, dense FFN width otherwise",
+        (),
+        "512",
+    ),
+    FactKey(
+        "model.router_dtype",
+        _E,
+        "dtype of the MoE gate weight in the checkpoint",
+        ("bfloat16", "float16", "float32"),
+        "bfloat16",
+    ),
+    FactKey(
+        "model.activation",
+        _E,
+        "MoE expert activation",
+        ("silu", "gelu", "relu2", "swigluoai", "other"),
+        "silu",
+    ),
+    FactKey("quant.method", Kind.STR, "`quantization_config.quant_method`", (), "fp8"),
+    FactKey(
+        "quant.scheme", _E, "quantization scheme of the linear layers", QUANT_SCHEMES, "fp8_block"
+    ),
+    FactKey(
+        "quant.moe_scheme",
+        _E,
+        "quantization scheme of the experts (defaults to `quant.scheme`)",
+        QUANT_SCHEMES,
+        "mxfp4",
+    ),
+    FactKey("quant.block", Kind.INT_LIST, "weight block size", (), "[128, 128]"),
+    FactKey("quant.scale_fmt", _E, "checkpoint scale format", ("ue8m0", "fp32"), "ue8m0"),
+    FactKey(
+        "deep_gemm.commit",
+        Kind.STR,
+        "the DeepGEMM source revision of the build in use",
+        (),
+        "891d57b4",
+    ),
+    FactKey(
+        "deep_gemm.has_sm120_sf_layout",
+        Kind.BOOL,
+        "the DeepGEMM build in use has the SM120 scale-factor transform",
+        (),
+        "false",
+    ),
+    FactKey(
+        "deep_gemm.source",
+        _E,
+        "which DeepGEMM vLLM loads: an external `deep_gemm` or its vendored copy",
+        ("external", "vendored", "none"),
+        "vendored",
+    ),
+    FactKey("deploy.tp", Kind.INT, "tensor-parallel size", (), "1"),
+    FactKey("deploy.ep", Kind.INT, "expert-parallel size", (), "1"),
+    FactKey(
+        "deploy.moe_backend",
+        Kind.STR,
+        "explicit MoE backend (a kernelpolicy id; engine names are aliases)",
+        (),
+        "triton",
+    ),
+    FactKey(
+        "deploy.linear_backend",
+        Kind.STR,
+        "explicit dense-linear backend (a kernelpolicy id)",
+        (),
+        "cutlass",
+    ),
+    FactKey(
+        "deploy.all2all", Kind.STR, "expert-parallel all-to-all backend", (), "deepep_low_latency"
+    ),
+    FactKey(
+        "vllm.cuda_archs", Kind.STR_LIST, "archs the installed vLLM was compiled for", (), "[sm_90]"
+    ),
+]
+_ALL += [FactKey(f"{p}.version", Kind.VERSION, d, (), ex) for p, d, ex in _VERSION_PACKAGES]
+
+# --- machine facts (issue #5: facts from the real machine) -------------------------------
+# Added by the machine-facts engineer; gathered by ``kernelpolicy.facts.providers``. Every key
+# here is optional: a rule that needs one and finds it unknown follows the unknown-fact rules.
+#: Results of a live probe in a subprocess (see ``deep_gemm.sf_probe_*``).
+PROBE_OUTCOMES: Final = ("ok", "unsupported", "error", "crashed", "timeout", "unavailable")
+_ALL += [
+    FactKey("gpu.arch", Kind.STR, "NVML's architecture name of the GPU", (), "blackwell"),
+    FactKey(
+        "gpu.memory_mib",
+        Kind.INT,
+        "total GPU memory (NVML); unknown on unified memory",
+        (),
+        "143771",
+    ),
+    FactKey(
+        "gpu.has_tcgen05",
+        Kind.BOOL,
+        "the GPU has `tcgen05` (TMEM) MMA: datacenter Blackwell sm100/sm103 only, never sm12x",
+        (),
+        "false",
+    ),
+    FactKey(
+        "driver.cuda_version",
+        Kind.VERSION,
+        "the CUDA version the driver supports (NVML)",
+        (),
+        "13.0",
+    ),
+    FactKey(
+        "host.system", Kind.STR, "the host operating system (`platform.system()`)", (), "Linux"
+    ),
+    FactKey("host.python", Kind.VERSION, "the Python that gathered the facts", (), "3.12.3"),
+    FactKey(
+        "torch.cuda_archs",
+        Kind.STR_LIST,
+        "SASS targets of the installed torch (`torch.cuda.get_arch_list()`, `sm_*` only)",
+        (),
+        "[sm_90, sm_100, sm_120]",
+    ),
+    FactKey(
+        "torch.arch_ok",
+        Kind.BOOL,
+        "torch ships SASS that runs on this GPU: some `sm_{major}{m}` with m <= minor",
+        (),
+        "true",
+    ),
+    FactKey(
+        "triton.sm90a_ok",
+        Kind.BOOL,
+        "Triton compiles for `sm_90a` (by version, or a compile probe)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "triton.sm100a_ok",
+        Kind.BOOL,
+        "Triton compiles for `sm_100a` (by version, or a compile probe)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "triton.sm120a_ok",
+        Kind.BOOL,
+        "Triton compiles for `sm_120a`: Triton >= 3.3.0 (by version, or a compile probe)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "triton.sm121a_ok",
+        Kind.BOOL,
+        "Triton compiles for `sm_121a`: Triton >= 3.6.0 (by version, or a compile probe)",
+        (),
+        "false",
+    ),
+    FactKey(
+        "cutlass_dsl.sm121a_ok",
+        Kind.BOOL,
+        "the CuTe DSL emits `sm_121a` code (nvidia-cutlass-dsl >= 4.6.0); says nothing of tcgen05",
+        (),
+        "true",
+    ),
+    FactKey(
+        "deep_gemm.dist",
+        Kind.STR,
+        "the distribution that installed the DeepGEMM in use (`vllm` for the vendored copy)",
+        (),
+        "sgl-deep-gemm",
+    ),
+    FactKey(
+        "deep_gemm.sf_probe_fp32",
+        _E,
+        "live probe: FP32 scale factors, recipe (1, 128), UE8M0 cast off (the SM90 layout)",
+        PROBE_OUTCOMES,
+        "ok",
+    ),
+    FactKey(
+        "deep_gemm.sf_probe_ue8m0",
+        _E,
+        "live probe: FP32 scales packed to UE8M0, recipe (1, 1, 32) (the SM100/SM120 layout);"
+        ' `unsupported` is "Unknown SF transformation"',
+        PROBE_OUTCOMES,
+        "unsupported",
+    ),
+]
+# --- end of machine facts -----------------------------------------------------------------
+
+#: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
+FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}
+
+ENV_PREFIX: Final = "deploy.env."
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def lookup_key(name: str) -> FactKey | None:
+    """The vocabulary entry for *name*, or ``None`` when it is not a fact key.
+
+    ``deploy.env.<NAME>`` is a key for every environment variable name: its value is the
+    string the user set.
+    """
+    key = FACT_KEYS.get(name)
+    if key is not None:
+        return key
+    if name.startswith(ENV_PREFIX) and _ENV_NAME.match(name[len(ENV_PREFIX) :]):
+        return FactKey(name, Kind.STR, f"environment variable `{name[len(ENV_PREFIX) :]}`")
+    return None
+
+
+# deploy.allow_rules: added with the resolver's override semantics
+FACT_KEYS["deploy.allow_rules"] = FactKey(
+    "deploy.allow_rules",
+    Kind.STR_LIST,
+    "ids of crash rules (or catalog requirements) an explicit choice may override",
+    (),
+    "[deep_gemm-no-sm120-sf-layout]",
+)

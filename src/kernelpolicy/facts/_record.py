@@ -1,0 +1,176 @@
+"""The facts record: typed, immutable, every value checked against the vocabulary."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Final
+
+from packaging.version import InvalidVersion, Version
+from pydantic import BaseModel, ConfigDict, PrivateAttr
+
+from ..errors import FactError, did_you_mean
+from ._keys import FACT_KEYS, Kind, lookup_key
+
+__all__ = ["SOURCES", "FactValue", "Facts", "parse_fact_text", "normalise_value"]
+
+FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
+
+#: Where a fact can come from, most authoritative first.
+SOURCES: Final = (
+    "user",  # --fact, --env, --moe-backend, a Python caller
+    "probe",  # a live check on this machine's GPU
+    "nvml",
+    "torch",
+    "metadata",  # installed package metadata and files
+    "config.json",
+    "catalog",  # the shipped model or GPU catalog
+    "spec",  # derived from the GPU spec given on the command line
+    "implied",  # derived by an `implies` rule from other facts
+    "default",  # the engine's default (tensor and expert parallel size 1)
+)
+
+
+def normalise_value(key: str, value: Any) -> FactValue:
+    """Check *value* against *key*'s kind and return its canonical form.
+
+    :raises FactError: for an unknown key or a value of the wrong kind.
+    """
+    fk = lookup_key(key)
+    if fk is None:
+        hint = did_you_mean(key, FACT_KEYS)
+        raise FactError(
+            key, "unknown fact key", help=f"did you mean `{hint[0]}`?" if hint else None
+        )
+    kind = fk.kind
+    if kind is Kind.BOOL:
+        if isinstance(value, bool):
+            return value
+    elif kind is Kind.INT:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif kind is Kind.INT_LIST:
+        if isinstance(value, (list, tuple)) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value
+        ):
+            return tuple(value)
+    elif kind is Kind.STR_LIST:
+        if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+            return tuple(value)
+    elif kind is Kind.VERSION:
+        if isinstance(value, (str, int)) and not isinstance(value, bool):
+            try:
+                return str(Version(str(value)))
+            except InvalidVersion:
+                raise FactError(key, f"`{value}` is not a valid version") from None
+    elif isinstance(value, str):
+        if kind is Kind.ENUM and value not in fk.domain:
+            hint = did_you_mean(value, fk.domain)
+            raise FactError(
+                key,
+                f"`{value}` is not one of {', '.join(fk.domain)}",
+                help=f"did you mean `{hint[0]}`?" if hint else None,
+            )
+        return value
+    raise FactError(key, f"`{value!r}` is not a valid {kind.value}")
+
+
+def parse_fact_text(key: str, text: str) -> FactValue:
+    """Parse a command-line ``KEY=VALUE`` value by the kind of *key*."""
+    fk = lookup_key(key)
+    if fk is None:
+        return normalise_value(key, text)  # raises the unknown-key error
+    t = text.strip()
+    kind = fk.kind
+    if kind is Kind.BOOL:
+        low = t.lower()
+        if low in ("true", "1", "yes", "on"):
+            return True
+        if low in ("false", "0", "no", "off"):
+            return False
+        raise FactError(key, f"`{text}` is not true or false")
+    if kind is Kind.INT:
+        try:
+            return int(t)
+        except ValueError:
+            raise FactError(key, f"`{text}` is not an integer") from None
+    if kind in (Kind.INT_LIST, Kind.STR_LIST):
+        items = [p.strip() for p in t.strip("[]").split(",") if p.strip()]
+        if kind is Kind.INT_LIST:
+            try:
+                return tuple(int(p) for p in items)
+            except ValueError:
+                raise FactError(key, f"`{text}` is not a list of integers") from None
+        return tuple(items)
+    return normalise_value(key, t)
+
+
+class Facts(BaseModel):
+    """What is known about one deployment: a value and a source per fact key.
+
+    Immutable and hashable. Keys absent from :attr:`values` are *unknown*, which the resolver
+    treats as described in DESIGN.md (crash rules apply, others do not).
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    values: Mapping[str, FactValue]
+    sources: Mapping[str, str]
+    _typed: dict[str, Any] | None = PrivateAttr(default=None)
+    _key: tuple[tuple[str, FactValue], ...] | None = PrivateAttr(default=None)
+
+    @classmethod
+    def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:
+        """Facts from plain values, all from one *source*; ``None`` values are dropped."""
+        checked = {k: normalise_value(k, v) for k, v in values.items() if v is not None}
+        return cls(values=checked, sources=dict.fromkeys(checked, source))
+
+    @classmethod
+    def empty(cls) -> Facts:
+        return cls(values={}, sources={})
+
+    def merged(self, other: Facts) -> Facts:
+        """These facts with *other*'s values on top (other wins on shared keys)."""
+        return Facts(
+            values={**self.values, **other.values}, sources={**self.sources, **other.sources}
+        )
+
+    def with_defaults(self, other: Facts) -> Facts:
+        """These facts, completed with *other*'s values for keys not known here."""
+        return other.merged(self)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.values.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.values
+
+    @property
+    def key(self) -> tuple[tuple[str, FactValue], ...]:
+        """A hashable, order-independent identity of the values."""
+        if self._key is None:
+            self._key = tuple(sorted(self.values.items()))
+        return self._key
+
+    def typed(self) -> dict[str, Any]:
+        """Values as conditions compare them (versions as :class:`~packaging.version.Version`)."""
+        if self._typed is None:
+            out: dict[str, Any] = {}
+            for k, v in self.values.items():
+                fk = lookup_key(k)
+                out[k] = Version(v) if fk is not None and fk.kind is Kind.VERSION else v
+            self._typed = out
+        return self._typed
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Values as JSON-ready data, keys sorted."""
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.values.items())}
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Facts) and self.key == other.key
+
+    def __repr__(self) -> str:
+        return f"Facts({json.dumps(self.to_json_dict(), sort_keys=True)})"

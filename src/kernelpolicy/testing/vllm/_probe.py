@@ -1,0 +1,502 @@
+"""Probe run by ``kernelpolicy.testing.vllm`` inside a target vLLM venv (not imported by it).
+
+    python _probe.py REQUEST.json RESULT.json
+
+It loads the stub CUDA driver, lets vLLM resolve the simulated platform, loads vLLM's general
+plugins (as ``EngineArgs`` would), builds a real ``VllmConfig`` for the model, then asks vLLM's
+own selectors what they choose on each path. Every step's failure is recorded as data in the
+result; the script exits 0 whenever it could write the result. Only the standard library and
+the target's vLLM/torch are used.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import importlib
+import json
+import logging
+import socket
+import sys
+import tempfile
+import traceback
+import types
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+_LOG_MARKERS = ("deepgemm", "deep_gemm", "fp8 moe backend", "kernelpolicy", "platform plugin")
+
+
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(level=logging.DEBUG)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.messages.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+        except Exception:  # a bad format string must not break the probe
+            self.messages.append(f"{record.levelname} {record.name}: {record.msg!r}")
+
+
+def _error(exc: BaseException) -> str:
+    tail = traceback.format_exception(type(exc), exc, exc.__traceback__)[-4:]
+    return f"{type(exc).__name__}: {exc}\n{''.join(tail)}".strip()
+
+
+def _step(result: dict[str, Any], name: str, fn: Callable[[], Any]) -> Any:
+    try:
+        return fn()
+    except Exception as exc:
+        result["errors"][name] = _error(exc)
+        return None
+
+
+def _shell(cls: type, **attrs: Any) -> Any:
+    """An instance of a subclass of *cls*, built without running any constructor.
+
+    *attrs* become class attributes of the subclass, so they also shadow properties.
+    """
+    namespace: dict[str, Any] = {"__abstractmethods__": frozenset(), **attrs}
+    sub = type(f"_Probe{cls.__name__}", (cls,), namespace)
+    return object.__new__(sub)
+
+
+def _scheme(quant: dict[str, Any]) -> str:
+    """``block``, ``channel``, ``tensor`` or ``none`` from an HF ``quantization_config``."""
+    if not quant:
+        return "none"
+    if quant.get("weight_block_size"):
+        return "block"
+    for group in (quant.get("config_groups") or {}).values():
+        weights = group.get("weights") or {}
+        strategy = str(weights.get("strategy", "")).lower()
+        if strategy in ("block", "channel", "tensor"):
+            return strategy
+    return "tensor"
+
+
+def _dynamic(quant: dict[str, Any]) -> bool:
+    if quant.get("activation_scheme") == "static":
+        return False
+    for group in (quant.get("config_groups") or {}).values():
+        acts = group.get("input_activations") or {}
+        if acts and acts.get("dynamic") is False:
+            return False
+    return True
+
+
+def _keys(scheme: str, dynamic: bool) -> tuple[Any, Any]:
+    qu = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    if scheme == "block":
+        return qu.kFp8Static128BlockSym, qu.kFp8Dynamic128Sym
+    if scheme == "channel":
+        return qu.kFp8StaticChannelSym, qu.kFp8DynamicTokenSym
+    act = qu.kFp8DynamicTensorSym if dynamic else qu.kFp8StaticTensorSym
+    return qu.kFp8StaticTensorSym, act
+
+
+def _first_attr(obj: Any, names: tuple[str, ...], default: Any = None) -> Any:
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None:
+            return value
+    return default
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> Any:
+    from vllm.config import KernelConfig, ModelConfig, VllmConfig
+
+    model_dir = Path(tempfile.mkdtemp(prefix="kp-model-"))
+    (model_dir / "config.json").write_text(json.dumps(req["config"]), encoding="utf-8")
+    model_config = ModelConfig(
+        model=str(model_dir),
+        skip_tokenizer_init=True,
+        dtype="bfloat16",
+        max_model_len=int(req.get("max_model_len", 4096)),
+    )
+    kernel_kwargs: dict[str, Any] = {}
+    if req.get("moe_backend"):
+        kernel_kwargs["moe_backend"] = req["moe_backend"]
+    before = len(capture.messages)
+    vllm_config = VllmConfig(model_config=model_config, kernel_config=KernelConfig(**kernel_kwargs))
+    warnings = [m for m in capture.messages[before:] if "auto-disabled deepgemm" in m.lower()]
+    result["auto_disable_warning"] = warnings[0] if warnings else None
+    quant_config = vllm_config.quant_config
+    result["quant_config"] = type(quant_config).__name__ if quant_config is not None else None
+    result["quant_use_deep_gemm"] = getattr(quant_config, "use_deep_gemm", None)
+    text = model_config.hf_text_config
+    result["model_type"] = getattr(text, "model_type", None)
+    result["quantization"] = model_config.quantization
+    return vllm_config
+
+
+def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any:
+    import torch
+    from vllm.platforms import current_platform
+
+    lin = importlib.import_module("vllm.model_executor.kernels.linear")
+    quant = dict(req["config"].get("quantization_config") or {})
+    scheme = _scheme(quant)
+    dense: dict[str, Any] = {"scheme": scheme, "kernel": None, "candidates": []}
+    result["dense"] = dense
+    if scheme == "none":
+        return None
+    text = vllm_config.model_config.hf_text_config
+    hidden = int(text.hidden_size)
+    inter = int(
+        _first_attr(
+            text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")
+        )
+    )
+    shape = tuple(req.get("dense_shape") or (2 * inter, hidden))
+    dense["weight_shape"] = list(shape)
+    weight_key, act_key = _keys(scheme, _dynamic(quant))
+    cfg_cls = importlib.import_module(
+        "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
+    ).FP8ScaledMMLinearLayerConfig
+    layer_cfg = cfg_cls(
+        weight_quant_key=weight_key,
+        activation_quant_key=act_key,
+        input_dtype=torch.bfloat16,
+        out_dtype=torch.bfloat16,
+        weight_shape=shape,
+    )
+    table = lin._POSSIBLE_FP8_BLOCK_KERNELS if scheme == "block" else lin._POSSIBLE_FP8_KERNELS
+    cap = current_platform.get_device_capability()
+    cc = cap[0] * 10 + cap[1] if cap is not None else None
+    for kernel in table.get(current_platform._enum, []):
+        try:
+            ok, reason = lin.is_supported_and_can_implement_kernel(kernel, layer_cfg, cc)
+        except Exception as exc:
+            ok, reason = False, f"raised {type(exc).__name__}: {exc}"
+        dense["candidates"].append({"name": kernel.__name__, "ok": bool(ok), "reason": reason})
+    instance = lin.init_fp8_linear_kernel(
+        activation_quant_key=act_key,
+        weight_quant_key=weight_key,
+        input_dtype=torch.bfloat16,
+        out_dtype=torch.bfloat16,
+        weight_shape=shape,
+        module_name="probe.dense",
+    )
+    dense["kernel"] = type(instance).__name__
+    fallback = getattr(instance, "fallback", None)
+    dense["fallback"] = type(fallback).__name__ if fallback is not None else None
+    return instance
+
+
+def _moe_config(vllm_config: Any) -> Any:
+    import torch
+
+    cfg_mod = importlib.import_module("vllm.model_executor.layers.fused_moe.config")
+    act_mod = importlib.import_module("vllm.model_executor.layers.fused_moe.activation")
+    text = vllm_config.model_config.hf_text_config
+    experts = int(_first_attr(text, ("num_experts", "n_routed_experts", "num_local_experts")))
+    top_k = int(_first_attr(text, ("num_experts_per_tok", "moe_topk", "top_k"), 8))
+    hidden = int(text.hidden_size)
+    inter = int(_first_attr(text, ("moe_intermediate_size", "intermediate_size")))
+    act_name = str(getattr(text, "hidden_act", "silu") or "silu").lower()
+    activation = next(
+        (m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU
+    )
+    values: dict[str, Any] = {
+        "num_experts": experts,
+        "experts_per_token": top_k,
+        "hidden_dim": hidden,
+        "intermediate_size": inter,
+        "num_local_experts": experts,
+        "num_logical_experts": experts,
+        "activation": activation,
+        "device": "cuda",
+        "routing_method": cfg_mod.RoutingMethodType.Renormalize,
+        "moe_parallel_config": cfg_mod.FusedMoEParallelConfig.make_no_parallel(),
+        "in_dtype": torch.bfloat16,
+        "router_logits_dtype": torch.float32,
+        "moe_backend": vllm_config.kernel_config.moe_backend,
+        "has_bias": False,
+        "is_lora_enabled": False,
+    }
+    names = {f.name for f in dataclasses.fields(cfg_mod.FusedMoEConfig)}
+    return cfg_mod.FusedMoEConfig(**{k: v for k, v in values.items() if k in names})
+
+
+_MOE_IMPORTERS = {
+    "fp8": ("vllm.model_executor.layers.quantization.fp8", False),
+    "compressed-tensors": (
+        "vllm.model_executor.layers.quantization.compressed_tensors."
+        "compressed_tensors_moe.compressed_tensors_moe_w8a8_fp8",
+        True,
+    ),
+    "modelopt": ("vllm.model_executor.layers.quantization.modelopt", False),
+}
+
+
+def _moe(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any:
+    moe: dict[str, Any] = {"backend": None, "experts": None}
+    result["moe"] = moe
+    text = vllm_config.model_config.hf_text_config
+    if _first_attr(text, ("num_experts", "n_routed_experts", "num_local_experts")) is None:
+        moe["reason"] = "the model has no MoE layers"
+        return None
+    quant = dict(req["config"].get("quantization_config") or {})
+    scheme = _scheme(quant)
+    if scheme == "none":
+        moe["reason"] = "the model is not FP8-quantized"
+        return None
+    module_name, allow_cutlass = _MOE_IMPORTERS.get(
+        str(vllm_config.model_config.quantization),
+        ("vllm.model_executor.layers.fused_moe.oracle.fp8", False),
+    )
+    module = importlib.import_module(module_name)
+    moe["via"] = module_name
+    weight_key, act_key = _keys(scheme, _dynamic(quant))
+    backend, experts = module.select_fp8_moe_backend(
+        config=_moe_config(vllm_config),
+        weight_key=weight_key,
+        activation_key=act_key,
+        allow_vllm_cutlass=allow_cutlass,
+    )
+    moe["backend"] = getattr(backend, "name", str(backend))
+    moe["experts"] = experts.__name__ if experts is not None else None
+    return experts
+
+
+def _warmup(result: dict[str, Any], vllm_config: Any, kernel: Any, experts: Any) -> None:
+    import torch
+    import vllm.envs as envs
+
+    warm: dict[str, Any] = {"gate": None, "dense": None, "moe": None}
+    result["warmup"] = warm
+    kw = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
+    dgw = importlib.import_module("vllm.model_executor.warmup.deep_gemm_warmup")
+    gate = bool(
+        envs.VLLM_USE_DEEP_GEMM
+        and kw.is_deep_gemm_supported()
+        and envs.VLLM_DEEP_GEMM_WARMUP != "skip"
+    )
+    warm["gate"] = gate
+    align = list(dgw.get_mk_alignment_for_contiguous_layout())
+
+    def dense_gate() -> bool:
+        if kernel is None:
+            return False
+        n, k = result["dense"]["weight_shape"]
+        weight = torch.empty((n, k), dtype=torch.float8_e4m3fn)
+        scale = torch.empty((max(n // align[0], 1), max(k // align[1], 1)), dtype=torch.float32)
+        if hasattr(dgw, "_fp8_linear_may_use_deep_gemm"):
+            fp8 = importlib.import_module("vllm.model_executor.layers.quantization.fp8")
+            method_cls = fp8.Fp8LinearMethod
+            if vllm_config.model_config.quantization != "fp8":
+                method_cls = type("_NotFp8LinearMethod", (), {})
+            method = _shell(
+                method_cls,
+                block_quant=result["dense"]["scheme"] == "block",
+                use_marlin=False,
+                fp8_linear=kernel,
+                quant_config=types.SimpleNamespace(weight_block_size=align),
+            )
+            module = _shell(
+                dgw.LinearBase, quant_method=method, weight=weight, weight_scale_inv=scale
+            )
+            return bool(dgw._fp8_linear_may_use_deep_gemm(module))
+        if hasattr(dgw, "_deep_gemm_linear_data"):
+            dg_cls = dgw.DeepGemmFp8BlockScaledMMKernel
+            provider = kernel if isinstance(kernel, dg_cls) else None
+            fallback = getattr(kernel, "fallback", None)
+            if provider is None and isinstance(fallback, dg_cls):
+                provider = fallback
+            module = _shell(
+                torch.nn.Module,
+                deep_gemm_warmup_provider=provider,
+                weight_block_size=align,
+                weight=weight,
+                weight_scale_inv=scale,
+                weight_scale=scale,
+            )
+            try:
+                return dgw._deep_gemm_linear_data(module) is not None
+            except Exception:
+                # the gate accepted the provider, then read weights the shell lacks
+                return provider is not None
+        raise RuntimeError("no known dense DeepGEMM warmup gate in this vLLM")
+
+    def moe_gate() -> bool:
+        if experts is None:
+            return False
+        fused = _shell(experts)
+        quant_cfg = types.SimpleNamespace(quant_dtype=torch.float8_e4m3fn, block_shape=align)
+        method = types.SimpleNamespace(
+            get_fused_moe_quant_config=lambda *_a, **_k: quant_cfg,
+            moe_quant_config=quant_cfg,
+            moe_kernel=types.SimpleNamespace(
+                impl=types.SimpleNamespace(fused_experts=fused), fused_experts=fused
+            ),
+        )
+        runner = _shell(
+            dgw.MoERunner,
+            _quant_method=method,
+            quant_method=method,
+            routed_experts=None,
+            moe_config=None,
+        )
+        return bool(dgw._fused_moe_grouped_gemm_may_use_deep_gemm(runner))
+
+    dense_ok = _step(result, "warmup.dense", dense_gate)
+    moe_ok = _step(result, "warmup.moe", moe_gate)
+    warm["dense"] = None if dense_ok is None else bool(gate and dense_ok)
+    warm["moe"] = None if moe_ok is None else bool(gate and moe_ok)
+
+
+_ROUTER_TIERS = (
+    ("allow_ll_bf16_gemm", "ll_bf16"),
+    ("allow_dsv3_router_gemm", "dsv3"),
+    ("allow_fp32_router_gemm", "fp32_gemv"),
+    ("allow_bf16x3_router_gemm", "bf16x3"),
+    ("allow_cublas_router_gemm", "cublas"),
+)
+
+
+def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> None:
+    import torch
+
+    router: dict[str, Any] = {"flags": {}, "backend": None, "cls": None}
+    result["router"] = router
+    text = vllm_config.model_config.hf_text_config
+    experts = _first_attr(text, ("num_experts", "n_routed_experts", "num_local_experts"))
+    if experts is None:
+        router["reason"] = "the model has no MoE layers"
+        return
+    dtype_name = str(req.get("router_dtype") or "float32")
+    dtype = getattr(torch, dtype_name)
+    gl = importlib.import_module("vllm.model_executor.layers.fused_moe.router.gate_linear")
+    gate = gl.GateLinear(
+        int(text.hidden_size),
+        int(experts),
+        bias=False,
+        out_dtype=torch.float32,
+        params_dtype=dtype,
+        prefix="probe.gate",
+    )
+    router["cls"] = type(gate).__name__
+    router["weight_dtype"] = str(gate.weight.dtype).removeprefix("torch.")
+    router["flags"] = {
+        k: bool(v)
+        for k, v in sorted(vars(gate).items())
+        if k.startswith("allow_") and k.endswith("_gemm")
+    }
+    backend = next((bid for flag, bid in _ROUTER_TIERS if router["flags"].get(flag)), None)
+    if backend is None:
+        backend = "linear_fp32" if gate.weight.dtype == torch.float32 else "linear"
+    router["backend"] = backend
+
+
+def _deep_gemm_info(result: dict[str, Any]) -> None:
+    dg = importlib.import_module("vllm.utils.deep_gemm")
+    iu = importlib.import_module("vllm.utils.import_utils")
+    info: dict[str, Any] = {
+        "supported": bool(dg.is_deep_gemm_supported()),
+        "has_deep_gemm": bool(iu.has_deep_gemm()),
+    }
+    import importlib.util as iutil
+
+    for name in ("deep_gemm", "vllm.third_party.deep_gemm"):
+        try:
+            spec = iutil.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            root = Path(next(iter(spec.submodule_search_locations)))
+            info["package"] = name
+            info["sm120_marker"] = (
+                root / "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh"
+            ).is_file()
+            break
+    result["deep_gemm"] = info
+
+
+def _plugin_state(result: dict[str, Any]) -> None:
+    mod = sys.modules.get("kernelpolicy.adapters.vllm")
+    if mod is None:
+        result["plugin"] = None
+        return
+    status = getattr(mod, "status", None)
+    result["plugin"] = status() if callable(status) else {"loaded": True}
+
+
+def run(req: dict[str, Any], result: dict[str, Any]) -> None:
+    ctypes.CDLL(req["libcuda"], mode=ctypes.RTLD_GLOBAL)
+    capture = _Capture()
+    try:
+        import vllm
+
+        # vLLM configures its loggers when imported; attach afterwards
+        for name in ("vllm", "kernelpolicy"):
+            logging.getLogger(name).addHandler(capture)
+
+        result["vllm_version"] = vllm.__version__
+        from vllm.platforms import current_platform
+
+        result["platform"] = type(current_platform).__name__
+        cap = current_platform.get_device_capability()
+        result["device_capability"] = [cap[0], cap[1]] if cap is not None else None
+        from vllm.plugins import load_general_plugins
+
+        load_general_plugins()
+        vllm_config = _build_config(req, result, capture)
+        from vllm.config import set_current_vllm_config
+
+        with set_current_vllm_config(vllm_config):
+            from vllm.distributed import (
+                init_distributed_environment,
+                initialize_model_parallel,
+            )
+
+            _step(
+                result,
+                "distributed",
+                lambda: (
+                    init_distributed_environment(
+                        world_size=1,
+                        rank=0,
+                        distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
+                        local_rank=0,
+                        backend="gloo",
+                    ),
+                    initialize_model_parallel(1, 1),
+                ),
+            )
+            kernel = _step(result, "dense", lambda: _dense(req, result, vllm_config))
+            experts = _step(result, "moe", lambda: _moe(req, result, vllm_config))
+            _step(result, "warmup", lambda: _warmup(result, vllm_config, kernel, experts))
+            _step(result, "router", lambda: _router(req, result, vllm_config))
+            _step(result, "deep_gemm", lambda: _deep_gemm_info(result))
+            _step(result, "plugin", lambda: _plugin_state(result))
+    finally:
+        result["log_lines"] = [
+            m for m in capture.messages if any(s in m.lower() for s in _LOG_MARKERS)
+        ]
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: _probe.py REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    req = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+    result: dict[str, Any] = {"errors": {}}
+    try:
+        run(req, result)
+    except BaseException as exc:
+        result["errors"]["probe"] = _error(exc)
+    Path(argv[2]).write_text(json.dumps(result, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv))
