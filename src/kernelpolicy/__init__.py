@@ -8,26 +8,49 @@
     decision = kp.resolve(facts, policy)
     decision.paths["moe"].backend      # "triton"
 
-``import kernelpolicy`` imports no torch, triton, deep_gemm or vllm.
+``import kernelpolicy`` imports no torch, triton, deep_gemm or vllm; the names below load
+their modules on first use.
 """
 
 from __future__ import annotations
 
-from .decision import Candidate, Decision, PathDecision
-from .dsl.loader import load_policy
-from .errors import (
-    FactError,
-    KernelPolicyError,
-    PolicyError,
-    UnknownGPUError,
-    UnknownModelError,
-)
-from .facts import Facts, facts_for
-from .policy import Policy
-from .reporters import BaseReporter
-from .resolver import ContradictionError, resolve
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
+
+if TYPE_CHECKING:
+    from .decision import Candidate, Decision, PathDecision
+    from .dsl.loader import load_policy
+    from .errors import (
+        FactError,
+        KernelPolicyError,
+        PolicyError,
+        UnknownGPUError,
+        UnknownModelError,
+    )
+    from .facts import Facts, facts_for
+    from .policy import Policy
+    from .reporters import BaseReporter
+    from .resolver import ContradictionError, resolve
+
+_WHERE = {
+    "BaseReporter": "reporters",
+    "Candidate": "decision",
+    "ContradictionError": "resolver",
+    "Decision": "decision",
+    "FactError": "errors",
+    "Facts": "facts",
+    "KernelPolicyError": "errors",
+    "PathDecision": "decision",
+    "Policy": "policy",
+    "PolicyError": "errors",
+    "UnknownGPUError": "errors",
+    "UnknownModelError": "errors",
+    "facts_for": "facts",
+    "load_policy": "dsl.loader",
+    "resolve": "resolver",
+}
 
 __all__ = [
     "BaseReporter",
@@ -47,3 +70,16 @@ __all__ = [
     "load_policy",
     "resolve",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernelpolicy' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -15,8 +15,7 @@ def _data_dir(name: str) -> Path:
     packaged = _PKG / "_data" / name
     if packaged.is_dir():
         return packaged
-    checkout = _PKG.parent.parent / name  # src/kernelpolicy -> repo root
-    return checkout
+    return _PKG.parent.parent / name  # src/kernelpolicy -> repo root
 
 
 def shipped_rules_dir() -> Path:

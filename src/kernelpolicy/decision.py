@@ -67,6 +67,7 @@ class PathDecision:
     backend: str | None
     candidates: tuple[Candidate, ...] = ()
     rule: str | None = None  #: the rule that decided, when the first candidate was not taken
+    rules: tuple[str, ...] = ()  #: every rule that rejected a candidate ranked above the chosen one
     reason: str | None = None  #: why there is no backend (``backend is None``)
     explicit: str | None = None  #: where an explicit choice for this path came from
     kernels: tuple[str, ...] | None = None  #: ``warmup`` only: the kernels to warm
@@ -84,6 +85,8 @@ class PathDecision:
             out["backend"] = self.backend
         if self.rule:
             out["rule"] = self.rule
+        if self.rules:
+            out["rules"] = list(self.rules)
         if self.reason:
             out["reason"] = self.reason
         if self.explicit:
@@ -147,9 +150,7 @@ class Decision:
     @property
     def ok(self) -> bool:
         """Every path the model has got a backend."""
-        return all(
-            p.backend is not None for name, p in self.paths.items() if name != "warmup" and p.applicable
-        )
+        return all(p.backend is not None for name, p in self.paths.items() if name != "warmup" and p.applicable)
 
     @property
     def fingerprint(self) -> str:

@@ -66,15 +66,19 @@ class KernelPolicyError(Exception):
     """Base of every error kernelpolicy raises on bad input."""
 
     def one_line(self) -> str:
-        return str(self)
+        """The error as one line for a terminal: ``error: ...``."""
+        return f"error: {self}"
 
 
 class PolicyError(KernelPolicyError, ValueError):
     """Rule or policy files that do not load: every problem found, not only the first."""
 
     def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        self.diagnostics: tuple[Diagnostic, ...] = tuple(diagnostics)
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(sorted(diagnostics, key=lambda d: (d.file, d.line, d.column)))
         super().__init__(self.diagnostics)
+
+    def one_line(self) -> str:
+        return str(self)
 
     @property
     def errors(self) -> tuple[Diagnostic, ...]:

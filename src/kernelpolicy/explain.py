@@ -65,7 +65,15 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
     f = decision.facts
     out: list[str] = []
     gpu = [str(f.get("gpu.sm", "?"))]
-    extras = [str(x) for x in (f.get("gpu.name"), f.get("gpu.family") and f"family {f.get('gpu.family')}", f.get("host.machine")) if x]
+    extras = [
+        str(x)
+        for x in (
+            f.get("gpu.name"),
+            f.get("gpu.family") and f"family {f.get('gpu.family')}",
+            f.get("host.machine"),
+        )
+        if x
+    ]
     if extras:
         gpu.append("(" + ", ".join(extras) + ")")
     out.append("gpu     " + " ".join(gpu))
@@ -88,8 +96,8 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
         if p.explicit:
             head += f"   explicit: `{p.explicit}`"
-        elif p.rule:
-            head += f"   decided by {p.rule}"
+        elif p.rules:
+            head += "   decided by " + ", ".join(p.rules)
         out.append(head)
         width = max(len(c.backend) for c in p.candidates)
         after = False

@@ -139,7 +139,12 @@ def _explicit_picks(
             if r.layer == "user" and _user_denies(policy, when, r.backends[0], path):
                 continue  # a narrower user setting (VLLM_MOE_USE_DEEP_GEMM=0) wins over a broad one
             by_path.setdefault(path, []).append(
-                _Pick(r.backends[0], source, r.overrides + (allowed if r.layer == "user" else ()), r.layer)
+                _Pick(
+                    r.backends[0],
+                    source,
+                    r.overrides + (allowed if r.layer == "user" else ()),
+                    r.layer,
+                )
             )
     picks: dict[str, _Pick] = {}
     warnings: list[str] = []
@@ -161,10 +166,7 @@ def _explicit_picks(
 
 
 def _user_denies(policy: Policy, when: Mapping[str, bool | None], backend: str, path: str) -> bool:
-    return any(
-        r.kind == "deny" and r.layer == "user" and when[r.id] is True
-        for r in policy.rules_for(backend, path)
-    )
+    return any(r.kind == "deny" and r.layer == "user" and when[r.id] is True for r in policy.rules_for(backend, path))
 
 
 def _order(path: str, policy: Policy, typed: Mapping[str, Any], when: Mapping[str, bool | None]) -> list[str]:
@@ -221,7 +223,13 @@ def _judge(
             if w is None:
                 keys = sorted({t.key for t in failing_tests(r.when, typed)[1]})
                 for k in keys:
-                    assumptions.append(Assumption(k, r.id, f"crash rule applied: `{backend}` denied while `{k}` is unknown"))
+                    assumptions.append(
+                        Assumption(
+                            k,
+                            r.id,
+                            f"crash rule applied: `{backend}` denied while `{k}` is unknown",
+                        )
+                    )
             out.append(_Rejection(r.id, r.severity, r.because, r.refs, w is None))
             continue
         rv = evaluate(r.require, typed)
@@ -261,16 +269,22 @@ def _resolve(facts: Facts, policy: Policy, reporter: BaseReporter) -> Decision:
         if pick is not None:
             if pick.backend not in policy.backends[path]:
                 raise ContradictionError(
-                    path, (pick.source,), f"`{pick.source}`: `{pick.backend}` is not a backend of this path"
+                    path,
+                    (pick.source,),
+                    f"`{pick.source}`: `{pick.backend}` is not a backend of this path",
                 )
             order = [pick.backend] + [b for b in order if b != pick.backend]
         reporter.starting_path(path, tuple(order))
-        cands, chosen, rule = _decide_path(path, order, pick, policy, typed, when, assumptions, overrides, warnings, reporter)
+        cands, chosen, deciding = _decide_path(
+            path, order, pick, policy, typed, when, assumptions, overrides, warnings, reporter
+        )
+        explicit_won = pick is not None and chosen == pick.backend
         paths[path] = PathDecision(
             path,
             chosen,
             tuple(cands),
-            rule=pick.source if pick is not None and chosen == pick.backend else rule,
+            rule=pick.source if explicit_won and pick is not None else (deciding[0] if deciding else None),
+            rules=deciding,
             reason=None if chosen else f"no backend of path `{path}` is valid for these facts",
             explicit=pick.source if pick is not None else None,
         )
@@ -307,7 +321,7 @@ def _decide_path(
     overrides: list[Override],
     warnings: list[str],
     reporter: BaseReporter,
-) -> tuple[list[Candidate], str | None, str | None]:
+) -> tuple[list[Candidate], str | None, tuple[str, ...]]:
     """Judge *order*'s candidates; returns them, the chosen backend and the deciding rule."""
     cands: list[Candidate] = []
     chosen: str | None = None
@@ -321,7 +335,9 @@ def _decide_path(
             if any(x.severity == "user" for x in rejections):
                 denier = next(x.rule for x in rejections if x.severity == "user")
                 raise ContradictionError(
-                    path, (pick.source, denier), f"`{pick.source}` chooses `{b}`, which `{denier}` denies"
+                    path,
+                    (pick.source, denier),
+                    f"`{pick.source}` chooses `{b}`, which `{denier}` denies",
                 )
             blocking = [x for x in rejections if x.severity not in _OVERRIDABLE and x.rule not in pick.overrides]
             if blocking:
@@ -337,13 +353,22 @@ def _decide_path(
                 if ids:
                     overrides.append(Override(path, b, pick.source, ids, True))
                     for x in rejections:
-                        warnings.append(f"`{pick.source}` overrides `{x.rule}` ({x.severity}) on path `{path}`: {x.reason}")
+                        warnings.append(
+                            f"`{pick.source}` overrides `{x.rule}` ({x.severity}) on path `{path}`: {x.reason}"
+                        )
                 chosen = b
         elif rejections:
             if any(not x.assumed for x in rejections):
                 mine = []  # rejected on known facts: nothing it assumed changed the outcome
-            cand = Candidate(b, "rejected", ids, rejections[0].reason, rejections[0].severity, refs,
-                             assumptions=tuple(dict.fromkeys(a.fact for a in mine)))
+            cand = Candidate(
+                b,
+                "rejected",
+                ids,
+                rejections[0].reason,
+                rejections[0].severity,
+                refs,
+                assumptions=tuple(dict.fromkeys(a.fact for a in mine)),
+            )
             if chosen is None and not any(x.severity == "catalog" for x in rejections):
                 deciding.append(rejections[0].rule)
         elif chosen is None:
@@ -355,8 +380,7 @@ def _decide_path(
             assumptions += mine  # only what shaped the outcome: candidates up to the chosen one
         cands.append(cand)
         reporter.judging(path, cand)
-    rule = deciding[0] if deciding else None
-    return cands, chosen, rule
+    return cands, chosen, tuple(dict.fromkeys(deciding))
 
 
 def _warmup(paths: Mapping[str, PathDecision], policy: Policy, when: Mapping[str, bool | None]) -> PathDecision:
@@ -374,7 +398,15 @@ def _warmup(paths: Mapping[str, PathDecision], policy: Policy, when: Mapping[str
                 continue
             deny = [r for r in policy.rules_for(b, "warmup") if r.paths and "warmup" in r.paths and when[r.id] is True]
             if deny:
-                cands.append(Candidate(kernel, "rejected", tuple(r.id for r in deny), deny[0].because, deny[0].severity))
+                cands.append(
+                    Candidate(
+                        kernel,
+                        "rejected",
+                        tuple(r.id for r in deny),
+                        deny[0].because,
+                        deny[0].severity,
+                    )
+                )
                 continue
             kernels.append(kernel)
             cands.append(Candidate(kernel, "chosen"))

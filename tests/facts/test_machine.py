@@ -178,3 +178,16 @@ def test_auto_gpu_facts(monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, tmp_pa
     values, sources = auto_gpu_facts(cache_dir=tmp_path, env={})
     assert values["gpu.sm"] == "sm121"
     assert sources["gpu.sm"] == "nvml"
+
+
+def test_import_is_light() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kernelpolicy, kernelpolicy.facts.machine, kernelpolicy.cli._facts;"
+        "heavy = {'pynvml', 'torch', 'triton', 'deep_gemm', 'vllm'} & set(sys.modules);"
+        "print(sorted(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

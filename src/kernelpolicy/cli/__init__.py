@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.run(args)
     except KernelPolicyError as exc:
-        print(f"kernelpolicy: error: {exc.one_line()}", file=sys.stderr)
+        print(f"kernelpolicy: {exc.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

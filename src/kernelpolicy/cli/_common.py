@@ -26,23 +26,45 @@ def split_assignment(text: str, what: str) -> tuple[str, str]:
 
 def add_fact_options(p: argparse.ArgumentParser) -> None:
     """The deployment options of DESIGN.md's CLI contract."""
-    p.add_argument("--gpu", required=True, metavar="SPEC",
-                   help="sm121, 12.1, 121, a product name (GB10, H200, RTX 5090, ...) or `auto`")
-    p.add_argument("--model", metavar="ID_OR_PATH",
-                   help="a Hugging Face id from the shipped catalog, a folder with config.json, or a config.json")
+    p.add_argument(
+        "--gpu",
+        required=True,
+        metavar="SPEC",
+        help="sm121, 12.1, 121, a product name (GB10, H200, RTX 5090, ...) or `auto`",
+    )
+    p.add_argument(
+        "--model",
+        metavar="ID_OR_PATH",
+        help="a Hugging Face id from the shipped catalog, a folder with config.json, or a config.json",
+    )
     p.add_argument("--model-type", metavar="T", help="the text model_type, instead of --model")
     p.add_argument("--quant", metavar="SCHEME", help="quantization scheme, with --model-type")
     p.add_argument("--scale-fmt", metavar="FMT", help="checkpoint scale format (ue8m0 or fp32)")
     p.add_argument("--fact", action="append", default=[], metavar="KEY=VALUE", help="set a fact (repeatable)")
-    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                   help="an environment variable of the deployment (repeatable)")
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of the deployment (repeatable)",
+    )
     p.add_argument("--moe-backend", metavar="B", help="an explicit MoE backend (vLLM names accepted)")
     p.add_argument("--linear-backend", metavar="B", help="an explicit dense-linear backend")
-    p.add_argument("--allow", action="append", default=[], metavar="RULE_ID",
-                   help="let an explicit choice override this crash rule (repeatable)")
+    p.add_argument(
+        "--allow",
+        action="append",
+        default=[],
+        metavar="RULE_ID",
+        help="let an explicit choice override this crash rule (repeatable)",
+    )
     p.add_argument("--engine", metavar="vllm==X.Y.Z", help="the engine release (sets its facts)")
-    p.add_argument("--policy", action="append", default=[], metavar="FILE",
-                   help="an operator policy file on top of rules/ and policy/ (repeatable)")
+    p.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an operator policy file on top of rules/ and policy/ (repeatable)",
+    )
 
 
 def load_policy_from_args(args: argparse.Namespace) -> Policy:

@@ -39,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--timeout", type=float, default=300.0, help="seconds each probe may take (default 300)"
     )
-    p.set_defaults(func=run)
+    p.set_defaults(run=run)
 
 
 def _fmt(value: object) -> str:

@@ -20,8 +20,8 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Union
+from dataclasses import dataclass
+from typing import Any, Final
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -43,7 +43,7 @@ __all__ = [
     "tests_of",
 ]
 
-TruthValue = Union[bool, None]
+TruthValue = bool | None
 Values = Mapping[str, Any]
 
 _CMP: Final[dict[str, Callable[[Any, Any], bool]]] = {
@@ -77,11 +77,21 @@ class Test:
     op: str  #: "eq", "in", "spec", "cmp", "has"
     operand: Any  #: normalised expected value(s)
     text: str  #: the expected value as written, for explanations
-    _match: Callable[[Any], bool] = field(repr=False, compare=False, hash=False, default=bool)
 
     def match(self, value: Any) -> bool:
         """Whether a known (normalised) fact value satisfies this test."""
-        return self._match(value)
+        op, operand = self.op, self.operand
+        if op == "eq":
+            return bool((tuple(value) if self.kind is Kind.INT_LIST else value) == operand)
+        if op == "in":
+            if self.kind is Kind.VERSION:
+                return any(_version_match(o, value) for o in operand)
+            return (tuple(value) if self.kind is Kind.INT_LIST else value) in operand
+        if op == "spec":
+            return bool(operand.contains(value, prereleases=True))
+        if op == "cmp":
+            return _CMP[operand[0]](value, operand[1])
+        return bool(operand & set(value))  # "has"
 
     def describe(self) -> str:
         return f"`{self.key}` {self.text}"
@@ -102,7 +112,7 @@ class Not:
     child: Condition
 
 
-Condition = Union[Test, All, Any_, Not]
+Condition = Test | All | Any_ | Not
 #: The condition that always holds (an empty ``all``).
 TRUE: Final[Condition] = All(())
 
@@ -178,9 +188,7 @@ def parse_condition(data: Any, path: tuple[str | int, ...] = ()) -> Condition:
     :raises ConditionError: with the path (inside *data*) of the first problem.
     """
     if not isinstance(data, Mapping):
-        raise ConditionError(
-            "a condition must be a mapping of fact keys to values", path, _COND_HELP
-        )
+        raise ConditionError("a condition must be a mapping of fact keys to values", path, _COND_HELP)
     parts: list[Condition] = []
     for key, value in data.items():
         here = (*path, key)
@@ -220,38 +228,32 @@ def parse_test(key: str, value: Any, path: tuple[str | int, ...] = ()) -> Test:
             raise ConditionError(f"`{key}`: an empty list matches nothing", path)
         if kind is Kind.STR_LIST:
             members = frozenset(_scalar(fk, v, path) for v in value)
-            return Test(key, kind, "has", members, _fmt(value), lambda v: bool(members & set(v)))
+            return Test(key, kind, "has", members, _fmt(value))
         if kind is Kind.VERSION:
             specs = [_version_operand(key, v, path) for v in value]
-            return Test(
-                key, kind, "in", tuple(s for s, _ in specs), _fmt(value),
-                lambda v: any(m(v) for _, m in specs),
-            )
+            return Test(key, kind, "in", tuple(s for s, _ in specs), _fmt(value))
         options = frozenset(_scalar(fk, v, path) for v in value)
-        return Test(key, kind, "in", options, _fmt(value), options.__contains__)
+        return Test(key, kind, "in", options, _fmt(value))
     if kind is Kind.INT_LIST:
         if isinstance(value, list) and value and all(isinstance(v, list) for v in value):
             opts = frozenset(tuple(_int_list(key, v, path)) for v in value)
-            return Test(key, kind, "in", opts, _fmt(value), lambda v: tuple(v) in opts)
+            return Test(key, kind, "in", opts, _fmt(value))
         want = tuple(_int_list(key, value, path))
-        return Test(key, kind, "eq", want, _fmt(value), lambda v: tuple(v) == want)
+        return Test(key, kind, "eq", want, _fmt(value))
     if kind is Kind.VERSION:
-        operand, m = _version_operand(key, value, path)
+        operand, _ = _version_operand(key, value, path)
         op = "spec" if isinstance(operand, SpecifierSet) else "eq"
-        return Test(key, kind, op, operand, _fmt(value), m)
+        return Test(key, kind, op, operand, _fmt(value))
     if kind is Kind.INT and isinstance(value, str):
         cm = _CMP_RE.match(value)
         if cm is None:
-            raise ConditionError(
-                f"`{key}` expects an integer or a comparison such as `>= 4096`, got `{value}`", path
-            )
-        fn, n = _CMP[cm.group(1)], int(cm.group(2))
-        return Test(key, kind, "cmp", (cm.group(1), n), value.strip(), lambda v: fn(v, n))
+            raise ConditionError(f"`{key}` expects an integer or a comparison such as `>= 4096`, got `{value}`", path)
+        return Test(key, kind, "cmp", (cm.group(1), int(cm.group(2))), value.strip())
     if kind is Kind.STR_LIST:
         member = _scalar(fk, value, path)
-        return Test(key, kind, "has", frozenset({member}), f"has {_fmt(value)}", lambda v: member in v)
+        return Test(key, kind, "has", frozenset({member}), f"has {_fmt(value)}")
     want_v = _scalar(fk, value, path)
-    return Test(key, kind, "eq", want_v, _fmt(value), lambda v: v == want_v)
+    return Test(key, kind, "eq", want_v, _fmt(value))
 
 
 def _fmt(value: Any) -> str:
@@ -279,9 +281,7 @@ def _scalar(fk: Any, value: Any, path: tuple[str | int, ...]) -> Any:
     if isinstance(value, (dict, list)) or value is None:
         raise ConditionError(f"`{key}` expects a string, got `{value}`", path)
     if isinstance(value, float):
-        raise ConditionError(
-            f"`{key}`: `{value}` reads as a number", path, "quote it: YAML reads `12.10` as 12.1"
-        )
+        raise ConditionError(f"`{key}`: `{value}` reads as a number", path, "quote it: YAML reads `12.10` as 12.1")
     text = str(value).lower() if isinstance(value, bool) else str(value)
     if kind is Kind.ENUM and text not in fk.domain:
         from ..errors import did_you_mean
@@ -296,9 +296,7 @@ def _scalar(fk: Any, value: Any, path: tuple[str | int, ...]) -> Any:
 
 
 def _int_list(key: str, value: Any, path: tuple[str | int, ...]) -> list[int]:
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
+    if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         raise ConditionError(f"`{key}` expects a list of integers, got `{value}`", path)
     return list(value)
 
@@ -307,9 +305,7 @@ def _version_operand(
     key: str, value: Any, path: tuple[str | int, ...]
 ) -> tuple[Version | SpecifierSet, Callable[[Any], bool]]:
     if isinstance(value, float):
-        raise ConditionError(
-            f"`{key}`: `{value}` reads as a number", path, 'quote versions: `"3.10"`, not 3.10'
-        )
+        raise ConditionError(f"`{key}`: `{value}` reads as a number", path, 'quote versions: `"3.10"`, not 3.10')
     if isinstance(value, bool) or not isinstance(value, (str, int)):
         raise ConditionError(f"`{key}` expects a version or a version specifier", path)
     text = str(value).strip()
@@ -318,7 +314,8 @@ def _version_operand(
             spec = SpecifierSet(text)
         except InvalidSpecifier:
             raise ConditionError(
-                f"`{key}`: `{text}` is not a valid version specifier", path,
+                f"`{key}`: `{text}` is not a valid version specifier",
+                path,
                 'e.g. `">=3.6"` or `">=0.24,<0.26"`',
             ) from None
         return spec, lambda v: spec.contains(v, prereleases=True)
@@ -327,6 +324,12 @@ def _version_operand(
     except InvalidVersion:
         raise ConditionError(f"`{key}`: `{text}` is not a valid version", path) from None
     return want, lambda v: v == want
+
+
+def _version_match(operand: Version | SpecifierSet, value: Any) -> bool:
+    if isinstance(operand, SpecifierSet):
+        return bool(operand.contains(value, prereleases=True))
+    return bool(value == operand)
 
 
 def as_sequence(value: Any) -> Sequence[Any]:

@@ -14,7 +14,7 @@ from .model import facts_from_config, find_model
 if TYPE_CHECKING:
     from ..policy import Policy
 
-__all__ = ["facts_for", "model_facts", "backend_id"]
+__all__ = ["backend_id", "facts_for", "model_facts"]
 
 
 def model_facts(model: str, policy: Policy) -> Facts:

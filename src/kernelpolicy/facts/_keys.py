@@ -170,9 +170,7 @@ _ALL: list[FactKey] = [
         "silu",
     ),
     FactKey("quant.method", Kind.STR, "`quantization_config.quant_method`", (), "fp8"),
-    FactKey(
-        "quant.scheme", _E, "quantization scheme of the linear layers", QUANT_SCHEMES, "fp8_block"
-    ),
+    FactKey("quant.scheme", _E, "quantization scheme of the linear layers", QUANT_SCHEMES, "fp8_block"),
     FactKey(
         "quant.moe_scheme",
         _E,
@@ -219,12 +217,8 @@ _ALL: list[FactKey] = [
         (),
         "cutlass",
     ),
-    FactKey(
-        "deploy.all2all", Kind.STR, "expert-parallel all-to-all backend", (), "deepep_low_latency"
-    ),
-    FactKey(
-        "vllm.cuda_archs", Kind.STR_LIST, "archs the installed vLLM was compiled for", (), "[sm_90]"
-    ),
+    FactKey("deploy.all2all", Kind.STR, "expert-parallel all-to-all backend", (), "deepep_low_latency"),
+    FactKey("vllm.cuda_archs", Kind.STR_LIST, "archs the installed vLLM was compiled for", (), "[sm_90]"),
 ]
 _ALL += [FactKey(f"{p}.version", Kind.VERSION, d, (), ex) for p, d, ex in _VERSION_PACKAGES]
 
@@ -256,9 +250,7 @@ _ALL += [
         (),
         "13.0",
     ),
-    FactKey(
-        "host.system", Kind.STR, "the host operating system (`platform.system()`)", (), "Linux"
-    ),
+    FactKey("host.system", Kind.STR, "the host operating system (`platform.system()`)", (), "Linux"),
     FactKey("host.python", Kind.VERSION, "the Python that gathered the facts", (), "3.12.3"),
     FactKey(
         "torch.cuda_archs",

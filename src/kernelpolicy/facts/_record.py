@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from ..errors import FactError, did_you_mean
 from ._keys import FACT_KEYS, Kind, lookup_key
 
-__all__ = ["SOURCES", "FactValue", "Facts", "parse_fact_text", "normalise_value"]
+__all__ = ["SOURCES", "FactValue", "Facts", "normalise_value", "parse_fact_text"]
 
 FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
 
@@ -39,9 +39,7 @@ def normalise_value(key: str, value: Any) -> FactValue:
     fk = lookup_key(key)
     if fk is None:
         hint = did_you_mean(key, FACT_KEYS)
-        raise FactError(
-            key, "unknown fact key", help=f"did you mean `{hint[0]}`?" if hint else None
-        )
+        raise FactError(key, "unknown fact key", help=f"did you mean `{hint[0]}`?" if hint else None)
     kind = fk.kind
     if kind is Kind.BOOL:
         if isinstance(value, bool):
@@ -50,9 +48,7 @@ def normalise_value(key: str, value: Any) -> FactValue:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     elif kind is Kind.INT_LIST:
-        if isinstance(value, (list, tuple)) and all(
-            isinstance(v, int) and not isinstance(v, bool) for v in value
-        ):
+        if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return tuple(value)
     elif kind is Kind.STR_LIST:
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
@@ -131,9 +127,7 @@ class Facts(BaseModel):
 
     def merged(self, other: Facts) -> Facts:
         """These facts with *other*'s values on top (other wins on shared keys)."""
-        return Facts(
-            values={**self.values, **other.values}, sources={**self.sources, **other.sources}
-        )
+        return Facts(values={**self.values, **other.values}, sources={**self.sources, **other.sources})
 
     def with_defaults(self, other: Facts) -> Facts:
         """These facts, completed with *other*'s values for keys not known here."""
@@ -158,7 +152,7 @@ class Facts(BaseModel):
             out: dict[str, Any] = {}
             for k, v in self.values.items():
                 fk = lookup_key(k)
-                out[k] = Version(v) if fk is not None and fk.kind is Kind.VERSION else v
+                out[k] = Version(str(v)) if fk is not None and fk.kind is Kind.VERSION else v
             self._typed = out
         return self._typed
 

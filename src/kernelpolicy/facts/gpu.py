@@ -49,7 +49,7 @@ def facts_from_capability(major: int, minor: int, name: str | None = None) -> di
     """
     sm = f"sm{major}{minor}"
     if sm not in GPU_SMS:
-        raise UnknownGPUError(f"{major}.{minor}", did_you_mean(sm, GPU_SMS))
+        raise UnknownGPUError(f"{major}.{minor}")
     out: dict[str, object] = {
         "gpu.sm": sm,
         "gpu.family": f"sm{major}0",
@@ -80,7 +80,7 @@ def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str,
         try:
             return facts_from_capability(major, int(minor_s))
         except UnknownGPUError:
-            raise UnknownGPUError(spec, did_you_mean(f"sm{major}{minor_s}", GPU_SMS)) from None
+            raise UnknownGPUError(spec) from None
     want = _norm(text)
     names: dict[str, GpuProduct] = {}
     for p in products:

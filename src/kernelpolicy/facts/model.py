@@ -184,9 +184,7 @@ def facts_from_config(config: Mapping[str, Any]) -> dict[str, object]:
     return out
 
 
-def find_model(
-    spec: str, catalog: Sequence[CatalogModel]
-) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
+def find_model(spec: str, catalog: Sequence[CatalogModel]) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
     """The config of *spec* (a folder, a config.json, or a catalog id).
 
     Returns ``(config, extra_facts, source)`` where *source* is ``config.json`` or ``catalog``.
@@ -211,8 +209,7 @@ def find_model(
     if hit is None:
         raise UnknownModelError(
             spec,
-            "not a local folder or config.json, and not in the shipped catalog "
-            "(kernelpolicy never downloads configs)",
+            "not a local folder or config.json, and not in the shipped catalog (kernelpolicy never downloads configs)",
             did_you_mean(spec, [m.id for m in catalog]),
         )
     return hit.config, hit.facts, "catalog"

@@ -115,6 +115,7 @@ class _State:
     logged: set[str] = dataclasses.field(default_factory=set)
     agreed: bool = False
     resolver: Resolver | None = None
+    late_importers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
@@ -173,6 +174,13 @@ def unpatch() -> None:
                     delattr(owner, name)
                 except AttributeError:
                     pass
+        # modules imported after register() took the wrappers by name: give them the originals
+        for mod_name, attr in _STATE.late_importers:
+            mod = sys.modules.get(mod_name)
+            value = getattr(mod, attr, None) if mod is not None else None
+            if value is not None and _wrapped(value):
+                setattr(mod, attr, value.__kernelpolicy_original__)
+        _STATE.late_importers.clear()
         _STATE.patched.clear()
         _STATE.decisions.clear()
         _STATE.facts.clear()
@@ -308,17 +316,16 @@ def _backend(decision: DecisionLike, path: str) -> str | None:
 
 
 def _deep_gemm_denied(decision: DecisionLike) -> bool:
-    """The decision keeps DeepGEMM off the dense path (it rejects it, or runs something else
-    while also rejecting it on MoE)."""
-    if "deep_gemm" in _rejected(decision, "dense") or "flashinfer_deep_gemm" in _rejected(
-        decision, "dense"
-    ):
-        return True
-    dense = _backend(decision, "dense")
-    moe = _backend(decision, "moe")
-    return dense not in (None, "deep_gemm", "flashinfer_deep_gemm") and (
-        "deep_gemm" in _rejected(decision, "moe") or moe not in (None, "deep_gemm")
-    )
+    """The decision rejects DeepGEMM (vLLM's "auto-disable" question, answered by policy).
+
+    False when a path runs DeepGEMM; DeepGEMM that is merely not chosen is left to the
+    reordered kernel tables rather than reported as disabled.
+    """
+    if _backend(decision, "dense") in ("deep_gemm", "flashinfer_deep_gemm"):
+        return False
+    if _backend(decision, "moe") == "deep_gemm":
+        return False
+    return "deep_gemm" in _rejected(decision, "dense") | _rejected(decision, "moe")
 
 
 # ----------------------------------------------------------------------------- the wrappers
@@ -407,6 +414,7 @@ def _patch_moe(points: VllmPatchPoints) -> None:
     wrapper = _mark(select_fp8_moe_backend, original)
     _set(oracle, "select_fp8_moe_backend", wrapper, "moe")
     for name in points.moe_select_importers:
+        _STATE.late_importers.append((name, "select_fp8_moe_backend"))
         mod = sys.modules.get(name)  # modules imported later pick the wrapper up by name
         if mod is not None and getattr(mod, "select_fp8_moe_backend", None) is original:
             _set(mod, "select_fp8_moe_backend", wrapper, f"moe:{name}")
@@ -477,6 +485,7 @@ def _patch_router(points: VllmPatchPoints) -> None:
 
 def _patch_auto_disable(points: VllmPatchPoints) -> None:
     utils = importlib.import_module(DG_UTILS_MODULE)
+    importlib.import_module(DG_KERNEL_MODULE)  # holds a by-name copy: import it before patching
     original = utils.should_auto_disable_deep_gemm
     if _wrapped(original):
         return
@@ -489,10 +498,9 @@ def _patch_auto_disable(points: VllmPatchPoints) -> None:
 
     wrapper = _mark(should_auto_disable_deep_gemm, original)
     _set(utils, "should_auto_disable_deep_gemm", wrapper, "config:should_auto_disable_deep_gemm")
-    for name in (DG_KERNEL_MODULE, *points.auto_disable_importers):
-        if name == DG_UTILS_MODULE:
-            continue
-        mod = importlib.import_module(name) if name == DG_KERNEL_MODULE else sys.modules.get(name)
+    for name in dict.fromkeys((DG_KERNEL_MODULE, *points.auto_disable_importers)):
+        _STATE.late_importers.append((name, "should_auto_disable_deep_gemm"))
+        mod = sys.modules.get(name)
         if mod is not None and getattr(mod, "should_auto_disable_deep_gemm", None) is original:
             _set(mod, "should_auto_disable_deep_gemm", wrapper, f"config:{name}")
 

@@ -1,0 +1,81 @@
+"""Print the design-target figures of DESIGN.md (no assertions: figures, not tests).
+
+    python benchmarks/bench_core.py
+
+- ``import kernelpolicy`` in a fresh interpreter;
+- shipped rules loaded, validated and compiled (``load_policy``);
+- one full decision, not cached, and a cached one;
+- ``kernelpolicy explain ... --json`` end to end, beside a bare
+  ``python -c "import pydantic, yaml, packaging.version"``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+import kernelpolicy as kp
+from kernelpolicy import resolver
+
+SEED = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--json"]
+
+
+def median_time(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def subprocess_time(argv: list[str], repeat: int = 7) -> float:
+    return median_time(lambda: subprocess.run(argv, check=True, capture_output=True), repeat)
+
+
+def main() -> None:
+    py = sys.executable
+    imp = subprocess_time([py, "-c", "import kernelpolicy"])
+    bare = subprocess_time([py, "-c", "pass"])
+    load = median_time(lambda: kp.load_policy(environ=False), 15)
+    policy = kp.load_policy(environ=False)
+    cases = [
+        kp.facts_for(gpu=g, model=m, policy=policy)
+        for g, m in [
+            ("sm121", "Qwen/Qwen3.6-35B-A3B-FP8"),
+            ("sm121", "deepseek-ai/DeepSeek-V4-Flash"),
+            ("sm120", "RedHatAI/gemma-4-31B-it-FP8-block"),
+            ("sm90", "deepseek-ai/DeepSeek-V3"),
+            ("B200", "openai/gpt-oss-120b"),
+        ]
+    ]
+
+    def cold() -> None:
+        for f in cases:
+            resolver._cache.clear()
+            kp.resolve(f, policy)
+
+    def warm() -> None:
+        for f in cases:
+            kp.resolve(f, policy)
+
+    cold_t = median_time(cold, 200) / len(cases)
+    warm()
+    warm_t = median_time(warm, 2000) / len(cases)
+    explain = subprocess_time([py, "-m", "kernelpolicy", *SEED])
+    baseline = subprocess_time([py, "-c", "import pydantic, yaml, packaging.version"])
+
+    print(f"import kernelpolicy (fresh process, minus bare startup): {1e3 * (imp - bare):7.1f} ms   target < 60 ms")
+    print(f"load_policy (shipped rules + policy/):                  {1e3 * load:7.1f} ms   target < 30 ms")
+    print(f"resolve, not cached (median over 5 deployments):        {1e6 * cold_t:7.1f} us   target ~ 20 us")
+    print(f"resolve, cached:                                        {1e6 * warm_t:7.2f} us   target < 2 us")
+    print(f"explain --json end to end:                              {1e3 * explain:7.1f} ms")
+    print(f"python -c 'import pydantic, yaml, packaging.version':   {1e3 * baseline:7.1f} ms")
+    print(f"ratio explain / bare imports:                           {explain / baseline:7.2f} x   target <= 1.5x")
+
+
+if __name__ == "__main__":
+    main()

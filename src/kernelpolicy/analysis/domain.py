@@ -1,0 +1,634 @@
+"""The finite domain a policy defines, and its exhaustive enumeration in groups of cells.
+
+Every fact key some condition of the policy reads (a rule's ``when``/``require``/``until``, a
+catalog ``requires``, an ``order``'s ``when``, an implication) becomes a *dimension*. Its
+values are the classes of facts that no condition can tell apart:
+
+- an ENUM or BOOL key: its values (and *unknown*, unless the key is always known);
+- a string key: each value the rules mention, one value no rule mentions, and *unknown*;
+- a version key: one representative per interval between the specifier boundaries the
+  rules use, and *unknown*;
+- an integer key: one representative per interval between the numbers the rules compare
+  with, and *unknown*.
+
+Values that every test answers alike are merged into one class. ``gpu.sm`` carries
+``gpu.family`` and ``gpu.cc`` with it, so no cell pairs ``sm121`` with family ``sm100``.
+
+:func:`groups` enumerates the domain lazily: it splits on a dimension only while some
+condition that can still matter is undecided, so one *group* stands for every cell that
+agrees on the dimensions it fixed. Condition outcomes are computed over sets of possible
+values (an over-approximation that keeps implications in view), which makes the grouping
+sound: every cell of a group gets the same truth value for every condition, hence the same
+decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from packaging.specifiers import Specifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from ..dsl.conditions import All, Any_, Condition, Not, Test, tests_of
+from ..facts._keys import BACKENDS, GPU_SMS, Kind, lookup_key
+from ..policy import Policy, Rule
+
+__all__ = [
+    "ALWAYS_KNOWN",
+    "Dimension",
+    "Domain",
+    "Group",
+    "ValueClass",
+    "build_domain",
+    "groups",
+    "outcomes",
+    "rule_outcome",
+]
+
+#: Keys a deployment always knows (the GPU, the model's identity and scheme, the defaults).
+ALWAYS_KNOWN: Final = frozenset(
+    {
+        "gpu.sm",
+        "gpu.family",
+        "gpu.cc",
+        "quant.scheme",
+        "quant.moe_scheme",
+        "model.type",
+        "model.is_moe",
+        "deploy.tp",
+        "deploy.ep",
+    }
+)
+#: Keys the resolver reads directly (not through a condition).
+DIRECT_KEYS: Final = ("model.is_moe",)
+EXPLICIT_KEYS: Final = ("deploy.linear_backend", "deploy.moe_backend")
+#: Keys that exist only for MoE models.
+MOE_KEYS: Final = frozenset({"quant.moe_scheme", "deploy.moe_backend"})
+GPU_KEYS: Final = ("gpu.sm", "gpu.family", "gpu.cc", "gpu.has_tcgen05")
+OTHER: Final = "<other>"
+UNKNOWN: Final = "unknown"
+
+
+@dataclass(frozen=True)
+class ValueClass:
+    """Values of one dimension that no condition tells apart, and the facts they set."""
+
+    label: str
+    facts: Mapping[str, Any]  #: raw fact values (empty: the facts are unknown)
+    typed: Mapping[str, Any]  #: the same values as conditions compare them
+    weight: int = 1  #: how many domain values the class stands for
+
+
+@dataclass(frozen=True)
+class Dimension:
+    name: str
+    keys: tuple[str, ...]
+    values: tuple[ValueClass, ...]
+    moe_only: bool = False
+
+    @property
+    def size(self) -> int:
+        return sum(v.weight for v in self.values)
+
+
+@dataclass(frozen=True)
+class Domain:
+    """The dimensions of a policy's finite domain, and what each condition reads."""
+
+    dims: tuple[Dimension, ...]
+    pruned: tuple[str, ...]  #: vocabulary keys no condition reads (not enumerated)
+    conditions: tuple[tuple[str, frozenset[str], Any], ...] = field(repr=False, default=())
+
+    def dim(self, name: str) -> Dimension:
+        return next(d for d in self.dims if d.name == name)
+
+    @property
+    def size(self) -> int:
+        """The number of cells: MoE models times every dimension, dense models without MoE ones."""
+        total = 0
+        for moe in (True, False):
+            n = 1
+            for d in self.dims:
+                if d.name == "model.is_moe" or (d.moe_only and not moe):
+                    continue
+                n *= d.size
+            total += n
+        return total
+
+
+@dataclass(frozen=True)
+class Group:
+    """Cells that agree on ``fixed``; every other dimension may take any of its values."""
+
+    fixed: Mapping[str, ValueClass]  #: dimension name -> class
+    weight: int  #: the number of cells
+    facts: Mapping[str, Any]  #: one representative cell, as raw fact values
+
+    def label(self, dims: Sequence[str] | None = None) -> str:
+        names = dims if dims is not None else list(self.fixed)
+        parts = []
+        for n in names:
+            v = self.fixed.get(n)
+            if v is not None:
+                parts.append(v.label if n in _BARE else f"{n}={v.label}")
+        return " x ".join(parts) or "every cell"
+
+
+_BARE: Final = frozenset({"gpu.sm", "model.type", "quant.scheme"})
+
+
+# --------------------------------------------------------------------------- building
+
+
+def _policy_conditions(policy: Policy) -> list[tuple[str, frozenset[str], Condition]]:
+    """(owner, paths it matters for, condition) for every condition of *policy*."""
+    out: list[tuple[str, frozenset[str], Condition]] = []
+    for path, entries in policy.backends.items():
+        for b in entries.values():
+            out.append((b.rule_id, frozenset({path, "warmup"} if b.warmup else {path}), b.requires))
+    for path, orders in policy.orders.items():
+        for o in orders:
+            out.append((o.id, frozenset({path}), o.when))
+    for r in policy.rules:
+        paths = rule_paths(r, policy)
+        for c in (r.when, r.require, r.until):
+            if c is not None:
+                out.append((r.id, paths, c))
+    for imp in policy.implications:
+        for c in (imp.when, imp.unless):
+            if c is not None:
+                out.append((imp.id, frozenset({"*"}), c))
+    return out
+
+
+def rule_paths(r: Rule, policy: Policy) -> frozenset[str]:
+    """The paths *r* can affect."""
+    if r.paths:
+        return frozenset(r.paths)
+    out = {p for p, entries in policy.backends.items() if any(b in entries for b in r.backends)}
+    if r.kind == "deny" and any(
+        e.warmup for entries in policy.backends.values() for k, e in entries.items() if k in r.backends
+    ):
+        out.add("warmup")
+    return frozenset(out)
+
+
+def _gpu_values(sm: str) -> dict[str, Any]:
+    digits = sm[2:]
+    major, minor = digits[:-1], digits[-1]
+    return {
+        "gpu.sm": sm,
+        "gpu.family": f"sm{major}0",
+        "gpu.cc": f"{major}.{minor}",
+        "gpu.has_tcgen05": sm in ("sm100", "sm103"),
+    }
+
+
+def _version_points(tests: Sequence[Test]) -> list[Version]:
+    points: set[Version] = set()
+
+    def add(text: str) -> None:
+        try:
+            points.add(Version(text))
+        except InvalidVersion:
+            pass
+
+    for t in tests:
+        operands = t.operand if isinstance(t.operand, tuple) else (t.operand,)
+        for op in operands:
+            if isinstance(op, Version):
+                points.add(op)
+            elif isinstance(op, SpecifierSet):
+                for s in op:
+                    _spec_points(s, add)
+    return sorted(points)
+
+
+def _spec_points(s: Specifier, add: Any) -> None:
+    v = s.version
+    if v.endswith(".*"):
+        base = v[:-2]
+        add(base)
+        parts = base.split(".")
+        if parts[-1].isdigit():
+            add(".".join([*parts[:-1], str(int(parts[-1]) + 1)]))
+        return
+    add(v)
+    if s.operator == "~=":
+        parts = v.split(".")
+        if len(parts) >= 2 and parts[-2].isdigit():
+            add(".".join([*parts[:-2], str(int(parts[-2]) + 1)]))
+
+
+def _between(lo: Version | None, hi: Version | None) -> Version | None:
+    """A final release strictly between *lo* and *hi* (either may be open)."""
+    if lo is None and hi is None:
+        return Version("1.0")
+    if lo is None:
+        assert hi is not None
+        cand = [Version("0.0.0.0.1")] if hi > Version("0.0.0.0.1") else []
+        return cand[0] if cand else None
+    if hi is None:
+        return Version(".".join(map(str, (*lo.release[:-1], lo.release[-1] + 1))) + ".0")
+    for zeros in range(4):
+        cand = Version(".".join(map(str, (*lo.release, *([0] * zeros), 1))))
+        if lo < cand < hi:
+            return cand
+    return None
+
+
+def _int_points(tests: Sequence[Test]) -> list[int]:
+    pts: set[int] = set()
+    for t in tests:
+        if t.op == "cmp":
+            pts.add(int(t.operand[1]))
+        elif t.op == "eq" and isinstance(t.operand, int):
+            pts.add(t.operand)
+        elif t.op == "in":
+            pts.update(v for v in t.operand if isinstance(v, int))
+    return sorted(pts)
+
+
+def _classes(
+    key: str, kind: Kind, raws: Sequence[Any], typed: Sequence[Any], tests: Sequence[Test],
+    labels: Sequence[str], weights: Sequence[int], known: bool,
+) -> tuple[ValueClass, ...]:
+    """Merge candidate values that every test on *key* answers alike."""
+    groups: dict[tuple[bool, ...], list[int]] = {}
+    for i, tv in enumerate(typed):
+        sig = tuple(t.match(tv) for t in tests)
+        groups.setdefault(sig, []).append(i)
+    out = [
+        ValueClass(
+            "|".join(labels[i] for i in idx),
+            {key: raws[idx[0]]},
+            {key: typed[idx[0]]},
+            sum(weights[i] for i in idx),
+        )
+        for idx in groups.values()
+    ]
+    if not known:
+        out.append(ValueClass(UNKNOWN, {}, {}, 1))
+    return tuple(out)
+
+
+def _version_classes(key: str, tests: Sequence[Test], known: bool) -> tuple[ValueClass, ...]:
+    points = _version_points(tests)
+    reps: list[tuple[Version, str]] = []
+    bounds: list[Version | None] = [None, *points, None]
+    for i in range(len(bounds) - 1):
+        lo, hi = bounds[i], bounds[i + 1]
+        if lo is not None:
+            reps.append((lo, f"=={lo}"))
+        mid = _between(lo, hi)
+        if mid is not None:
+            reps.append((mid, f">{lo},<{hi}" if lo and hi else f"<{hi}" if hi else f">{lo}"))
+    groups: dict[tuple[bool, ...], list[int]] = {}
+    for i, (v, _) in enumerate(reps):
+        groups.setdefault(tuple(t.match(v) for t in tests), []).append(i)
+    out: list[ValueClass] = []
+    for idx in groups.values():
+        lo_v = reps[idx[0]][0]
+        hi_v = reps[idx[-1]][0]
+        contiguous = idx == list(range(idx[0], idx[-1] + 1))
+        if contiguous:
+            lo_txt = reps[idx[0]][1]
+            lo = f">={lo_v}" if lo_txt.startswith("==") else lo_txt.split(",")[0]
+            if lo.startswith("<"):
+                lo = ""
+            nxt = next((p for p in points if p > hi_v), None)
+            label = ",".join(x for x in (lo, f"<{nxt}" if nxt else "") if x) or "any"
+        else:
+            label = "|".join(reps[i][1] for i in idx)
+        out.append(ValueClass(label, {key: str(lo_v)}, {key: lo_v}, 1))
+    if not known:
+        out.append(ValueClass(UNKNOWN, {}, {}, 1))
+    return tuple(out)
+
+
+def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
+    """The dimensions of *policy*'s finite domain (see the module docstring).
+
+    :param explicit: also enumerate explicit choices (``deploy.moe_backend`` and
+        ``deploy.linear_backend``: unset or each backend of the path).
+    """
+    conds = _policy_conditions(policy)
+    by_key: dict[str, list[Test]] = {}
+    for _, _, c in conds:
+        for t in tests_of(c):
+            by_key.setdefault(t.key, []).append(t)
+    dims: list[Dimension] = []
+
+    gpu_tests = [t for k in GPU_KEYS for t in by_key.get(k, [])]
+    sigs: dict[tuple[bool, ...], list[str]] = {}
+    for sm in GPU_SMS:
+        vals = _gpu_values(sm)
+        sig = tuple(t.match(vals[t.key]) for t in gpu_tests)
+        sigs.setdefault(sig, []).append(sm)
+    gpu_classes = []
+    for sms in sigs.values():
+        vals = _gpu_values(sms[0])
+        raw = {k: v for k, v in vals.items() if k in ("gpu.sm", "gpu.family", "gpu.cc") or k in by_key}
+        gpu_classes.append(ValueClass("|".join(sms), raw, _typed(raw), len(sms)))
+    dims.append(Dimension("gpu.sm", tuple(raw), tuple(gpu_classes)))
+
+    dims.append(Dimension("model.is_moe", ("model.is_moe",), (
+        ValueClass("moe", {"model.is_moe": True}, {"model.is_moe": True}),
+        ValueClass("dense", {"model.is_moe": False}, {"model.is_moe": False}),
+    )))
+    moe_paths = {"moe", "router"}
+    readers: dict[str, set[str]] = {}
+    for _, paths, c in conds:
+        for t in tests_of(c):
+            readers.setdefault(t.key, set()).update(paths)
+
+    order = sorted(
+        (k for k in by_key if k not in GPU_KEYS and k != "model.is_moe"),
+        key=lambda k: (_PRIORITY.get(k, 50), k),
+    )
+    for key in order:
+        fk = lookup_key(key)
+        if fk is None:  # pragma: no cover - the loader refuses unknown keys
+            continue
+        tests = by_key[key]
+        known = key in ALWAYS_KNOWN
+        moe_only = key in MOE_KEYS or (bool(readers.get(key)) and readers[key] <= moe_paths)
+        if fk.kind in (Kind.ENUM, Kind.BOOL):
+            values: list[Any] = list(fk.domain) if fk.kind is Kind.ENUM else [True, False]
+            labels = [str(v).lower() for v in values]
+            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known)
+        elif fk.kind is Kind.VERSION:
+            classes = _version_classes(key, tests, known)
+        elif fk.kind is Kind.INT:
+            pts = _int_points(tests)
+            reps = sorted({*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}) or [1]
+            classes = _classes(key, fk.kind, reps, reps, tests, [str(r) for r in reps], [1] * len(reps), known)
+            classes = tuple(_relabel_int(c, tests) for c in classes)
+        elif fk.kind is Kind.STR:
+            mentioned = sorted(
+                {str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))}
+            )
+            other = OTHER if OTHER not in mentioned else OTHER + "_"
+            vals = [*mentioned, other]
+            classes = _classes(key, fk.kind, vals, vals, tests, vals, [1] * len(vals),
+                               known and not key.startswith("deploy.env."))
+        elif fk.kind in (Kind.STR_LIST, Kind.INT_LIST):
+            members = sorted(
+                {m for t in tests for m in (t.operand if t.op in ("has", "in") else (t.operand,))},
+                key=repr,
+            )
+            if fk.kind is Kind.INT_LIST:
+                vals = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
+                labels = [str(list(v)) for v in vals[:-1]] + [OTHER]
+            else:
+                vals = [(m,) for m in members] + [()]
+                labels = [f"[{m}]" for m in members] + ["[]"]
+            classes = _classes(key, fk.kind, vals, vals, tests, labels, [1] * len(vals), known)
+        else:  # pragma: no cover
+            continue
+        dims.append(Dimension(key, (key,), classes, moe_only))
+
+    if explicit:
+        for key, path in (("deploy.linear_backend", "dense"), ("deploy.moe_backend", "moe")):
+            vals = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
+            classes = tuple(ValueClass(b, {key: b}, {key: b}) for b in vals)
+            dims.append(Dimension(key, (key,), (*classes, ValueClass("unset", {}, {})), key in MOE_KEYS))
+
+    read = {k for d in dims for k in d.keys}
+    from ..facts._keys import FACT_KEYS
+
+    pruned = tuple(sorted(k for k in FACT_KEYS if k not in read and k not in GPU_KEYS))
+    return Domain(tuple(dims), pruned, tuple((o, p, c) for o, p, c in conds))
+
+
+_PRIORITY: Final = {
+    "quant.scheme": 1,
+    "quant.moe_scheme": 2,
+    "model.type": 3,
+    "vllm.version": 4,
+    "deploy.ep": 5,
+    "host.machine": 6,
+}
+
+
+def _typed(raw: Mapping[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in raw.items():
+        fk = lookup_key(k)
+        out[k] = Version(str(v)) if fk is not None and fk.kind is Kind.VERSION else v
+    return out
+
+
+def _relabel_int(c: ValueClass, tests: Sequence[Test]) -> ValueClass:
+    if c.label == UNKNOWN or "|" not in c.label:
+        return c
+    nums = sorted(int(x) for x in c.label.split("|"))
+    mentioned = {n for t in tests for n in _int_points([t])}
+    named = [str(n) for n in nums if n in mentioned]
+    label = "|".join(named) if named else f"other ({nums[0]})"
+    if named and len(named) < len(nums):
+        label += "|other"
+    return ValueClass(label, c.facts, c.typed, c.weight)
+
+
+# --------------------------------------------------------------------------- abstract evaluation
+
+_T: Final = frozenset({True})
+_F: Final = frozenset({False})
+
+
+def outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
+    """Every truth value *cond* can take when each key ranges over ``possible[key]``.
+
+    ``None`` in a set stands for *unknown*. An over-approximation: keys read twice are
+    treated as independent.
+    """
+    if isinstance(cond, Test):
+        vals = possible.get(cond.key, frozenset({None}))
+        return frozenset(None if v is None else cond.match(v) for v in vals)
+    if isinstance(cond, Not):
+        return frozenset(None if r is None else not r for r in outcomes(cond.child, possible))
+    conj = isinstance(cond, All)
+    acc: frozenset[bool | None] = _T if conj else _F
+    for child in cond.children:
+        sub = outcomes(child, possible)
+        acc = frozenset(_and(a, b) if conj else _or(a, b) for a in acc for b in sub)
+    return acc
+
+
+def _and(a: bool | None, b: bool | None) -> bool | None:
+    if a is False or b is False:
+        return False
+    return None if a is None or b is None else True
+
+
+def _or(a: bool | None, b: bool | None) -> bool | None:
+    if a is True or b is True:
+        return True
+    return None if a is None or b is None else False
+
+
+def rule_outcome(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
+    """The truth values a rule's ``when`` can take, ``until`` (retirement) included."""
+    w = outcomes(r.when, possible)
+    if r.until is None:
+        return w
+    u = outcomes(r.until, possible)
+    return frozenset(False if x is True else y for x in u for y in w)
+
+
+# --------------------------------------------------------------------------- enumeration
+
+
+def _possible(
+    domain: Domain, fixed: Mapping[str, ValueClass], policy: Policy
+) -> dict[str, frozenset[Any]]:
+    """The values each key can take under *fixed*, implications included (over-approximated)."""
+    out: dict[str, set[Any]] = {}
+    for d in domain.dims:
+        chosen = fixed.get(d.name)
+        for k in d.keys:
+            pool = [chosen] if chosen is not None else list(d.values)
+            out[k] = {v.typed.get(k) for v in pool}
+    changed = True
+    rounds = 0
+    while changed and rounds <= len(policy.implications):
+        changed = False
+        rounds += 1
+        frozen = {k: frozenset(v) for k, v in out.items()}
+        for imp in policy.implications:
+            fires = outcomes(imp.when, frozen)
+            if True not in fires:
+                continue
+            if imp.unless is not None and outcomes(imp.unless, frozen) == _T:
+                continue
+            for k, v in imp.sets.items():
+                cur = out.setdefault(k, {None})
+                if None not in cur:
+                    continue
+                tv = _typed({k: v})[k]
+                if tv not in cur:
+                    cur.add(tv)
+                    changed = True
+    return {k: frozenset(v) for k, v in out.items()}
+
+
+def _implied_sources(policy: Policy) -> dict[str, list[Condition]]:
+    src: dict[str, list[Condition]] = {}
+    for imp in policy.implications:
+        for k in imp.sets:
+            src.setdefault(k, []).append(imp.when)
+            if imp.unless is not None:
+                src[k].append(imp.unless)
+    return src
+
+
+def groups(domain: Domain, policy: Policy) -> Iterator[Group]:
+    """Every cell of *domain*, in groups that share one decision (see the module docstring)."""
+    key_dim = {k: d for d in domain.dims for k in d.keys}
+    implied = _implied_sources(policy)
+    conds = [(paths, c, owner) for owner, paths, c in domain.conditions if "*" not in paths]
+    rules_by_owner = {r.id: r for r in policy.rules}
+    dim_index = {d.name: i for i, d in enumerate(domain.dims)}
+
+    def needed(fixed: Mapping[str, ValueClass], moe: bool | None) -> str | None:
+        possible = _possible(domain, fixed, policy)
+        best: str | None = None
+        seen_rules: set[str] = set()
+        for paths, c, owner in conds:
+            if moe is False and paths <= {"moe", "router"}:
+                continue
+            r = rules_by_owner.get(owner)
+            if r is not None:
+                if owner in seen_rules:
+                    continue
+                seen_rules.add(owner)
+                settled = all(
+                    len(outcomes(x, possible)) == 1 for x in (r.require,) if r.kind == "require"
+                ) and len(rule_outcome(r, possible)) == 1
+                if settled:
+                    continue
+                keys = {t.key for x in (r.when, r.require, r.until) if x is not None for t in tests_of(x)}
+            else:
+                if len(outcomes(c, possible)) == 1:
+                    continue
+                keys = {t.key for t in tests_of(c)}
+            for k in _open_keys(keys, fixed, key_dim, implied, set()):
+                d = key_dim[k]
+                if moe is False and d.moe_only:
+                    continue
+                if best is None or dim_index[d.name] < dim_index[best]:
+                    best = d.name
+        return best
+
+    def weight(fixed: Mapping[str, ValueClass], moe: bool) -> int:
+        n = 1
+        for d in domain.dims:
+            if d.name in fixed or (d.moe_only and not moe):
+                continue
+            n *= d.size
+        return n
+
+    def facts_of(fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for d in domain.dims:
+            if d.moe_only and not moe:
+                continue
+            v = fixed.get(d.name) or d.values[0]
+            out.update(v.facts)
+        if moe and "quant.moe_scheme" not in out and "quant.scheme" in out:
+            out["quant.moe_scheme"] = out["quant.scheme"]
+        if not moe:
+            out.pop("quant.moe_scheme", None)
+        return out
+
+    # the GPU and the kind of model first: every later split happens inside them
+    first = [domain.dim("gpu.sm"), domain.dim("model.is_moe")]
+    explicit = [d for d in domain.dims if d.name in EXPLICIT_KEYS]
+
+    def walk(fixed: dict[str, ValueClass], moe: bool) -> Iterator[Group]:
+        name = needed(fixed, moe)
+        if name is None:
+            for d in explicit:
+                if d.name not in fixed and not (d.moe_only and not moe):
+                    name = d.name
+                    break
+        if name is None:
+            yield Group(dict(fixed), weight(fixed, moe), facts_of(fixed, moe))
+            return
+        d = domain.dims[dim_index[name]]
+        for v in d.values:
+            fixed[name] = v
+            yield from walk(fixed, moe)
+        del fixed[name]
+
+    for g in first[0].values:
+        for m in first[1].values:
+            moe = bool(m.facts["model.is_moe"])
+            yield from walk({first[0].name: g, first[1].name: m}, moe)
+
+
+def _open_keys(
+    keys: set[str],
+    fixed: Mapping[str, ValueClass],
+    key_dim: Mapping[str, Dimension],
+    implied: Mapping[str, list[Condition]],
+    seen: set[str],
+) -> set[str]:
+    """Keys among *keys* (or behind the implications that set them) still to be split on."""
+    out: set[str] = set()
+    for k in keys:
+        if k in seen:
+            continue
+        seen.add(k)
+        d = key_dim.get(k)
+        if d is not None and d.name not in fixed:
+            out.add(k)
+            continue
+        value_known = d is not None and k in fixed[d.name].facts
+        if not value_known and k in implied:
+            more = {t.key for c in implied[k] for t in tests_of(c)}
+            out |= _open_keys(more, fixed, key_dim, implied, seen)
+    return out

@@ -1,0 +1,176 @@
+"""The command line: the contract of DESIGN.md, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelpolicy.cli import main
+
+SEED = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"]
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, *SEED, "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["schema"] == "kernelpolicy.decision/1"
+    assert d["fingerprint"].startswith("sha256:")
+    assert d["paths"]["dense"]["backend"] == "cutlass"
+    assert d["paths"]["moe"]["backend"] == "triton"
+    assert not any(k.startswith("deep_gemm.") for k in d["paths"]["warmup"]["kernels"])
+    rejected = next(c for c in d["paths"]["moe"]["candidates"] if c["backend"] == "deep_gemm")
+    assert rejected["verdict"] == "rejected" and rejected["rules"][0] == "deep_gemm-e8m0-qwen3_5"
+    assert d["facts"]["gpu.sm"] == "sm121" and d["sources"]["model.type"] == "catalog"
+    assert d["engine"]["vllm"]["args"] == ["--moe-backend", "triton"]
+
+
+def test_seed_human(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, *SEED)
+    assert code == 0
+    assert "dense   cutlass   decided by deep_gemm-e8m0-qwen3_5" in out
+    assert "vllm#37804" in out and "vllm#50332" in out
+    assert "VLLM_USE_DEEP_GEMM=0 vllm serve Qwen/Qwen3.6-35B-A3B-FP8 --moe-backend triton" in out
+    assert "pip install 'kernelpolicy[vllm]'" in out
+
+
+def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:
+    _, a, _ = run(capsys, *SEED, "--json")
+    _, b, _ = run(capsys, *SEED, "--json")
+    assert a == b
+
+
+def test_triton_too_old_on_sm121(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, *SEED, "--fact", "triton.version=3.5.0")
+    assert code == 0
+    assert "triton-sm121a-ptxas (crash)" in out
+    assert "moe     marlin" in out
+
+
+def test_engine_release_sets_facts(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "explain",
+        "--gpu",
+        "sm120",
+        "--model",
+        "RedHatAI/gemma-4-31B-it-FP8-block",
+        "--engine",
+        "vllm==0.24.0",
+        "--json",
+    )
+    d = json.loads(out)
+    assert code == 0 and d["paths"]["dense"]["backend"] == "cutlass"
+    assert d["facts"]["deep_gemm.commit"] == "891d57b4"
+    assert d["paths"]["moe"]["backend"] is None and d["paths"]["moe"]["reason"]
+
+
+def test_model_type_and_quant(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "explain",
+        "--gpu",
+        "B200",
+        "--model-type",
+        "qwen3_5_text",
+        "--quant",
+        "fp8_block",
+        "--fact",
+        "model.is_moe=false",
+        "--json",
+    )
+    assert code == 0
+    assert json.loads(out)["paths"]["dense"]["backend"] == "cutlass"
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (
+            ["explain", "--gpu", "sm999", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"],
+            "unknown GPU `sm999`",
+        ),
+        (
+            ["explain", "--gpu", "sm121", "--model", "nobody/nothing"],
+            "unknown model `nobody/nothing`",
+        ),
+        (
+            [*SEED, "--fact", "gpu.smm=sm121"],
+            "fact `gpu.smm`: unknown fact key (did you mean `gpu.sm`?)",
+        ),
+        ([*SEED, "--fact", "novalue"], "expected KEY=VALUE"),
+        (
+            [*SEED, "--moe-backend", "deep_gemm", "--env", "VLLM_USE_DEEP_GEMM=0"],
+            "contradictory overrides",
+        ),
+        ([*SEED, "--engine", "sglang==1.0"], "not of the form `vllm==X.Y.Z`"),
+        (["explain", "--gpu", "sm121"], "no model given"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], needle: str) -> None:
+    code, out, err = run(capsys, *argv)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and needle in err and "Traceback" not in err
+
+
+def test_malformed_policy_file(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "rules:\n  - id: x\n    when: {gpu.famly: sm120}\n    deny: triton\n    severity: crash\n    because: y\n"
+    )
+    code, _, err = run(capsys, *SEED, "--policy", str(bad))
+    assert code == 2
+    assert err.strip() == f"kernelpolicy: {bad}:3:12: error: unknown fact key `gpu.famly` (rule `x`)"
+
+
+def test_no_valid_backend_exits_3(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    pol = tmp_path / "p.yaml"
+    pol.write_text(
+        "rules:\n  - id: nothing\n    deny: [cutlass, marlin, triton, b12x, humming, torch, deep_gemm, "
+        "flashinfer_deep_gemm, flashinfer_trtllm, flashinfer_cutlass, flashinfer_cutedsl, emulation]\n"
+        "    paths: [dense]\n    severity: crash\n    because: test\n    refs: [t#1]\n"
+    )
+    code, out, err = run(capsys, *SEED, "--policy", str(pol))
+    assert code == 3
+    assert "dense   NO VALID BACKEND" in out and "no valid backend for path(s): dense" in err
+
+
+def test_policy_from_environment(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pol = tmp_path / "p.yaml"
+    pol.write_text("rules:\n  - id: op-marlin\n    use: marlin\n    paths: [moe]\n    because: validated\n")
+    monkeypatch.setenv("KERNELPOLICY_POLICY", str(pol))
+    code, out, _ = run(capsys, *SEED, "--json")
+    assert code == 0 and json.loads(out)["paths"]["moe"]["backend"] == "marlin"
+
+
+def test_import_is_light() -> None:
+    code = (
+        "import sys, kernelpolicy as kp\n"
+        "p = kp.load_policy(); kp.resolve(kp.facts_for(gpu='sm121', model='Qwen/Qwen3.6-35B-A3B-FP8', policy=p), p)\n"
+        "heavy = {'torch', 'triton', 'vllm', 'deep_gemm', 'pynvml'} & set(sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_module_entry_point() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", *SEED, "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert json.loads(out.stdout)["paths"]["moe"]["backend"] == "triton"
