@@ -38,6 +38,7 @@ __all__ = [
     "Test",
     "TruthValue",
     "evaluate",
+    "evaluate_tree",
     "failing_tests",
     "parse_condition",
     "tests_of",
@@ -117,15 +118,80 @@ Condition = Test | All | Any_ | Not
 TRUE: Final[Condition] = All(())
 
 
+_Fn = Callable[[Values], TruthValue]
+_COMPILED: dict[int, tuple[Condition, _Fn]] = {}
+
+
 def evaluate(cond: Condition, values: Values) -> TruthValue:
     """True, False, or None when the facts in *values* do not decide *cond*."""
+    hit = _COMPILED.get(id(cond))
+    if hit is None or hit[0] is not cond:
+        hit = (cond, _compile(cond))
+        _COMPILED[id(cond)] = hit
+    return hit[1](values)
+
+
+def _compile(cond: Condition) -> _Fn:
+    """A closure that evaluates *cond* (same result as :func:`evaluate_tree`, faster)."""
+    if isinstance(cond, Test):
+        key, match = cond.key, cond.match
+        if cond.op == "eq" and cond.kind is not Kind.INT_LIST:
+            want = cond.operand
+
+            def eq(values: Values) -> TruthValue:
+                v = values.get(key)
+                return None if v is None else v == want
+
+            return eq
+        if cond.op == "in" and cond.kind not in (Kind.INT_LIST, Kind.VERSION):
+            options = cond.operand
+
+            def isin(values: Values) -> TruthValue:
+                v = values.get(key)
+                return None if v is None else v in options
+
+            return isin
+
+        def test(values: Values) -> TruthValue:
+            v = values.get(key)
+            return None if v is None else match(v)
+
+        return test
+    if isinstance(cond, Not):
+        inner = _compile(cond.child)
+
+        def negate(values: Values) -> TruthValue:
+            r = inner(values)
+            return None if r is None else not r
+
+        return negate
+    kids = tuple(_compile(c) for c in cond.children)
+    if len(kids) == 1:
+        return kids[0]
+    decisive = isinstance(cond, Any_)  # the value that settles the whole
+
+    def combine(values: Values) -> TruthValue:
+        unknown = False
+        for k in kids:
+            r = k(values)
+            if r is decisive:
+                return decisive
+            if r is None:
+                unknown = True
+        return None if unknown else not decisive
+
+    return combine
+
+
+def evaluate_tree(cond: Condition, values: Values) -> TruthValue:
+    """The reference evaluator: a direct walk of the tree (see :func:`evaluate`)."""
     if isinstance(cond, Test):
         v = values.get(cond.key)
         return None if v is None else cond.match(v)
     if isinstance(cond, All):
         unknown = False
         for c in cond.children:
-            r = evaluate(c, values)
+            r = evaluate_tree(c, values)
             if r is False:
                 return False
             if r is None:
@@ -134,13 +200,13 @@ def evaluate(cond: Condition, values: Values) -> TruthValue:
     if isinstance(cond, Any_):
         unknown = False
         for c in cond.children:
-            r = evaluate(c, values)
+            r = evaluate_tree(c, values)
             if r is True:
                 return True
             if r is None:
                 unknown = True
         return None if unknown else False
-    r = evaluate(cond.child, values)
+    r = evaluate_tree(cond.child, values)
     return None if r is None else not r
 
 
