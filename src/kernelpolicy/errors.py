@@ -17,6 +17,7 @@ __all__ = [
     "PolicyError",
     "UnknownGPUError",
     "UnknownModelError",
+    "UsageError",
     "did_you_mean",
 ]
 
@@ -93,6 +94,18 @@ class PolicyError(KernelPolicyError, ValueError):
 
     def render(self) -> str:
         return "\n".join(d.render() for d in self.diagnostics)
+
+
+class UsageError(KernelPolicyError, ValueError):
+    """A command line or call that cannot be carried out as given."""
+
+    def __init__(self, message: str, help: str | None = None) -> None:
+        self.message = message
+        self.help = help
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return f"{self.message} ({self.help})" if self.help else self.message
 
 
 class FactError(KernelPolicyError, ValueError):

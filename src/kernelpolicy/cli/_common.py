@@ -6,7 +6,7 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FactError
+from ..errors import UsageError
 from ..facts._record import parse_fact_text
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ def split_assignment(text: str, what: str) -> tuple[str, str]:
     """``KEY=VALUE`` as a pair (one clear error otherwise)."""
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
-        raise FactError(text, f"expected {what}=VALUE")
+        raise UsageError(f"`{text}`: expected {what}=VALUE")
     return key.strip(), value
 
 
@@ -91,12 +91,12 @@ def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
     if args.engine:
         name, sep, version = args.engine.partition("==")
         if name.strip() != "vllm" or not sep:
-            raise FactError("engine", f"`{args.engine}` is not of the form `vllm==X.Y.Z`")
+            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
         given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
     if args.allow:
         given["deploy.allow_rules"] = tuple(args.allow)
     if args.model and (args.model_type or args.quant):
-        raise FactError("model", "give either --model or --model-type/--quant, not both")
+        raise UsageError("give either --model or --model-type/--quant, not both")
     gpu = None if args.gpu == "auto" else args.gpu
     facts = facts_for(
         gpu=gpu,
@@ -119,7 +119,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
     if args.scale_fmt:
         facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
     if "quant.scheme" not in facts and args.model is None and not args.model_type:
-        raise FactError("model", "no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
+        raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
     del model_facts
     return facts
 
@@ -135,6 +135,6 @@ def _auto_gpu(policy: Policy) -> Facts:
     try:
         values, sources = auto_gpu_facts()
     except ValueError as exc:
-        raise FactError("gpu", str(exc)) from None
+        raise UsageError(str(exc), help="name the GPU instead: --gpu sm121, --gpu GB10, ...") from None
     f = Facts.from_values(values, source="nvml")
     return Facts(values=f.values, sources={k: sources.get(k, "nvml") for k in f.values})
