@@ -174,3 +174,43 @@ def test_module_entry_point() -> None:
         check=True,
     )
     assert json.loads(out.stdout)["paths"]["moe"]["backend"] == "triton"
+
+
+def test_gpu_auto_uses_machine_facts(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpolicy.facts.machine as machine
+
+    def fake() -> tuple[dict[str, object], dict[str, str]]:
+        return (
+            {"gpu.sm": "sm121", "gpu.family": "sm120", "gpu.cc": "12.1", "gpu.name": "NVIDIA GB10",
+             "triton.version": "3.5.0"},
+            {"gpu.sm": "nvml", "gpu.family": "nvml", "gpu.cc": "nvml", "gpu.name": "nvml", "triton.version": "metadata"},
+        )
+
+    monkeypatch.setattr(machine, "auto_gpu_facts", fake)
+    code, out, _ = run(capsys, "explain", "--gpu", "auto", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert d["sources"]["gpu.sm"] == "nvml" and d["sources"]["triton.version"] == "metadata"
+    assert d["paths"]["moe"]["backend"] == "marlin"  # triton 3.5 cannot target sm_121a
+
+
+def test_gpu_auto_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpolicy.facts.machine as machine
+
+    def none() -> tuple[dict[str, object], dict[str, str]]:
+        raise ValueError("no NVIDIA GPU found: NVML library not found")
+
+    monkeypatch.setattr(machine, "auto_gpu_facts", none)
+    code, _, err = run(capsys, "explain", "--gpu", "auto", "--model", "Qwen/Qwen3.6-35B-A3B-FP8")
+    assert code == 2
+    assert "no NVIDIA GPU found" in err and "--gpu sm121" in err
+
+
+def test_example_policy_loads_and_pins(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parent.parent / "policy" / "examples" / "fleet.yaml"
+    code, out, _ = run(capsys, "explain", "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3",
+                       "--policy", str(example), "--json")
+    d = json.loads(out)
+    assert code == 0
+    assert d["paths"]["moe"]["backend"] == "deep_gemm"
+    assert d["paths"]["moe"]["explicit"] == "fleet-deepseek-v3-deep_gemm"
