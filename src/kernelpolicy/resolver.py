@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .decision import Assumption, Candidate, Decision, Override, PathDecision
-from .dsl.conditions import evaluate, failing_tests, tests_of
+from .dsl.conditions import describe_failure, evaluate, failing_tests, tests_of
 from .engines import engine_flags
 from .errors import KernelPolicyError
 from .facts._record import Facts
@@ -189,14 +189,6 @@ def _order(path: str, policy: Policy, typed: Mapping[str, Any], when: Mapping[st
     return order
 
 
-def _describe(tests: list[Any], typed: Mapping[str, Any]) -> str:
-    return "; ".join(f"{t.describe()} (is `{_show(typed[t.key])}`)" for t in tests)
-
-
-def _show(v: Any) -> str:
-    return ", ".join(map(str, v)) if isinstance(v, tuple) else str(v).lower() if isinstance(v, bool) else str(v)
-
-
 def _judge(
     backend: str,
     path: str,
@@ -210,8 +202,8 @@ def _judge(
     entry = policy.backends[path][backend]
     tv = evaluate(entry.requires, typed)
     if tv is False:
-        failed, _ = failing_tests(entry.requires, typed)
-        out.append(_Rejection(entry.rule_id, "catalog", f"needs {_describe(failed, typed)}", entry.refs, False))
+        why = describe_failure(entry.requires, typed)
+        out.append(_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False))
     elif tv is None:
         for t in failing_tests(entry.requires, typed)[1]:
             assumptions.append(Assumption(t.key, entry.rule_id, f"assumed `{backend}` on `{path}` has {t.describe()}"))
@@ -239,8 +231,8 @@ def _judge(
             for t in failing_tests(r.require, typed)[1]:
                 assumptions.append(Assumption(t.key, r.id, f"assumed {t.describe()} for `{backend}`"))
             continue
-        failed, _ = failing_tests(r.require, typed)
-        out.append(_Rejection(r.id, r.severity, f"{r.because} (needs {_describe(failed, typed)})", r.refs, False))
+        why = describe_failure(r.require, typed)
+        out.append(_Rejection(r.id, r.severity, f"{r.because} (needs {why})", r.refs, False))
     out.sort(key=lambda x: (x.assumed, _GRAVITY.get(x.severity, 9)))
     return out
 

@@ -37,6 +37,7 @@ __all__ = [
     "Not",
     "Test",
     "TruthValue",
+    "describe_failure",
     "evaluate",
     "evaluate_tree",
     "failing_tests",
@@ -208,6 +209,30 @@ def evaluate_tree(cond: Condition, values: Values) -> TruthValue:
         return None if unknown else False
     r = evaluate_tree(cond.child, values)
     return None if r is None else not r
+
+
+def describe_failure(cond: Condition, values: Values) -> str:
+    """Why *cond* is false for *values*, in words: the failing parts only, with the facts.
+
+    ``all`` lists its failing members, ``any`` shows its alternatives as ``one of (a | b)``.
+    """
+
+    def show(v: Any) -> str:
+        if isinstance(v, bool):
+            return str(v).lower()
+        return ", ".join(map(str, v)) if isinstance(v, tuple) else str(v)
+
+    def walk(c: Condition) -> str:
+        if isinstance(c, Test):
+            v = values.get(c.key)
+            return f"{c.describe()} (is `{show(v)}`)" if v is not None else f"{c.describe()} (unknown)"
+        if isinstance(c, Not):
+            return "not " + ", ".join(t.describe() for t in tests_of(c.child))
+        if isinstance(c, All):
+            return "; ".join(walk(k) for k in c.children if evaluate(k, values) is not True)
+        return "one of (" + " | ".join(walk(k) for k in c.children) + ")"
+
+    return walk(cond)
 
 
 def tests_of(cond: Condition) -> list[Test]:
