@@ -115,6 +115,8 @@ def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
             synthetic["model.type"] = args.model_type
         if args.quant:
             synthetic["quant.scheme"] = parse_fact_text("quant.scheme", args.quant)
+            if "quant.moe_scheme" not in given:
+                synthetic["quant.moe_scheme"] = synthetic["quant.scheme"]
         facts = Facts.from_values(synthetic, source="user").merged(facts)
     if args.scale_fmt:
         facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
