@@ -84,7 +84,6 @@ def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
 def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
     """Facts from the deployment options (see :func:`add_fact_options`)."""
     from ..facts import Facts, facts_for
-    from ..facts._build import model_facts
 
     given = _parse_facts(args.fact)
     env = dict(split_assignment(e, "NAME") for e in args.env)
@@ -122,18 +121,14 @@ def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
         facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
     if "quant.scheme" not in facts and args.model is None and not args.model_type:
         raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
-    del model_facts
     return facts
 
 
 def _auto_gpu(policy: Policy) -> Facts:
-    from ..errors import UnknownGPUError
+    """The facts this machine reports (NVML, package metadata), for ``--gpu auto``."""
     from ..facts import Facts
+    from ..facts.machine import auto_gpu_facts
 
-    try:
-        from ..facts.machine import auto_gpu_facts
-    except ImportError:
-        raise UnknownGPUError("auto", ()) from None
     try:
         values, sources = auto_gpu_facts()
     except ValueError as exc:
