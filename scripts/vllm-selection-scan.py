@@ -100,13 +100,7 @@ def _enum_members(tree: ast.Module | None, cls: str) -> list[str]:
         return []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == cls:
-            return [
-                t.id
-                for s in node.body
-                if isinstance(s, ast.Assign)
-                for t in s.targets
-                if isinstance(t, ast.Name)
-            ]
+            return [t.id for s in node.body if isinstance(s, ast.Assign) for t in s.targets if isinstance(t, ast.Name)]
     return []
 
 
@@ -116,8 +110,8 @@ def _class_attr_literal(tree: ast.Module | None, cls: str, attr: str) -> Any:
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name == cls:
             for s in node.body:
-                tgt = s.target if isinstance(s, ast.AnnAssign) else (
-                    s.targets[0] if isinstance(s, ast.Assign) else None
+                tgt = (
+                    s.target if isinstance(s, ast.AnnAssign) else (s.targets[0] if isinstance(s, ast.Assign) else None)
                 )
                 if isinstance(tgt, ast.Name) and tgt.id == attr and s.value is not None:
                     try:
@@ -175,10 +169,7 @@ def scan(root: Path) -> dict[str, Any]:
     kwarm = _tree(root, KWARMUP)
     gate = _tree(root, GATE)
     dgu = _tree(root, DG_UTILS)
-    oracle_src = {
-        p.name: p.read_text(encoding="utf-8")
-        for p in sorted((root / ORACLE_DIR).glob("*.py"))
-    }
+    oracle_src = {p.name: p.read_text(encoding="utf-8") for p in sorted((root / ORACLE_DIR).glob("*.py"))}
     gate_init = None
     if gate is not None:
         for node in ast.walk(gate):
@@ -198,16 +189,12 @@ def scan(root: Path) -> dict[str, Any]:
             "fp8_kernels_cuda": _cuda_list(dense, "_POSSIBLE_FP8_KERNELS"),
             "choose_params": _params(_func(dense, "choose_scaled_mm_linear_kernel")),
             "init_fp8_params": _params(_func(dense, "init_fp8_linear_kernel")),
-            "init_fp8_importers": _importers(
-                root, "vllm.model_executor.kernels.linear", "init_fp8_linear_kernel"
-            ),
+            "init_fp8_importers": _importers(root, "vllm.model_executor.kernels.linear", "init_fp8_linear_kernel"),
             "deep_gemm_kernel_file": (root / DG_KERNEL).is_file(),
         },
         "moe": {
             "select_params": _params(_func(oracle, "select_fp8_moe_backend")),
-            "importers": _importers(
-                root, "vllm.model_executor.layers.fused_moe.oracle.fp8", "select_fp8_moe_backend"
-            ),
+            "importers": _importers(root, "vllm.model_executor.layers.fused_moe.oracle.fp8", "select_fp8_moe_backend"),
             "backends": _enum_members(oracle, "Fp8MoeBackend"),
             "oracles_with_model_type_check": sorted(
                 n for n, s in oracle_src.items() if "should_auto_disable_deep_gemm" in s
@@ -223,9 +210,7 @@ def scan(root: Path) -> dict[str, Any]:
                 f for f in _top_functions(warm) if "may_use" in f or f.endswith("_linear_data")
             ],
             "kernel_warmup_params": _params(_func(kwarm, "kernel_warmup")),
-            "kernel_warmup_importers": _importers(
-                root, "vllm.model_executor.warmup.kernel_warmup", "kernel_warmup"
-            ),
+            "kernel_warmup_importers": _importers(root, "vllm.model_executor.warmup.kernel_warmup", "kernel_warmup"),
         },
         "router": {
             "fp32_supported_shapes": _class_attr_literal(gate, "GateLinear", "FP32_SUPPORTED_SHAPES"),
@@ -238,8 +223,7 @@ def scan(root: Path) -> dict[str, Any]:
         "deep_gemm_vendored": {
             "present": dg_vendored.is_dir(),
             "sm120_fp8_gemm_marker": any(
-                "sm120_fp8_fp4_gemm_1d1d" in line
-                for line in (root / "deepgemm-listing.txt").read_text().splitlines()
+                "sm120_fp8_fp4_gemm_1d1d" in line for line in (root / "deepgemm-listing.txt").read_text().splitlines()
             )
             if (root / "deepgemm-listing.txt").is_file()
             else (dg_vendored / "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh").is_file(),

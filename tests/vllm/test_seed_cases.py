@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -57,12 +60,20 @@ def test_033_env_deep_gemm_agrees_with_plugin(sim: Any) -> None:
     assert r.divergences() == []
 
 
-def test_026_sm120_gemma_without_sm120_deep_gemm_selects_cutlass(sim: Any) -> None:
+@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+def test_sm120_gemma_without_sm120_deep_gemm_selects_cutlass(sim: Any, version: str) -> None:
+    # 0.33.0 builds the catalog's gemma-4 config through transformers' Gemma4 config class; 0.26.0
+    # cannot build any gemma-4 ModelConfig with the transformers pip gives it (GEMMA4_STAND_IN in
+    # conftest), so there the text model is a Llama of gemma-4's width carrying gemma-4's
+    # compressed-tensors FP8-block quantization_config: the dense selection only reads the quant
+    # scheme, the layer shape and the platform.
     facts = {"deep_gemm.has_sm120_sf_layout": False}
-    native = sim("0.26.0", "sm120", GEMMA)
-    assert native.dense is not None, _detail(native)
-    assert native.dense.backend == "deep_gemm", "0.26 picks DeepGEMM natively: the #47130 crash"
-    r = sim("0.26.0", "sm120", GEMMA, plugin=True, facts=facts)
+    native = sim(version, "sm120", GEMMA)
+    assert native.ok, _detail(native)
+    assert native.dense is not None and native.dense.backend == "deep_gemm", "natively DeepGEMM: the #47130 crash"
+    if version == "0.33.0":
+        assert native.model_type == "gemma4_text"
+    r = sim(version, "sm120", GEMMA, plugin=True, facts=facts)
     assert r.ok, _detail(r)
     assert r.dense is not None and r.dense.kernel == "CutlassFp8BlockScaledMMKernel"
     assert r.warmup is not None and not r.warmup.dense
@@ -74,3 +85,33 @@ def test_router_never_bf16x3_on_sm121(sim: Any, version: str) -> None:
     assert r.router is not None, _detail(r)
     assert not r.router.flags.get("allow_bf16x3_router_gemm")
     assert r.router.backend != "bf16x3"
+
+
+def _engine_vllm(*argv: str) -> dict[str, Any]:
+    """``engine.vllm`` of ``kernelpolicy explain --json`` (the real command line)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", "explain", *argv, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    engine: dict[str, Any] = json.loads(proc.stdout)["engine"]["vllm"]
+    return engine
+
+
+def test_026_engine_flags_on_unpatched_vllm_match_the_plugin(sim: Any) -> None:
+    flags = _engine_vllm("--gpu", "sm121", "--model", QWEN, "--engine", "vllm==0.26.0")
+    args = list(flags["args"])
+    assert args[:1] == ["--moe-backend"] and len(args) == 2, f"only --moe-backend is simulated: {args}"
+    unpatched = sim("0.26.0", "sm121", QWEN, env=dict(flags["env"]), moe_backend=args[1])
+    assert unpatched.ok, _detail(unpatched)
+    assert unpatched.plugin is None, "no plugin in that process"
+    patched = sim("0.26.0", "sm121", QWEN, plugin=True)
+    assert patched.plugin is not None
+    (decision,) = patched.plugin["decisions"]
+    got = unpatched.backends()
+    assert got["dense"] == decision["paths"]["dense"]["backend"] == "cutlass"
+    assert got["moe"] == decision["paths"]["moe"]["backend"] == "triton"
+    assert got["warmup"] == ",".join(decision["warmup"]) == ""
+    assert unpatched.divergences() == []

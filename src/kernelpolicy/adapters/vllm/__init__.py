@@ -25,6 +25,7 @@ fingerprints at the first decision and raise :class:`AgreementError` when they d
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import importlib
@@ -46,7 +47,6 @@ from ._names import (
     dense_id_of,
 )
 from ._versions import (
-    DEEP_GEMM_KERNEL_CLASS,
     DG_KERNEL_MODULE,
     DG_UTILS_MODULE,
     VllmPatchPoints,
@@ -170,10 +170,8 @@ def unpatch() -> None:
             if had:
                 setattr(owner, name, original)
             else:
-                try:
+                with contextlib.suppress(AttributeError):
                     delattr(owner, name)
-                except AttributeError:
-                    pass
         # modules imported after register() took the wrappers by name: give them the originals
         for mod_name, attr in _STATE.late_importers:
             mod = sys.modules.get(mod_name)
@@ -203,7 +201,7 @@ def _vllm_config_now() -> Any:
         return config
     # VllmConfig.__post_init__ asks should_auto_disable_deep_gemm before the config is
     # current: find the config being built on the stack.
-    frame = sys._getframe(1)
+    frame: Any = sys._getframe(1)
     for _ in range(12):
         if frame is None:
             break
@@ -239,11 +237,7 @@ def _summary(decision: DecisionLike) -> str:
             continue
         backend = getattr(path, "backend", None)
         rule = getattr(path, "rule", None)
-        if (
-            backend is None
-            and getattr(path, "reason", None)
-            and not getattr(path, "candidates", ())
-        ):
+        if backend is None and getattr(path, "reason", None) and not getattr(path, "candidates", ()):
             continue  # the model has no such path
         parts.append(f"{name}={backend or 'NONE'}" + (f" [{rule}]" if rule else ""))
     parts.append("warmup=" + (",".join(decision.warmup) or "none"))
@@ -264,7 +258,8 @@ def current_decision() -> DecisionLike | None:
 
             values = facts_from_vllm(config)
         except Exception as exc:
-            return _fail(f"could not gather facts from vLLM: {exc!r}")
+            _fail(f"could not gather facts from vLLM: {exc!r}")
+            return None
         key = json.dumps(values, sort_keys=True, default=str)
         cached = _STATE.decisions.get(key)
         if cached is not None:
@@ -272,7 +267,8 @@ def current_decision() -> DecisionLike | None:
         try:
             decision = (_STATE.resolver or _core_resolver)(values)
         except Exception as exc:
-            return _fail(f"could not resolve a decision: {exc!r}")
+            _fail(f"could not resolve a decision: {exc!r}")
+            return None
         _STATE.decisions[key] = decision
         _STATE.facts[key] = dict(values)
         if decision.fingerprint not in _STATE.logged:
@@ -347,11 +343,7 @@ def _reorder_table(table: Any, decision: DecisionLike, block: bool) -> Any:
     out = {}
     for platform_key, kernels in dict(table).items():
         first = [k for k in kernels if k.__name__ in names]
-        rest = [
-            k
-            for k in kernels
-            if k.__name__ not in names and (dense_id_of(k.__name__) or "?") not in rejected
-        ]
+        rest = [k for k in kernels if k.__name__ not in names and (dense_id_of(k.__name__) or "?") not in rejected]
         out[platform_key] = first + rest
     return out
 
@@ -363,9 +355,7 @@ def _patch_dense(points: VllmPatchPoints) -> None:
         return
     block_table = mod._POSSIBLE_FP8_BLOCK_KERNELS
 
-    def choose_scaled_mm_linear_kernel(
-        config: Any, possible_kernels: Any, *a: Any, **kw: Any
-    ) -> Any:
+    def choose_scaled_mm_linear_kernel(config: Any, possible_kernels: Any, *a: Any, **kw: Any) -> Any:
         decision = current_decision()
         if decision is not None and kw.get("force_kernel") is None:
             block = possible_kernels is block_table or possible_kernels is getattr(
@@ -407,9 +397,7 @@ def _patch_moe(points: VllmPatchPoints) -> None:
         try:
             return original(config, *args, **kwargs)
         except (ValueError, NotImplementedError) as exc:
-            raise AdapterError(
-                f"kernelpolicy decided MoE backend {chosen!r} but vLLM refused it: {exc}"
-            ) from exc
+            raise AdapterError(f"kernelpolicy decided MoE backend {chosen!r} but vLLM refused it: {exc}") from exc
 
     wrapper = _mark(select_fp8_moe_backend, original)
     _set(oracle, "select_fp8_moe_backend", wrapper, "moe")
@@ -422,7 +410,7 @@ def _patch_moe(points: VllmPatchPoints) -> None:
 
 def _patch_warmup(points: VllmPatchPoints) -> None:
     mod = importlib.import_module(points.warmup_module)
-    gates = [(points.dense_warmup_gate, "deep_gemm.dense")]
+    gates: list[tuple[str, str]] = [(points.dense_warmup_gate, "deep_gemm.dense")]
     gates += [(g, "deep_gemm.moe") for g in points.moe_warmup_gates]
     for gate_name, kernel in gates:
         original = getattr(mod, gate_name, None)
@@ -461,9 +449,7 @@ def _clear_router_flags(layer: Any) -> None:
             bid = "bf16x3"
         if bid != chosen and getattr(layer, attr):
             object.__setattr__(layer, attr, False)
-    if chosen in ("linear", "linear_fp32") and getattr(
-        layer, "allow_specialized_router_gemm", False
-    ):
+    if chosen in ("linear", "linear_fp32") and getattr(layer, "allow_specialized_router_gemm", False):
         object.__setattr__(layer, "allow_specialized_router_gemm", False)
 
 

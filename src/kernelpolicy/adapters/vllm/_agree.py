@@ -38,9 +38,7 @@ def agreement_report(per_rank: Sequence[Mapping[str, Any]]) -> str | None:
     for key in sorted(keys):
         values = {int(i.get("rank", -1)): (i.get("facts") or {}).get(key) for i in per_rank}
         if len({repr(v) for v in values.values()}) > 1:
-            differing.append(
-                f"  fact {key}: " + ", ".join(f"rank {r}={v!r}" for r, v in values.items())
-            )
+            differing.append(f"  fact {key}: " + ", ".join(f"rank {r}={v!r}" for r, v in values.items()))
     lines += differing or ["  (the facts agree; the policy files differ between ranks)"]
     return "\n".join(lines)
 

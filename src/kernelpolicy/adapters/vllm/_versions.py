@@ -694,9 +694,7 @@ _TABLE: Final[tuple[VllmPatchPoints, ...]] = (
             "allow_rocm_bf16x3_router_gemm",
             "allow_specialized_router_gemm",
         ),
-        fp32_supported_shapes=frozenset(
-            {(3072, 256), (4096, 352), (5120, 256), (6144, 128), (8192, 256)}
-        ),
+        fp32_supported_shapes=frozenset({(3072, 256), (4096, 352), (5120, 256), (6144, 128), (8192, 256)}),
         bf16x3_opt_in=False,
         router_cublas_gate=True,
         vendored_deep_gemm="2.8.1",

@@ -78,8 +78,7 @@ def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
         return major, minor
     match = _CC.match(spec.strip())
     if match:
-        minor = match.group(2) or match.group(3)
-        return int(match.group(1)), int(minor)
+        return int(match.group(1)), int(match.group(2) or match.group(3))
     from ...facts.gpu import facts_from_spec  # product names come from the shipped catalog
 
     facts = facts_from_spec(spec)
@@ -147,9 +146,7 @@ class WarmupChoice:
 
     @property
     def kernels(self) -> tuple[str, ...]:
-        return tuple(
-            k for k, on in (("deep_gemm.dense", self.dense), ("deep_gemm.moe", self.moe)) if on
-        )
+        return tuple(k for k, on in (("deep_gemm.dense", self.dense), ("deep_gemm.moe", self.moe)) if on)
 
 
 @dataclass(frozen=True)
@@ -315,9 +312,7 @@ def _vllm_dir(python: Path) -> Path | None:
         "import importlib.util, json; s = importlib.util.find_spec('vllm'); "
         "print(json.dumps(list(s.submodule_search_locations) if s else []))"
     )
-    proc = subprocess.run(
-        [str(python), "-c", code], capture_output=True, text=True, timeout=60, check=False
-    )
+    proc = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=60, check=False)
     if proc.returncode != 0:
         raise SimulationError(f"{python} cannot look for vllm: {proc.stderr.strip()}")
     dirs = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -378,9 +373,7 @@ def simulate(
             "dense_shape": list(dense_shape) if dense_shape else None,
         }
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
-        child = _child_env(
-            tmp, plugin_dir, stub, cc, gpu_name or _NAMES.get(cc), plugin, env or {}, facts
-        )
+        child = _child_env(tmp, plugin_dir, stub, cc, gpu_name or _NAMES.get(cc), plugin, env or {}, facts)
         try:
             proc = subprocess.run(
                 [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
@@ -396,9 +389,7 @@ def simulate(
             raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
         result_file = tmp / "result.json"
         if not result_file.is_file():
-            raise SimulationError(
-                f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}"
-            )
+            raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
         raw = json.loads(result_file.read_text(encoding="utf-8"))
         output = proc.stdout + (f"\n[kept {tmp}]" if keep else "")
         return _from_result(

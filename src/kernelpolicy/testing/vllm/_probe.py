@@ -151,11 +151,7 @@ def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any
         return None
     text = vllm_config.model_config.hf_text_config
     hidden = int(text.hidden_size)
-    inter = int(
-        _first_attr(
-            text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")
-        )
-    )
+    inter = int(_first_attr(text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")))
     shape = tuple(req.get("dense_shape") or (2 * inter, hidden))
     dense["weight_shape"] = list(shape)
     weight_key, act_key = _keys(scheme, _dynamic(quant))
@@ -203,9 +199,7 @@ def _moe_config(vllm_config: Any) -> Any:
     hidden = int(text.hidden_size)
     inter = int(_first_attr(text, ("moe_intermediate_size", "intermediate_size")))
     act_name = str(getattr(text, "hidden_act", "silu") or "silu").lower()
-    activation = next(
-        (m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU
-    )
+    activation = next((m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU)
     values: dict[str, Any] = {
         "num_experts": experts,
         "experts_per_token": top_k,
@@ -270,17 +264,14 @@ def _moe(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any:
 
 def _warmup(result: dict[str, Any], vllm_config: Any, kernel: Any, experts: Any) -> None:
     import torch
-    import vllm.envs as envs
+
+    from vllm import envs
 
     warm: dict[str, Any] = {"gate": None, "dense": None, "moe": None}
     result["warmup"] = warm
     kw = importlib.import_module("vllm.model_executor.warmup.kernel_warmup")
     dgw = importlib.import_module("vllm.model_executor.warmup.deep_gemm_warmup")
-    gate = bool(
-        envs.VLLM_USE_DEEP_GEMM
-        and kw.is_deep_gemm_supported()
-        and envs.VLLM_DEEP_GEMM_WARMUP != "skip"
-    )
+    gate = bool(envs.VLLM_USE_DEEP_GEMM and kw.is_deep_gemm_supported() and envs.VLLM_DEEP_GEMM_WARMUP != "skip")
     warm["gate"] = gate
     align = list(dgw.get_mk_alignment_for_contiguous_layout())
 
@@ -302,9 +293,7 @@ def _warmup(result: dict[str, Any], vllm_config: Any, kernel: Any, experts: Any)
                 fp8_linear=kernel,
                 quant_config=types.SimpleNamespace(weight_block_size=align),
             )
-            module = _shell(
-                dgw.LinearBase, quant_method=method, weight=weight, weight_scale_inv=scale
-            )
+            module = _shell(dgw.LinearBase, quant_method=method, weight=weight, weight_scale_inv=scale)
             return bool(dgw._fp8_linear_may_use_deep_gemm(module))
         if hasattr(dgw, "_deep_gemm_linear_data"):
             dg_cls = dgw.DeepGemmFp8BlockScaledMMKernel
@@ -335,9 +324,7 @@ def _warmup(result: dict[str, Any], vllm_config: Any, kernel: Any, experts: Any)
         method = types.SimpleNamespace(
             get_fused_moe_quant_config=lambda *_a, **_k: quant_cfg,
             moe_quant_config=quant_cfg,
-            moe_kernel=types.SimpleNamespace(
-                impl=types.SimpleNamespace(fused_experts=fused), fused_experts=fused
-            ),
+            moe_kernel=types.SimpleNamespace(impl=types.SimpleNamespace(fused_experts=fused), fused_experts=fused),
         )
         runner = _shell(
             dgw.MoERunner,
@@ -387,9 +374,7 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
     router["cls"] = type(gate).__name__
     router["weight_dtype"] = str(gate.weight.dtype).removeprefix("torch.")
     router["flags"] = {
-        k: bool(v)
-        for k, v in sorted(vars(gate).items())
-        if k.startswith("allow_") and k.endswith("_gemm")
+        k: bool(v) for k, v in sorted(vars(gate).items()) if k.startswith("allow_") and k.endswith("_gemm")
     }
     backend = next((bid for flag, bid in _ROUTER_TIERS if router["flags"].get(flag)), None)
     if backend is None:
@@ -414,9 +399,7 @@ def _deep_gemm_info(result: dict[str, Any]) -> None:
         if spec is not None and spec.submodule_search_locations:
             root = Path(next(iter(spec.submodule_search_locations)))
             info["package"] = name
-            info["sm120_marker"] = (
-                root / "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh"
-            ).is_file()
+            info["sm120_marker"] = (root / "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh").is_file()
             break
     result["deep_gemm"] = info
 
@@ -479,9 +462,7 @@ def run(req: dict[str, Any], result: dict[str, Any]) -> None:
             _step(result, "deep_gemm", lambda: _deep_gemm_info(result))
             _step(result, "plugin", lambda: _plugin_state(result))
     finally:
-        result["log_lines"] = [
-            m for m in capture.messages if any(s in m.lower() for s in _LOG_MARKERS)
-        ]
+        result["log_lines"] = [m for m in capture.messages if any(s in m.lower() for s in _LOG_MARKERS)]
 
 
 def main(argv: list[str]) -> int:

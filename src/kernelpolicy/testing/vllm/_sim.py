@@ -122,9 +122,7 @@ def stub_source(symbols: tuple[str, ...] | list[str]) -> str:
     return "\n".join(lines)
 
 
-def build_stub_libcuda(
-    symbols: tuple[str, ...] | list[str] = (), cache: Path | None = None
-) -> Path:
+def build_stub_libcuda(symbols: tuple[str, ...] | list[str] = (), cache: Path | None = None) -> Path:
     """Compile the stub driver (once per distinct source) and return the folder holding it.
 
     The folder contains ``libcuda.so.1`` and ``libcuda.so``; put it on ``LD_LIBRARY_PATH``.
@@ -233,9 +231,7 @@ def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     (folder / f"{PLATFORM_MODULE}.py").write_text(_PLATFORM_SOURCE, encoding="utf-8")
     dist = folder / "kp_simgpu-0.0.0.dist-info"
     dist.mkdir(exist_ok=True)
-    (dist / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: kp-simgpu\nVersion: 0.0.0\n", encoding="utf-8"
-    )
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kp-simgpu\nVersion: 0.0.0\n", encoding="utf-8")
     entry = [
         "[vllm.platform_plugins]",
         f"{PLATFORM_PLUGIN_NAME} = {PLATFORM_MODULE}:register",

@@ -1,0 +1,465 @@
+"""``kernelpolicy vllm audit``: what a real vLLM selects per path, beside kernelpolicy's decision.
+
+vLLM's own selectors run in a target venv on a simulated GPU (:mod:`kernelpolicy.testing.vllm`);
+kernelpolicy resolves the same deployment (GPU, model config, env, ``--moe-backend``, and the
+target venv's package versions). The audit flags two things:
+
+- *divergences*: paths of that one vLLM process that disagree with each other (the dense path
+  refuses DeepGEMM for the model while the MoE path runs it, a warmup that JIT-compiles a kernel
+  no path runs);
+- *differences*: a path where vLLM's choice is not kernelpolicy's; a *conflict* when vLLM runs a
+  backend the decision rejects (or warms a kernel it does not), a *preference* otherwise.
+
+Exit status: 0 consistent; 1 divergences or conflicts found; 2 bad input, or the audit could
+not run (no venv, the probe failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import UsageError
+from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment
+
+if TYPE_CHECKING:
+    from ..decision import Decision
+    from ..testing.vllm import NativeChoices
+
+__all__ = ["Difference", "add_parser", "audit_differences", "run"]
+
+EXIT_DIVERGENT: Final = 1
+EXIT_BAD_INPUT: Final = 2
+SCHEMA: Final = "kernelpolicy.vllm-audit/1"
+_PATHS: Final = ("dense", "moe", "router", "warmup")
+_VENV_HINT: Final = "scripts/vllm-venv.sh"
+
+# Runs in the target venv with only the standard library: package versions (as the plugin's
+# facts_from_vllm reads them) and the vendored DeepGEMM build, without importing vLLM.
+_TARGET_QUERY: Final = r"""
+import importlib.metadata as md, importlib.util as iu, json, sys
+packages, marker = json.loads(sys.argv[1])
+out = {}
+for key, dist in packages:
+    try:
+        out[key + ".version"] = md.version(dist)
+    except md.PackageNotFoundError:
+        pass
+spec = iu.find_spec("deep_gemm")
+root = None
+if spec is not None and spec.submodule_search_locations:
+    root, out["deep_gemm.source"] = list(spec.submodule_search_locations)[0], "external"
+else:
+    v = iu.find_spec("vllm")
+    if v is not None and v.submodule_search_locations:
+        import os
+        cand = os.path.join(list(v.submodule_search_locations)[0], "third_party", "deep_gemm")
+        if os.path.isdir(cand):
+            root, out["deep_gemm.source"] = cand, "vendored"
+if root is not None:
+    import os
+    out["deep_gemm.has_sm120_sf_layout"] = os.path.isfile(os.path.join(root, marker))
+    try:
+        for line in open(os.path.join(root, "__init__.py"), encoding="utf-8"):
+            if line.startswith("__version__"):
+                out["deep_gemm.version"] = line.split("=", 1)[1].strip().strip("'\"")
+                break
+    except OSError:
+        pass
+print(json.dumps(out))
+"""
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "vllm",
+        help="check a vLLM release against kernelpolicy's decision",
+        description="Tools for kernelpolicy's vLLM adapter.",
+    )
+    vsub = p.add_subparsers(dest="vllm_command", metavar="COMMAND")
+    vsub.required = True
+    a: argparse.ArgumentParser = vsub.add_parser(
+        "audit",
+        help="vLLM's own choice per path beside kernelpolicy's, with divergences flagged",
+        description=(
+            "Run a real vLLM's kernel selection on a simulated GPU and compare it, path by path, "
+            "with kernelpolicy's decision for the same deployment. Exit 0: consistent; "
+            "1: divergences or conflicts; 2: bad input or the audit could not run."
+        ),
+    )
+    add_fact_options(a)
+    where = a.add_mutually_exclusive_group()
+    where.add_argument("--python", metavar="VENV_PYTHON", help="the python of a venv with vLLM installed")
+    where.add_argument(
+        "--vllm",
+        metavar="X.Y.Z",
+        help=f"a vLLM release whose cached venv ({_VENV_HINT} X.Y.Z) to use",
+    )
+    a.add_argument("--plugin", action="store_true", help="load kernelpolicy's vLLM plugin in that vLLM")
+    a.add_argument("--timeout", type=float, default=400.0, metavar="S", help="limit for the vLLM probe (s)")
+    a.add_argument("--json", action="store_true", help="print the audit as JSON")
+    a.set_defaults(run=run)
+
+
+# ----------------------------------------------------------------------------- comparing
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One path where vLLM's choice is not kernelpolicy's."""
+
+    path: str
+    vllm: str | None
+    kernelpolicy: str | None
+    kind: str  #: ``conflict`` (vLLM runs what the decision rejects) or ``preference``
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "vllm": self.vllm,
+            "kernelpolicy": self.kernelpolicy,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
+
+
+def _rejection(decision: Decision, path: str, backend: str) -> str | None:
+    p = decision.paths.get(path)
+    for c in p.candidates if p is not None else ():
+        if c.backend == backend and c.verdict in ("rejected", "refused"):
+            rule = c.rules[0] if c.rules else "?"
+            return f"the decision rejects `{backend}` ({rule}: {c.reason})"
+    return None
+
+
+def _kp_choice(decision: Decision, path: str) -> str | None:
+    if path == "warmup":
+        return ",".join(decision.warmup)
+    p = decision.paths.get(path)
+    return p.backend if p is not None else None
+
+
+def _native_choice(native: NativeChoices, path: str) -> str | None:
+    return native.backends().get(path)
+
+
+def audit_differences(native: NativeChoices, decision: Decision) -> list[Difference]:
+    """Per path, where vLLM's choice is not the decision's (paths neither has are skipped)."""
+    out: list[Difference] = []
+    for path in ("dense", "moe", "router"):
+        ours, theirs = _kp_choice(decision, path), _native_choice(native, path)
+        if ours == theirs:
+            continue
+        if theirs is None:
+            p = decision.paths.get(path)
+            if p is None or not p.applicable:
+                continue
+            out.append(Difference(path, None, ours, "conflict", f"vLLM selected nothing on `{path}`"))
+            continue
+        if ours is None:
+            out.append(Difference(path, theirs, None, "conflict", f"the decision has no `{path}` backend"))
+            continue
+        why = _rejection(decision, path, theirs)
+        kind = "conflict" if why else "preference"
+        out.append(
+            Difference(path, theirs, ours, kind, why or f"`{theirs}` is valid, but the decision ranks `{ours}` first")
+        )
+    warmed = set(native.warmup.kernels) if native.warmup is not None else set()
+    wanted = set(decision.warmup)
+    if warmed != wanted and native.warmup is not None:
+        extra, missing = sorted(warmed - wanted), sorted(wanted - warmed)
+        reason = "; ".join(
+            x
+            for x in (
+                extra and "vLLM JIT-warms " + ", ".join(f"`{k}`" for k in extra) + ", which the decision does not run",
+                missing and "vLLM does not warm " + ", ".join(f"`{k}`" for k in missing),
+            )
+            if x
+        )
+        kind = "conflict" if extra else "preference"
+        out.append(Difference("warmup", ",".join(sorted(warmed)), ",".join(sorted(wanted)), kind, reason))
+    return out
+
+
+# ----------------------------------------------------------------------------- the target venv
+
+
+def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
+    from ..testing.vllm import default_venv_python
+
+    version = args.vllm
+    if args.engine:
+        name, sep, engine_version = args.engine.partition("==")
+        if name.strip() != "vllm" or not sep:
+            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
+        if version and version != engine_version.strip():
+            raise UsageError(f"--engine `{args.engine}` and --vllm `{version}` name different releases")
+        version = version or engine_version.strip()
+        if args.python:
+            raise UsageError("give --python or --engine, not both (the venv says which vLLM it has)")
+    if args.python:
+        python = Path(args.python).expanduser()
+        if not python.is_file():
+            raise UsageError(f"--python `{args.python}`: no such file")
+        return python, None
+    if not version:
+        raise UsageError("say which vLLM to audit: --vllm X.Y.Z (a cached venv) or --python VENV_PYTHON")
+    python = default_venv_python(version)
+    if not python.is_file():
+        raise UsageError(
+            f"no vLLM `{version}` venv at `{python}`",
+            help=f"build it with `{_VENV_HINT} {version}`, or pass --python VENV_PYTHON",
+        )
+    return python, version
+
+
+def _target_facts(python: Path) -> dict[str, object]:
+    from ..adapters.vllm._facts import _PACKAGES, _SM120_MARKER
+
+    request = json.dumps([list(_PACKAGES), _SM120_MARKER])
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", _TARGET_QUERY, request],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+            env=env,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot run `{python}`: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise UsageError(f"`{python}` failed to report its packages: {last}")
+    values: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "vllm.version" not in values:
+        raise UsageError(f"vllm is not installed for `{python}`", help=f"build a venv with `{_VENV_HINT} X.Y.Z`")
+    return values
+
+
+# ----------------------------------------------------------------------------- the audit
+
+
+def _model_config(args: argparse.Namespace, policy: Any) -> Mapping[str, Any]:
+    from ..facts.model import find_model
+
+    if not args.model:
+        raise UsageError("`vllm audit` needs --model ID_OR_PATH: vLLM reads the model's config.json")
+    config, _extra, _source = find_model(args.model, policy.models)
+    return config
+
+
+def _gpu_of(facts: Any) -> tuple[tuple[int, int], str | None]:
+    cc = str(facts.get("gpu.cc") or "")
+    major, _, minor = cc.partition(".")
+    if not (major.isdigit() and minor.isdigit()):
+        raise UsageError(f"--gpu: cannot simulate a GPU without a compute capability (got `{cc or '?'}`)")
+    name = facts.get("gpu.name")
+    return (int(major), int(minor)), str(name) if name else None
+
+
+def _router_dtype(facts: Any) -> str | None:
+    dtype = facts.get("model.router_dtype")
+    return str(dtype) if dtype in ("bfloat16", "float16", "float32") else None
+
+
+def _probe_failure(native: NativeChoices, decision: Decision) -> str | None:
+    """Why the probe's answer cannot be audited (a selection step that the model has failed)."""
+    if "probe" in native.errors:
+        return native.errors["probe"]
+    for path in ("dense", "moe"):
+        p = decision.paths.get(path)
+        applies = p is not None and p.applicable
+        if path in native.errors and applies:
+            return native.errors[path]
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..facts import Facts
+    from ..resolver import resolve
+    from ..testing.vllm import SimulationError, simulate
+
+    if args.linear_backend:
+        raise UsageError("`vllm audit` does not simulate --linear-backend yet")
+    python, _version = _target_python(args)
+    policy = load_policy_from_args(args)
+    if args.model_type or args.quant:
+        raise UsageError("`vllm audit` needs --model ID_OR_PATH, not --model-type/--quant: vLLM reads config.json")
+    config = _model_config(args, policy)
+    target = _target_facts(python)
+    facts = facts_from_args(args, policy)
+    # the target venv's packages, unless the user set them (--fact wins)
+    given = {split_assignment(f, "KEY")[0] for f in args.fact}
+    facts = facts.merged(Facts.from_values({k: v for k, v in target.items() if k not in given}, source="venv"))
+    decision = resolve(facts, policy)
+    cc, name = _gpu_of(facts)
+    env = dict(split_assignment(e, "NAME") for e in args.env)
+    try:
+        native = simulate(
+            python,
+            cc,
+            config,
+            env=env,
+            moe_backend=args.moe_backend,
+            plugin=args.plugin,
+            facts={k: v for k, v in facts.values.items() if k in given} or None,
+            router_dtype=_router_dtype(facts),
+            gpu_name=name,
+            timeout=args.timeout,
+        )
+    except SimulationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        print(f"kernelpolicy: error: the vLLM probe failed: {first}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    failure = _probe_failure(native, decision)
+    if failure is not None:
+        first = failure.strip().splitlines()[0]
+        print(f"kernelpolicy: error: vLLM's selection failed in the probe: {first}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    divergences = native.divergences()
+    differences = audit_differences(native, decision)
+    conflicts = [d for d in differences if d.kind == "conflict"]
+    code = EXIT_DIVERGENT if divergences or conflicts else 0
+    report = _report(args, python, native, decision, divergences, differences, code)
+    if args.json:
+        sys.stdout.write(json.dumps(report, indent=2, default=str) + "\n")
+    else:
+        sys.stdout.write(_render(report) + "\n")
+    return code
+
+
+def _native_label(native: NativeChoices, path: str) -> str:
+    choice = native.backends().get(path)
+    if path == "dense" and native.dense is not None:
+        raw = native.dense.kernel
+        return f"{choice or raw or 'none'}" + (f" ({raw})" if raw and choice else "")
+    if path == "moe" and native.moe is not None:
+        if native.moe.backend is None:
+            return f"n/a ({native.moe.reason})" if native.moe.reason else "none"
+        return f"{choice or native.moe.backend} ({native.moe.backend})"
+    if path == "router" and native.router is not None:
+        if native.router.backend is None:
+            return f"n/a ({native.router.reason})" if native.router.reason else "none"
+        return str(native.router.backend)
+    if path == "warmup":
+        return choice or "nothing"
+    return choice or "none"
+
+
+def _kp_label(decision: Decision, path: str) -> str:
+    if path == "warmup":
+        return ", ".join(decision.warmup) or "nothing"
+    p = decision.paths[path]
+    if not p.applicable:
+        return f"n/a ({p.reason})"
+    head = p.backend or "NO VALID BACKEND"
+    if p.explicit:
+        return f"{head} (explicit: {p.explicit})"
+    if p.rule:
+        return f"{head} ({p.rule})"
+    return head
+
+
+def _report(
+    args: argparse.Namespace,
+    python: Path,
+    native: NativeChoices,
+    decision: Decision,
+    divergences: Sequence[str],
+    differences: Sequence[Difference],
+    code: int,
+) -> dict[str, Any]:
+    by_path = {d.path: d for d in differences}
+    paths: dict[str, Any] = {}
+    for path in _PATHS:
+        diff = by_path.get(path)
+        paths[path] = {
+            "vllm": _native_choice(native, path),
+            "vllm_label": _native_label(native, path),
+            "kernelpolicy": _kp_choice(decision, path),
+            "kernelpolicy_label": _kp_label(decision, path),
+            "same": diff is None,
+            "kind": diff.kind if diff else None,
+            "reason": diff.reason if diff else None,
+        }
+    plugin = native.plugin or {}
+    return {
+        "schema": SCHEMA,
+        "exit": code,
+        "consistent": code == 0,
+        "vllm": {"version": native.vllm_version, "python": str(python), "platform": native.platform},
+        "gpu": {"cc": f"{native.gpu_cc[0]}.{native.gpu_cc[1]}", "sm": decision.facts.get("gpu.sm")},
+        "model": {"spec": args.model, "type": native.model_type},
+        "plugin": {
+            "enabled": bool(args.plugin),
+            "registered": plugin.get("registered"),
+            "warnings": list(plugin.get("warnings") or ()),
+        },
+        "env": dict(native.env),
+        "moe_backend": native.moe_backend,
+        "paths": paths,
+        "divergences": list(divergences),
+        "differences": [d.to_dict() for d in differences],
+        "probe_errors": dict(native.errors),
+        "auto_disable_warning": native.auto_disable_warning,
+        "fingerprint": decision.fingerprint,
+        "engine": {k: dict(v) for k, v in decision.engine.items()},
+        "elapsed_s": round(native.elapsed_s, 1),
+    }
+
+
+def _render(report: Mapping[str, Any]) -> str:
+    v, gpu, model = report["vllm"], report["gpu"], report["model"]
+    plugin = "plugin on" if report["plugin"]["enabled"] else "plugin off"
+    setup = [f"{k}={val}" for k, val in report["env"].items()]
+    if report["moe_backend"]:
+        setup.append(f"--moe-backend {report['moe_backend']}")
+    out = [
+        f"vllm    {v['version']} ({v['python']}), {plugin}" + (", " + " ".join(setup) if setup else ""),
+        f"gpu     {gpu['sm']} (simulated, cc {gpu['cc']})",
+        f"model   {model['spec']}: {model['type']}",
+        "",
+    ]
+    rows = [("path", "vLLM", "kernelpolicy", "")]
+    for path, row in report["paths"].items():
+        mark = "same" if row["same"] else ("CONFLICT" if row["kind"] == "conflict" else "differs")
+        rows.append((path, row["vllm_label"], row["kernelpolicy_label"], mark))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = min(max(len(r[1]) for r in rows), 48)
+    w2 = min(max(len(r[2]) for r in rows), 48)
+    out += [f"{a:<{w0}}  {b:<{w1}}  {c:<{w2}}  {d}".rstrip() for a, b, c, d in rows]
+    for d in report["differences"]:
+        out.append(f"  {d['path']}: {d['reason']}")
+    out.append("")
+    if report["divergences"]:
+        out.append("divergences (vLLM's paths disagree with each other):")
+        out += [f"  ! {d}" for d in report["divergences"]]
+    else:
+        out.append("divergences: none")
+    for w in report["plugin"]["warnings"]:
+        out.append(f"plugin warning: {w}")
+    for step, err in report["probe_errors"].items():
+        out.append(f"probe: step `{step}` failed: {str(err).strip().splitlines()[0]}")
+    vllm_engine = report["engine"].get("vllm")
+    if report["exit"] != 0 and vllm_engine is not None:
+        merged = {**report["env"], **dict(vllm_engine.get("env", {}))}
+        env = " ".join(f"{k}={val}" for k, val in merged.items())
+        cmd = " ".join(x for x in (env, "vllm serve", str(model["spec"]), " ".join(vllm_engine.get("args", ()))) if x)
+        out.append("")
+        out.append("to follow kernelpolicy: pip install 'kernelpolicy[vllm]' (the plugin), or where flags can:")
+        out.append(f"  {cmd}")
+    n_div, n_conf = len(report["divergences"]), sum(1 for d in report["differences"] if d["kind"] == "conflict")
+    verdict = "consistent" if report["exit"] == 0 else f"{n_div} divergence(s), {n_conf} conflict(s)"
+    out.append("")
+    out.append(f"result  {verdict} (exit {report['exit']}); fingerprint {report['fingerprint']}")
+    return "\n".join(out)

@@ -1,0 +1,205 @@
+"""Patch mechanics of the vLLM plugin against fake vLLM modules (no vLLM needed)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import types
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelpolicy.adapters import vllm as plugin
+from kernelpolicy.adapters.vllm import _versions
+
+SCAN = Path(__file__).with_name("data") / "vllm-selection-scan.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Cand:
+    backend: str
+    verdict: str
+
+
+@dataclasses.dataclass(frozen=True)
+class _Path:
+    backend: str | None
+    rule: str | None = None
+    candidates: tuple[_Cand, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decision:
+    paths: dict[str, _Path]
+    warmup: tuple[str, ...] = ()
+    fingerprint: str = "sha256:" + "0" * 64
+
+
+SEED = _Decision(
+    paths={
+        "dense": _Path("cutlass", "r1", (_Cand("deep_gemm", "rejected"), _Cand("cutlass", "chosen"))),
+        "moe": _Path("triton", "r1", (_Cand("deep_gemm", "rejected"), _Cand("triton", "chosen"))),
+        "router": _Path("linear"),
+        "warmup": _Path(None),
+    }
+)
+
+
+class DeepGemmFp8BlockScaledMMKernel: ...
+
+
+class CutlassFp8BlockScaledMMKernel: ...
+
+
+class TritonFp8BlockScaledMMKernel: ...
+
+
+@dataclasses.dataclass
+class FusedMoEConfig:
+    moe_backend: str = "auto"
+
+
+def _module(name: str, **attrs: Any) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    mod.__dict__.update(attrs)
+    sys.modules[name] = mod
+    return mod
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    saved = {k: v for k, v in sys.modules.items() if k == "vllm" or k.startswith("vllm.")}
+    for k in saved:
+        del sys.modules[k]
+    calls: dict[str, Any] = {}
+
+    def choose(config: Any, possible_kernels: Any, compute_capability: Any = None, force_kernel: Any = None) -> Any:
+        calls["dense_table"] = [k.__name__ for k in possible_kernels["CUDA"]]
+        return possible_kernels["CUDA"][0]
+
+    def select(config: Any, weight_key: Any, activation_key: Any, allow_vllm_cutlass: bool = False) -> Any:
+        calls["moe_backend"] = config.moe_backend
+        return ("DEEPGEMM" if config.moe_backend == "auto" else config.moe_backend.upper(), None)
+
+    def auto_disable(model_type: Any) -> bool:
+        return False
+
+    class GateLinear:
+        def __init__(self, h: int, e: int) -> None:
+            self.allow_bf16x3_router_gemm = True
+            self.allow_cublas_router_gemm = True
+            self.allow_specialized_router_gemm = True
+
+        def set_out_dtype(self, dtype: Any) -> None:
+            self.allow_cublas_router_gemm = True
+
+    table = {"CUDA": [DeepGemmFp8BlockScaledMMKernel, CutlassFp8BlockScaledMMKernel, TritonFp8BlockScaledMMKernel]}
+    _module("vllm", __version__="0.26.0")
+    _module("vllm.utils")
+    utils = _module("vllm.utils.deep_gemm", should_auto_disable_deep_gemm=auto_disable)
+    _module(_versions.DG_KERNEL_MODULE, should_auto_disable_deep_gemm=auto_disable)
+    dense = _module(
+        _versions.DENSE_MODULE,
+        choose_scaled_mm_linear_kernel=choose,
+        _POSSIBLE_FP8_BLOCK_KERNELS=table,
+        _POSSIBLE_FP8_KERNELS={"CUDA": []},
+    )
+    oracle = _module(_versions.MOE_ORACLE_MODULE, select_fp8_moe_backend=select)
+    fp8 = _module("vllm.model_executor.layers.quantization.fp8", select_fp8_moe_backend=select)
+    warm = _module(
+        _versions.WARMUP_MODULE,
+        _fp8_linear_may_use_deep_gemm=lambda m: True,
+        _fused_moe_grouped_gemm_may_use_deep_gemm=lambda m: True,
+    )
+    gate = _module(_versions.GATE_LINEAR_MODULE, GateLinear=GateLinear)
+    config = types.SimpleNamespace(model_config=object())
+    _module("vllm.config", get_current_vllm_config_or_none=lambda: config)
+    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c: {"gpu.sm": "sm121"})
+    plugin.set_resolver(lambda values: SEED)
+    yield {
+        "calls": calls,
+        "dense": dense,
+        "oracle": oracle,
+        "fp8": fp8,
+        "warm": warm,
+        "gate": gate,
+        "utils": utils,
+        "originals": (choose, select, auto_disable, GateLinear.__init__),
+    }
+    plugin.unpatch()
+    plugin.set_resolver(None)
+    for k in [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]:
+        del sys.modules[k]
+    sys.modules.update(saved)
+
+
+def test_patches_apply_the_decision_everywhere(fake_vllm: dict[str, Any]) -> None:
+    plugin.register()
+    f = fake_vllm
+    assert (
+        f["dense"].choose_scaled_mm_linear_kernel(None, f["dense"]._POSSIBLE_FP8_BLOCK_KERNELS)
+        is CutlassFp8BlockScaledMMKernel
+    )
+    assert f["calls"]["dense_table"] == ["CutlassFp8BlockScaledMMKernel", "TritonFp8BlockScaledMMKernel"]
+    assert f["fp8"].select_fp8_moe_backend(FusedMoEConfig(), None, None) == ("TRITON", None)
+    assert f["oracle"].select_fp8_moe_backend(FusedMoEConfig(), None, None)[0] == "TRITON"
+    assert f["warm"]._fp8_linear_may_use_deep_gemm(object()) is False
+    assert f["warm"]._fused_moe_grouped_gemm_may_use_deep_gemm(object()) is False
+    layer = f["gate"].GateLinear(2048, 256)
+    assert not layer.allow_bf16x3_router_gemm and not layer.allow_cublas_router_gemm
+    assert f["utils"].should_auto_disable_deep_gemm("qwen3_5_moe_text") is True
+    assert sys.modules[_versions.DG_KERNEL_MODULE].should_auto_disable_deep_gemm("x") is True
+
+
+def test_register_is_idempotent_and_unpatch_restores(fake_vllm: dict[str, Any]) -> None:
+    plugin.register()
+    first = list(plugin.status()["patched"])
+    plugin.register()
+    assert plugin.status()["patched"] == first
+    plugin.unpatch()
+    choose, select, auto_disable, init = fake_vllm["originals"]
+    assert fake_vllm["dense"].choose_scaled_mm_linear_kernel is choose
+    assert fake_vllm["oracle"].select_fp8_moe_backend is select
+    assert fake_vllm["fp8"].select_fp8_moe_backend is select
+    assert fake_vllm["utils"].should_auto_disable_deep_gemm is auto_disable
+    assert fake_vllm["gate"].GateLinear.__init__ is init
+
+
+def test_unsupported_version_warns_once_and_patches_nothing(
+    fake_vllm: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sys.modules["vllm"].__version__ = "0.40.0"
+    plugin.register()
+    assert plugin.status()["patched"] == []
+    assert sum("not a release this plugin knows" in r.message for r in caplog.records) == 1
+    plugin.unpatch()
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    with pytest.raises(plugin.AdapterError):
+        plugin.register()
+
+
+def test_agreement_report_names_ranks_and_facts() -> None:
+    report = plugin.agreement_report(
+        [
+            {"rank": 0, "fingerprint": "sha256:a", "summary": "moe=triton", "facts": {"gpu.sm": "sm121"}},
+            {"rank": 1, "fingerprint": "sha256:b", "summary": "moe=deep_gemm", "facts": {"gpu.sm": "sm100"}},
+        ]
+    )
+    assert report is not None and "ranks [1]" in report and "gpu.sm" in report
+
+
+@pytest.mark.parametrize("version", sorted(json.loads(SCAN.read_text())))
+def test_version_table_matches_the_wheel_scan(version: str) -> None:
+    scan = json.loads(SCAN.read_text())[version]
+    points = _versions.patch_points_for(version)
+    assert points is not None and points.scanned == version
+    assert list(points.block_kernels) == scan["dense"]["block_kernels_cuda"]
+    assert list(points.tensor_kernels) == scan["dense"]["fp8_kernels_cuda"]
+    assert sorted(points.moe_select_importers) == sorted(scan["moe"]["importers"])
+    assert points.moe_oracle_checks_model_type == bool(scan["moe"]["oracles_with_model_type_check"])
+    assert points.dense_warmup_gate in scan["warmup"]["deep_gemm_warmup_functions"]
+    assert points.fp32_supported_shapes == {tuple(s) for s in scan["router"]["fp32_supported_shapes"]}
+    assert list(points.router_flags) == scan["router"]["allow_flags"]
