@@ -203,3 +203,21 @@ def test_version_table_matches_the_wheel_scan(version: str) -> None:
     assert points.dense_warmup_gate in scan["warmup"]["deep_gemm_warmup_functions"]
     assert points.fp32_supported_shapes == {tuple(s) for s in scan["router"]["fp32_supported_shapes"]}
     assert list(points.router_flags) == scan["router"]["allow_flags"]
+
+
+def test_core_resolver_maps_vllm_backend_names() -> None:
+    """vLLM's `--moe-backend cutlass` is kernelpolicy's `vllm_cutlass`, not an unknown id."""
+    from kernelpolicy.adapters.vllm import _core_resolver
+
+    values = {
+        "gpu.sm": "sm90",
+        "gpu.family": "sm90",
+        "model.type": "deepseek_v3",
+        "model.is_moe": True,
+        "quant.scheme": "fp8_channel",
+        "quant.moe_scheme": "fp8_channel",
+        "deploy.moe_backend": "cutlass",
+    }
+    decision = _core_resolver(values)
+    assert decision.facts.get("deploy.moe_backend") == "vllm_cutlass"
+    assert decision.paths["moe"].backend == "vllm_cutlass"

@@ -19,6 +19,7 @@ FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
 #: Where a fact can come from, most authoritative first.
 SOURCES: Final = (
     "user",  # --fact, --env, --moe-backend, a Python caller
+    "vllm",  # the running vLLM's own config, platform and environment (the plugin)
     "probe",  # a live check on this machine's GPU
     "nvml",
     "torch",

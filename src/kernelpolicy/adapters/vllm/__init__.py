@@ -134,8 +134,14 @@ def set_resolver(resolver: Resolver | None) -> None:
 def _core_resolver(values: Mapping[str, object]) -> DecisionLike:
     import kernelpolicy as kp
 
+    from ...facts._build import backend_id
+
     policy = _core_policy()
-    facts = kp.Facts.from_values(dict(values), source="vllm")
+    given = dict(values)
+    for key, path in (("deploy.moe_backend", "moe"), ("deploy.linear_backend", "dense")):
+        if key in given:  # vLLM's names (`cutlass` for MoE) as kernelpolicy ids
+            given[key] = backend_id(path, str(given[key]), policy)
+    facts = kp.Facts.from_values(given, source="vllm")
     decision: DecisionLike = kp.resolve(facts, policy)
     return decision
 
