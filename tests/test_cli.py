@@ -177,7 +177,7 @@ def test_module_entry_point() -> None:
 
 
 def test_gpu_auto_uses_machine_facts(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelpolicy.facts.machine as machine
+    from kernelpolicy.facts import machine
 
     def fake() -> tuple[dict[str, object], dict[str, str]]:
         return (
@@ -195,7 +195,7 @@ def test_gpu_auto_uses_machine_facts(capsys: pytest.CaptureFixture[str], monkeyp
 
 
 def test_gpu_auto_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    import kernelpolicy.facts.machine as machine
+    from kernelpolicy.facts import machine
 
     def none() -> tuple[dict[str, object], dict[str, str]]:
         raise ValueError("no NVIDIA GPU found: NVML library not found")
