@@ -54,6 +54,7 @@ class Backend:
     because: str | None
     refs: tuple[str, ...]
     origin: Origin
+    auto: bool = True  #: false: never chosen unless a deployment asks for it explicitly
 
     @property
     def rule_id(self) -> str:

@@ -196,10 +196,15 @@ def _judge(
     typed: Mapping[str, Any],
     when: Mapping[str, bool | None],
     assumptions: list[Assumption],
+    explicit: bool = False,
 ) -> list[_Rejection]:
     """Every reason *backend* cannot run on *path*, known facts first, gravest first."""
     out: list[_Rejection] = []
     entry = policy.backends[path][backend]
+    if not entry.auto and not explicit:
+        why = "chosen only when the deployment asks for it explicitly"
+        out.append(_Rejection(entry.rule_id, "catalog", why, entry.refs, False))
+        return out
     tv = evaluate(entry.requires, typed)
     if tv is False:
         why = describe_failure(entry.requires, typed)
@@ -320,7 +325,7 @@ def _decide_path(
     deciding: list[str] = []
     for b in order:
         mine: list[Assumption] = []
-        rejections = _judge(b, path, policy, typed, when, mine)
+        rejections = _judge(b, path, policy, typed, when, mine, pick is not None and b == pick.backend)
         ids = tuple(dict.fromkeys(x.rule for x in rejections))
         refs = tuple(dict.fromkeys(ref for x in rejections for ref in x.refs))
         if pick is not None and b == pick.backend:

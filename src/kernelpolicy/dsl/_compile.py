@@ -290,6 +290,7 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
                     b.because,
                     tuple(b.refs),
                     Origin(src.display, line, src.layer),
+                    b.auto,
                 )
 
     def exists(backend: str, path: str) -> bool:

@@ -50,6 +50,7 @@ class BackendSpec(_Strict):
     paths: list[PathName] = Field(min_length=1)
     requires: dict[str, Any] | None = None
     warmup: bool = False
+    auto: bool = True  #: false: chosen only when a deployment asks for it explicitly
     because: str | None = None
     refs: list[str] = []
 
