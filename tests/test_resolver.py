@@ -336,3 +336,30 @@ class TestSeeds:
         d = kp.resolve(f, policy)
         assert d.paths["dense"].backend == "deep_gemm"
         assert d.warmup == ("deep_gemm.dense",)
+
+
+def test_opt_in_backend_only_on_request(tmp_path: Path) -> None:
+    catalog_extra = "rules: []\n"
+    p = policy_of(tmp_path, catalog_extra)
+    # marlin marked opt-in through a policy-layer catalog file
+    opt = tmp_path / "optin.yaml"
+    opt.write_text("backends:\n  - backend: flashinfer_b12x\n    paths: [moe]\n    auto: false\n")
+    files = [SourceFile(tmp_path / f"shipped{i}.yaml", f"shipped{i}.yaml", "shipped") for i in range(3)]
+    p = load_files([*files, SourceFile(opt, "optin.yaml", "shipped")])
+    rules = """
+rules:
+  - id: nothing-else
+    deny: [deep_gemm, triton, marlin]
+    paths: [moe]
+    severity: crash
+    because: test
+    refs: [t#1]
+"""
+    (tmp_path / "shipped2.yaml").write_text(rules)
+    p = load_files([*files, SourceFile(opt, "optin.yaml", "shipped")])
+    auto = decide(p)
+    assert auto.paths["moe"].backend is None
+    b12x = next(c for c in auto.paths["moe"].candidates if c.backend == "flashinfer_b12x")
+    assert b12x.reason == "chosen only when the deployment asks for it explicitly"
+    asked = decide(p, deploy__moe_backend="flashinfer_b12x")
+    assert asked.paths["moe"].backend == "flashinfer_b12x"
