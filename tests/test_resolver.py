@@ -339,13 +339,7 @@ class TestSeeds:
 
 
 def test_opt_in_backend_only_on_request(tmp_path: Path) -> None:
-    catalog_extra = "rules: []\n"
-    p = policy_of(tmp_path, catalog_extra)
-    # marlin marked opt-in through a policy-layer catalog file
-    opt = tmp_path / "optin.yaml"
-    opt.write_text("backends:\n  - backend: flashinfer_b12x\n    paths: [moe]\n    auto: false\n")
-    files = [SourceFile(tmp_path / f"shipped{i}.yaml", f"shipped{i}.yaml", "shipped") for i in range(3)]
-    p = load_files([*files, SourceFile(opt, "optin.yaml", "shipped")])
+    """An `auto: false` backend is never chosen on its own, even when nothing else is valid."""
     rules = """
 rules:
   - id: nothing-else
@@ -355,7 +349,10 @@ rules:
     because: test
     refs: [t#1]
 """
-    (tmp_path / "shipped2.yaml").write_text(rules)
+    policy_of(tmp_path, rules)  # writes the catalog, engine and rule files
+    opt = tmp_path / "optin.yaml"
+    opt.write_text("backends:\n  - backend: flashinfer_b12x\n    paths: [moe]\n    auto: false\n")
+    files = [SourceFile(tmp_path / f"shipped{i}.yaml", f"shipped{i}.yaml", "shipped") for i in range(3)]
     p = load_files([*files, SourceFile(opt, "optin.yaml", "shipped")])
     auto = decide(p)
     assert auto.paths["moe"].backend is None
