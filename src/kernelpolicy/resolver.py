@@ -25,7 +25,7 @@ from .decision import Assumption, Candidate, Decision, Override, PathDecision
 from .dsl.conditions import describe_failure, evaluate, failing_tests, tests_of
 from .engines import engine_flags
 from .errors import KernelPolicyError
-from .facts._record import Facts
+from .facts._record import Facts, typed_value
 from .policy import Policy, Rule
 from .reporters import BaseReporter
 
@@ -68,7 +68,7 @@ class _Pick:
     layer: str
 
 
-_cache: dict[tuple[int, tuple[Any, ...]], Decision] = {}
+_cache: dict[tuple[int, Facts], Decision] = {}
 
 
 def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) -> Decision:
@@ -80,7 +80,7 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
     :raises ContradictionError: when explicit choices contradict each other.
     """
     if reporter is None:
-        key = (id(policy), facts.key)
+        key = (id(policy), facts)
         hit = _cache.get(key)
         if hit is not None and hit.policy_digest == policy.digest:
             return hit
@@ -94,28 +94,34 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
 
 def _apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter) -> Facts:
     """Set unknown facts that follow from known ones, to a fixpoint; known facts never change."""
-    values = dict(facts.values)
-    sources = dict(facts.sources)
+    if not policy.implications:
+        return facts
+    typed = dict(facts.typed())
+    added: dict[str, Any] = {}
+    sources: dict[str, str] = {}
     changed = True
     rounds = 0
     while changed and rounds <= len(policy.implications):
         changed = False
         rounds += 1
-        typed = Facts(values=values, sources=sources).typed()
         for imp in policy.implications:
             if evaluate(imp.when, typed) is not True:
                 continue
             if imp.unless is not None and evaluate(imp.unless, typed) is True:
                 continue
             for k, v in imp.sets.items():
-                if k not in values:
-                    values[k] = v
+                if k not in typed:
+                    added[k] = v
+                    typed[k] = typed_value(k, v)
                     sources[k] = f"implied:{imp.id}"
                     reporter.implying(imp.id, k, v)
                     changed = True
-    if len(values) == len(facts.values):
+    if not added:
         return facts
-    return Facts(values=values, sources=sources)
+    # the values were normalised when the implication was loaded: no need to validate again
+    return Facts.model_construct(
+        values={**facts.values, **added}, sources={**facts.sources, **sources}
+    )
 
 
 def _explicit_picks(
@@ -198,7 +204,10 @@ def _judge(
     assumptions: list[Assumption],
     explicit: bool = False,
 ) -> list[_Rejection]:
-    """Every reason *backend* cannot run on *path*, known facts first, gravest first."""
+    """Every reason *backend* cannot run on *path*, known facts first, gravest first.
+
+    A backend whose catalog requirement fails is rejected for that reason alone.
+    """
     out: list[_Rejection] = []
     entry = policy.backends[path][backend]
     if not entry.auto and not explicit:
@@ -206,10 +215,10 @@ def _judge(
         out.append(_Rejection(entry.rule_id, "catalog", why, entry.refs, False))
         return out
     tv = evaluate(entry.requires, typed)
-    if tv is False:
+    if tv is False:  # it cannot run here at all: no other rule needs a say
         why = describe_failure(entry.requires, typed)
-        out.append(_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False))
-    elif tv is None:
+        return [_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False)]
+    if tv is None:
         for t in failing_tests(entry.requires, typed)[1]:
             assumptions.append(Assumption(t.key, entry.rule_id, f"assumed `{backend}` on `{path}` has {t.describe()}"))
     for r in policy.rules_for(backend, path):

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from ..errors import FactError, did_you_mean
 from ._keys import FACT_KEYS, Kind, lookup_key
 
-__all__ = ["SOURCES", "FactValue", "Facts", "normalise_value", "parse_fact_text"]
+__all__ = ["SOURCES", "FactValue", "Facts", "normalise_value", "parse_fact_text", "typed_value"]
 
 FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
 
@@ -72,6 +72,12 @@ def normalise_value(key: str, value: Any) -> FactValue:
     raise FactError(key, f"`{value!r}` is not a valid {kind.value}")
 
 
+def typed_value(key: str, value: FactValue) -> Any:
+    """*value* as conditions compare it: versions as :class:`~packaging.version.Version`."""
+    fk = lookup_key(key)
+    return Version(str(value)) if fk is not None and fk.kind is Kind.VERSION else value
+
+
 def parse_fact_text(key: str, text: str) -> FactValue:
     """Parse a command-line ``KEY=VALUE`` value by the kind of *key*."""
     fk = lookup_key(key)
@@ -115,6 +121,7 @@ class Facts(BaseModel):
     sources: Mapping[str, str]
     _typed: dict[str, Any] | None = PrivateAttr(default=None)
     _key: tuple[tuple[str, FactValue], ...] | None = PrivateAttr(default=None)
+    _hash: int | None = PrivateAttr(default=None)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:
@@ -150,11 +157,7 @@ class Facts(BaseModel):
     def typed(self) -> dict[str, Any]:
         """Values as conditions compare them (versions as :class:`~packaging.version.Version`)."""
         if self._typed is None:
-            out: dict[str, Any] = {}
-            for k, v in self.values.items():
-                fk = lookup_key(k)
-                out[k] = Version(str(v)) if fk is not None and fk.kind is Kind.VERSION else v
-            self._typed = out
+            self._typed = {k: typed_value(k, v) for k, v in self.values.items()}
         return self._typed
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -162,10 +165,12 @@ class Facts(BaseModel):
         return {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.values.items())}
 
     def __hash__(self) -> int:
-        return hash(self.key)
+        if self._hash is None:
+            self._hash = hash(self.key)
+        return self._hash
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, Facts) and self.key == other.key
+        return self is other or (isinstance(other, Facts) and self.key == other.key)
 
     def __repr__(self) -> str:
         return f"Facts({json.dumps(self.to_json_dict(), sort_keys=True)})"
