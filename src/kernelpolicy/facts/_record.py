@@ -115,7 +115,10 @@ class Facts(BaseModel):
     treats as described in DESIGN.md (crash rules apply, others do not).
     """
 
-    model_config = ConfigDict(frozen=True)
+    # The validating schema is built on first use: kernelpolicy's own constructors check
+    # every value against the vocabulary (:func:`normalise_value`) and skip pydantic's pass,
+    # which keeps a cold ``explain`` fast; ``Facts(values=..., sources=...)`` still validates.
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     values: Mapping[str, FactValue]
     sources: Mapping[str, str]
@@ -127,15 +130,15 @@ class Facts(BaseModel):
     def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:
         """Facts from plain values, all from one *source*; ``None`` values are dropped."""
         checked = {k: normalise_value(k, v) for k, v in values.items() if v is not None}
-        return cls(values=checked, sources=dict.fromkeys(checked, source))
+        return cls.model_construct(values=checked, sources=dict.fromkeys(checked, source))
 
     @classmethod
     def empty(cls) -> Facts:
-        return cls(values={}, sources={})
+        return cls.model_construct(values={}, sources={})
 
     def merged(self, other: Facts) -> Facts:
         """These facts with *other*'s values on top (other wins on shared keys)."""
-        return Facts(values={**self.values, **other.values}, sources={**self.sources, **other.sources})
+        return Facts.model_construct(values={**self.values, **other.values}, sources={**self.sources, **other.sources})
 
     def with_defaults(self, other: Facts) -> Facts:
         """These facts, completed with *other*'s values for keys not known here."""
