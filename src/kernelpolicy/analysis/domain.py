@@ -14,24 +14,23 @@ values are the classes of facts that no condition can tell apart:
 Values that every test answers alike are merged into one class. ``gpu.sm`` carries
 ``gpu.family`` and ``gpu.cc`` with it, so no cell pairs ``sm121`` with family ``sm100``.
 
-:func:`groups` enumerates the domain lazily: it splits on a dimension only while some
-condition that can still matter is undecided, so one *group* stands for every cell that
-agrees on the dimensions it fixed. Condition outcomes are computed over sets of possible
-values (an over-approximation that keeps implications in view), which makes the grouping
-sound: every cell of a group gets the same truth value for every condition, hence the same
-decision.
+:func:`outcomes` computes the truth values a condition can take while some dimensions are
+still open (an over-approximation over sets of possible values, implications included);
+:mod:`kernelpolicy.analysis.coverage` uses it to enumerate the domain in groups of cells
+that share one decision.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import contextlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..dsl.conditions import All, Any_, Condition, Not, Test, tests_of
+from ..dsl.conditions import All, Condition, Not, Test, tests_of
 from ..facts._keys import BACKENDS, GPU_SMS, Kind, lookup_key
 from ..policy import Policy, Rule
 
@@ -42,8 +41,9 @@ __all__ = [
     "Group",
     "ValueClass",
     "build_domain",
-    "groups",
+    "open_keys",
     "outcomes",
+    "possible_values",
     "rule_outcome",
 ]
 
@@ -190,10 +190,8 @@ def _version_points(tests: Sequence[Test]) -> list[Version]:
     points: set[Version] = set()
 
     def add(text: str) -> None:
-        try:
+        with contextlib.suppress(InvalidVersion):
             points.add(Version(text))
-        except InvalidVersion:
-            pass
 
     for t in tests:
         operands = t.operand if isinstance(t.operand, tuple) else (t.operand,)
@@ -228,10 +226,10 @@ def _between(lo: Version | None, hi: Version | None) -> Version | None:
         return Version("1.0")
     if lo is None:
         assert hi is not None
-        cand = [Version("0.0.0.0.1")] if hi > Version("0.0.0.0.1") else []
-        return cand[0] if cand else None
+        tiny = Version("0.0.0.0.1")
+        return tiny if hi > tiny else None
     if hi is None:
-        return Version(".".join(map(str, (*lo.release[:-1], lo.release[-1] + 1))) + ".0")
+        return Version(".".join(map(str, (*lo.release[:-1], lo.release[-1] + 1))))
     for zeros in range(4):
         cand = Version(".".join(map(str, (*lo.release, *([0] * zeros), 1))))
         if lo < cand < hi:
@@ -253,9 +251,12 @@ def _int_points(tests: Sequence[Test]) -> list[int]:
 
 def _classes(
     key: str, kind: Kind, raws: Sequence[Any], typed: Sequence[Any], tests: Sequence[Test],
-    labels: Sequence[str], weights: Sequence[int], known: bool,
+    labels: Sequence[str], weights: Sequence[int], known: bool, merge_unknown: bool = False,
 ) -> tuple[ValueClass, ...]:
-    """Merge candidate values that every test on *key* answers alike."""
+    """Merge candidate values that every test on *key* answers alike.
+
+    With *merge_unknown*, *unknown* joins the class no test matches (see :func:`_positive_only`).
+    """
     groups: dict[tuple[bool, ...], list[int]] = {}
     for i, tv in enumerate(typed):
         sig = tuple(t.match(tv) for t in tests)
@@ -270,8 +271,56 @@ def _classes(
         for idx in groups.values()
     ]
     if not known:
-        out.append(ValueClass(UNKNOWN, {}, {}, 1))
+        none_sig = tuple(False for _ in tests)
+        blank = list(groups).index(none_sig) if none_sig in groups else None
+        if blank is not None and merge_unknown:
+            c = out[blank]
+            out[blank] = ValueClass(f"{c.label}|{UNKNOWN}", {}, {}, c.weight + 1)
+        else:
+            out.append(ValueClass(UNKNOWN, {}, {}, 1))
     return tuple(out)
+
+
+def _positive_only(policy: Policy) -> frozenset[str]:
+    """Keys for which *unknown* acts exactly like a value no test matches.
+
+    That holds for a key read only outside ``not`` and only where a condition counts when
+    it is true (non-crash ``when``s, ``use``/``prefer``/``order`` conditions, ``until``,
+    implications): there Kleene logic reaches true with an unknown test exactly when it
+    does with a false one.
+    """
+    strict: set[str] = set()
+    loose: set[str] = set()
+
+    def visit(c: Condition, tolerant: bool) -> None:
+        for t, negated in _signed_tests(c, False):
+            (loose if tolerant and not negated else strict).add(t.key)
+
+    for entries in policy.backends.values():
+        for b in entries.values():
+            visit(b.requires, False)
+    for orders in policy.orders.values():
+        for o in orders:
+            visit(o.when, True)
+    for r in policy.rules:
+        visit(r.when, r.severity != "crash")
+        if r.kind == "require":
+            visit(r.require, False)
+        if r.until is not None:
+            visit(r.until, True)
+    for imp in policy.implications:
+        visit(imp.when, True)
+        if imp.unless is not None:
+            visit(imp.unless, True)
+    return frozenset(loose - strict)
+
+
+def _signed_tests(c: Condition, negated: bool) -> list[tuple[Test, bool]]:
+    if isinstance(c, Test):
+        return [(c, negated)]
+    if isinstance(c, Not):
+        return _signed_tests(c.child, not negated)
+    return [x for child in c.children for x in _signed_tests(child, negated)]
 
 
 def _version_classes(key: str, tests: Sequence[Test], known: bool) -> tuple[ValueClass, ...]:
@@ -295,11 +344,11 @@ def _version_classes(key: str, tests: Sequence[Test], known: bool) -> tuple[Valu
         contiguous = idx == list(range(idx[0], idx[-1] + 1))
         if contiguous:
             lo_txt = reps[idx[0]][1]
-            lo = f">={lo_v}" if lo_txt.startswith("==") else lo_txt.split(",")[0]
-            if lo.startswith("<"):
-                lo = ""
+            low = f">={lo_v}" if lo_txt.startswith("==") else lo_txt.split(",")[0]
+            if low.startswith("<"):
+                low = ""
             nxt = next((p for p in points if p > hi_v), None)
-            label = ",".join(x for x in (lo, f"<{nxt}" if nxt else "") if x) or "any"
+            label = ",".join(x for x in (low, f"<{nxt}" if nxt else "") if x) or "any"
         else:
             label = "|".join(reps[i][1] for i in idx)
         out.append(ValueClass(label, {key: str(lo_v)}, {key: lo_v}, 1))
@@ -315,6 +364,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         ``deploy.linear_backend``: unset or each backend of the path).
     """
     conds = _policy_conditions(policy)
+    positive = _positive_only(policy)
     by_key: dict[str, list[Test]] = {}
     for _, _, c in conds:
         for t in tests_of(c):
@@ -358,42 +408,46 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         if fk.kind in (Kind.ENUM, Kind.BOOL):
             values: list[Any] = list(fk.domain) if fk.kind is Kind.ENUM else [True, False]
             labels = [str(v).lower() for v in values]
-            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known)
+            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known,
+                               key in positive)
         elif fk.kind is Kind.VERSION:
             classes = _version_classes(key, tests, known)
         elif fk.kind is Kind.INT:
             pts = _int_points(tests)
             reps = sorted({*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}) or [1]
-            classes = _classes(key, fk.kind, reps, reps, tests, [str(r) for r in reps], [1] * len(reps), known)
+            reps.sort(key=lambda r: (r not in pts and r - 1 not in pts, -r))
+            classes = _classes(key, fk.kind, reps, reps, tests, [str(r) for r in reps], [0] * len(reps), known)
             classes = tuple(_relabel_int(c, tests) for c in classes)
         elif fk.kind is Kind.STR:
             mentioned = sorted(
                 {str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))}
             )
             other = OTHER if OTHER not in mentioned else OTHER + "_"
-            vals = [*mentioned, other]
-            classes = _classes(key, fk.kind, vals, vals, tests, vals, [1] * len(vals),
-                               known and not key.startswith("deploy.env."))
+            strs = [*mentioned, other]
+            classes = _classes(key, fk.kind, strs, strs, tests, strs, [1] * len(strs),
+                               known and not key.startswith("deploy.env."), key in positive)
         elif fk.kind in (Kind.STR_LIST, Kind.INT_LIST):
             members = sorted(
                 {m for t in tests for m in (t.operand if t.op in ("has", "in") else (t.operand,))},
                 key=repr,
             )
+            items: list[Any]
             if fk.kind is Kind.INT_LIST:
-                vals = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
-                labels = [str(list(v)) for v in vals[:-1]] + [OTHER]
+                items = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
+                labels = [str(list(v)) for v in items[:-1]] + [OTHER]
             else:
-                vals = [(m,) for m in members] + [()]
+                items = [(m,) for m in members] + [()]
                 labels = [f"[{m}]" for m in members] + ["[]"]
-            classes = _classes(key, fk.kind, vals, vals, tests, labels, [1] * len(vals), known)
+            classes = _classes(key, fk.kind, items, items, tests, labels, [1] * len(items), known,
+                               key in positive)
         else:  # pragma: no cover
             continue
         dims.append(Dimension(key, (key,), classes, moe_only))
 
     if explicit:
         for key, path in (("deploy.linear_backend", "dense"), ("deploy.moe_backend", "moe")):
-            vals = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
-            classes = tuple(ValueClass(b, {key: b}, {key: b}) for b in vals)
+            ids = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
+            classes = tuple(ValueClass(b, {key: b}, {key: b}) for b in ids)
             dims.append(Dimension(key, (key,), (*classes, ValueClass("unset", {}, {})), key in MOE_KEYS))
 
     read = {k for d in dims for k in d.keys}
@@ -423,14 +477,14 @@ def _typed(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def _relabel_int(c: ValueClass, tests: Sequence[Test]) -> ValueClass:
     if c.label == UNKNOWN or "|" not in c.label:
-        return c
+        return ValueClass(c.label, c.facts, c.typed, 1)
     nums = sorted(int(x) for x in c.label.split("|"))
     mentioned = {n for t in tests for n in _int_points([t])}
     named = [str(n) for n in nums if n in mentioned]
-    label = "|".join(named) if named else f"other ({nums[0]})"
+    label = "|".join(named) if named else f"other ({c.facts[next(iter(c.facts))]})"
     if named and len(named) < len(nums):
         label += "|other"
-    return ValueClass(label, c.facts, c.typed, c.weight)
+    return ValueClass(label, c.facts, c.typed, 1)
 
 
 # --------------------------------------------------------------------------- abstract evaluation
@@ -439,21 +493,40 @@ _T: Final = frozenset({True})
 _F: Final = frozenset({False})
 
 
+_KEYS: dict[int, tuple[Condition, tuple[str, ...]]] = {}
+_MEMO: dict[tuple[int, tuple[frozenset[Any] | None, ...]], frozenset[bool | None]] = {}
+_MEMO_MAX: Final = 500_000
+
+
 def outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
     """Every truth value *cond* can take when each key ranges over ``possible[key]``.
 
     ``None`` in a set stands for *unknown*. An over-approximation: keys read twice are
-    treated as independent.
+    treated as independent. Memoised on the values of the keys *cond* reads.
     """
+    entry = _KEYS.get(id(cond))
+    if entry is None or entry[0] is not cond:
+        entry = (cond, tuple(sorted({t.key for t in tests_of(cond)})))
+        _KEYS[id(cond)] = entry
+    memo_key = (id(cond), tuple(possible.get(k) for k in entry[1]))
+    hit = _MEMO.get(memo_key)
+    if hit is None:
+        if len(_MEMO) >= _MEMO_MAX:
+            _MEMO.clear()
+        hit = _MEMO[memo_key] = _outcomes(cond, possible)
+    return hit
+
+
+def _outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
     if isinstance(cond, Test):
         vals = possible.get(cond.key, frozenset({None}))
         return frozenset(None if v is None else cond.match(v) for v in vals)
     if isinstance(cond, Not):
-        return frozenset(None if r is None else not r for r in outcomes(cond.child, possible))
+        return frozenset(None if r is None else not r for r in _outcomes(cond.child, possible))
     conj = isinstance(cond, All)
     acc: frozenset[bool | None] = _T if conj else _F
     for child in cond.children:
-        sub = outcomes(child, possible)
+        sub = _outcomes(child, possible)
         acc = frozenset(_and(a, b) if conj else _or(a, b) for a in acc for b in sub)
     return acc
 
@@ -482,40 +555,68 @@ def rule_outcome(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[b
 # --------------------------------------------------------------------------- enumeration
 
 
-def _possible(
+def possible_values(
     domain: Domain, fixed: Mapping[str, ValueClass], policy: Policy
 ) -> dict[str, frozenset[Any]]:
-    """The values each key can take under *fixed*, implications included (over-approximated)."""
-    out: dict[str, set[Any]] = {}
+    """The values each key can take under *fixed*, implications included (over-approximated).
+
+    A key an implication may set can also hold the implied values; it loses *unknown* only
+    when an implication certainly sets it from facts no implication changes.
+    """
+    base: dict[str, frozenset[Any]] = {}
     for d in domain.dims:
         chosen = fixed.get(d.name)
         for k in d.keys:
             pool = [chosen] if chosen is not None else list(d.values)
-            out[k] = {v.typed.get(k) for v in pool}
-    changed = True
-    rounds = 0
-    while changed and rounds <= len(policy.implications):
-        changed = False
-        rounds += 1
-        frozen = {k: frozenset(v) for k, v in out.items()}
-        for imp in policy.implications:
-            fires = outcomes(imp.when, frozen)
-            if True not in fires:
+            base[k] = frozenset(v.typed.get(k) for v in pool)
+    setters = _setters(policy)
+    cur = base
+    for _ in range(len(policy.implications) + 2):
+        nxt = dict(base)
+        for k, imps in setters.items():
+            b = base.get(k, _NONE)
+            if None not in b:
                 continue
-            if imp.unless is not None and outcomes(imp.unless, frozen) == _T:
-                continue
-            for k, v in imp.sets.items():
-                cur = out.setdefault(k, {None})
-                if None not in cur:
+            vals: set[Any] = set()
+            certain = False
+            for imp, tv, keys in imps:
+                fires = outcomes(imp.when, cur)
+                if True not in fires:
                     continue
-                tv = _typed({k: v})[k]
-                if tv not in cur:
-                    cur.add(tv)
-                    changed = True
-    return {k: frozenset(v) for k, v in out.items()}
+                blocks = outcomes(imp.unless, cur) if imp.unless is not None else _F
+                if blocks == _T:
+                    continue
+                vals.add(tv)
+                stable = all(q not in setters or None not in base.get(q, _NONE) for q in keys)
+                if fires == _T and True not in blocks and stable:
+                    certain = True
+                    break
+            nxt[k] = (b - _NONE if certain else b) | vals
+        if nxt == cur:
+            break
+        cur = {k: cur.get(k, frozenset()) | v for k, v in nxt.items()} if _ > len(policy.implications) else nxt
+    return dict(cur)
 
 
-def _implied_sources(policy: Policy) -> dict[str, list[Condition]]:
+_NONE: Final = frozenset({None})
+
+
+def _setters(policy: Policy) -> dict[str, list[tuple[Any, Any, frozenset[str]]]]:
+    cached: dict[str, list[tuple[Any, Any, frozenset[str]]]] | None = policy.__dict__.get("_kp_setters")
+    if cached is None:
+        cached = {}
+        for imp in policy.implications:
+            keys = frozenset(
+                t.key for c in (imp.when, imp.unless) if c is not None for t in tests_of(c)
+            )
+            for k, v in imp.sets.items():
+                cached.setdefault(k, []).append((imp, _typed({k: v})[k], keys))
+        object.__setattr__(policy, "_kp_setters", cached)
+    return cached
+
+
+def implied_sources(policy: Policy) -> dict[str, list[Condition]]:
+    """For each key an implication sets, the conditions that decide whether it does."""
     src: dict[str, list[Condition]] = {}
     for imp in policy.implications:
         for k in imp.sets:
@@ -525,99 +626,15 @@ def _implied_sources(policy: Policy) -> dict[str, list[Condition]]:
     return src
 
 
-def groups(domain: Domain, policy: Policy) -> Iterator[Group]:
-    """Every cell of *domain*, in groups that share one decision (see the module docstring)."""
-    key_dim = {k: d for d in domain.dims for k in d.keys}
-    implied = _implied_sources(policy)
-    conds = [(paths, c, owner) for owner, paths, c in domain.conditions if "*" not in paths]
-    rules_by_owner = {r.id: r for r in policy.rules}
-    dim_index = {d.name: i for i, d in enumerate(domain.dims)}
-
-    def needed(fixed: Mapping[str, ValueClass], moe: bool | None) -> str | None:
-        possible = _possible(domain, fixed, policy)
-        best: str | None = None
-        seen_rules: set[str] = set()
-        for paths, c, owner in conds:
-            if moe is False and paths <= {"moe", "router"}:
-                continue
-            r = rules_by_owner.get(owner)
-            if r is not None:
-                if owner in seen_rules:
-                    continue
-                seen_rules.add(owner)
-                settled = all(
-                    len(outcomes(x, possible)) == 1 for x in (r.require,) if r.kind == "require"
-                ) and len(rule_outcome(r, possible)) == 1
-                if settled:
-                    continue
-                keys = {t.key for x in (r.when, r.require, r.until) if x is not None for t in tests_of(x)}
-            else:
-                if len(outcomes(c, possible)) == 1:
-                    continue
-                keys = {t.key for t in tests_of(c)}
-            for k in _open_keys(keys, fixed, key_dim, implied, set()):
-                d = key_dim[k]
-                if moe is False and d.moe_only:
-                    continue
-                if best is None or dim_index[d.name] < dim_index[best]:
-                    best = d.name
-        return best
-
-    def weight(fixed: Mapping[str, ValueClass], moe: bool) -> int:
-        n = 1
-        for d in domain.dims:
-            if d.name in fixed or (d.moe_only and not moe):
-                continue
-            n *= d.size
-        return n
-
-    def facts_of(fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for d in domain.dims:
-            if d.moe_only and not moe:
-                continue
-            v = fixed.get(d.name) or d.values[0]
-            out.update(v.facts)
-        if moe and "quant.moe_scheme" not in out and "quant.scheme" in out:
-            out["quant.moe_scheme"] = out["quant.scheme"]
-        if not moe:
-            out.pop("quant.moe_scheme", None)
-        return out
-
-    # the GPU and the kind of model first: every later split happens inside them
-    first = [domain.dim("gpu.sm"), domain.dim("model.is_moe")]
-    explicit = [d for d in domain.dims if d.name in EXPLICIT_KEYS]
-
-    def walk(fixed: dict[str, ValueClass], moe: bool) -> Iterator[Group]:
-        name = needed(fixed, moe)
-        if name is None:
-            for d in explicit:
-                if d.name not in fixed and not (d.moe_only and not moe):
-                    name = d.name
-                    break
-        if name is None:
-            yield Group(dict(fixed), weight(fixed, moe), facts_of(fixed, moe))
-            return
-        d = domain.dims[dim_index[name]]
-        for v in d.values:
-            fixed[name] = v
-            yield from walk(fixed, moe)
-        del fixed[name]
-
-    for g in first[0].values:
-        for m in first[1].values:
-            moe = bool(m.facts["model.is_moe"])
-            yield from walk({first[0].name: g, first[1].name: m}, moe)
-
-
-def _open_keys(
+def open_keys(
     keys: set[str],
     fixed: Mapping[str, ValueClass],
     key_dim: Mapping[str, Dimension],
     implied: Mapping[str, list[Condition]],
-    seen: set[str],
+    seen: set[str] | None = None,
 ) -> set[str]:
     """Keys among *keys* (or behind the implications that set them) still to be split on."""
+    seen = set() if seen is None else seen
     out: set[str] = set()
     for k in keys:
         if k in seen:
@@ -630,5 +647,5 @@ def _open_keys(
         value_known = d is not None and k in fixed[d.name].facts
         if not value_known and k in implied:
             more = {t.key for c in implied[k] for t in tests_of(c)}
-            out |= _open_keys(more, fixed, key_dim, implied, seen)
+            out |= open_keys(more, fixed, key_dim, implied, seen)
     return out

@@ -1,0 +1,123 @@
+"""``kernelpolicy check`` as a function: load, analyse and verify a set of rule files.
+
+The command line (:mod:`kernelpolicy.cli._check`) only formats what :func:`check` returns.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..dsl._source import SourceFile
+from ..errors import PolicyError
+from ..policy import Policy
+from .coverage import Coverage, PathGroup, Violation, verify
+from .findings import Finding, from_diagnostic
+from .locate import Locator
+from .static import analyse
+
+__all__ = ["CheckReport", "check", "violation_findings"]
+
+#: How many cell groups a coverage finding names before it says how many more there are.
+SHOW_GROUPS = 3
+
+
+@dataclass
+class CheckReport:
+    """What a check found, and how much of the domain it verified."""
+
+    files: tuple[SourceFile, ...]
+    findings: list[Finding] = field(default_factory=list)
+    coverage: Coverage | None = None
+    seconds: float = 0.0  #: the whole check: loading, analysis and the exhaustive run
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "error"]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.level == "warning"]
+
+    def failed(self, strict: bool = False) -> bool:
+        """Errors fail a check; with *strict*, warnings do too."""
+        return bool(self.errors or (strict and self.warnings))
+
+
+def check(files: Sequence[SourceFile], *, coverage: bool = True, explicit: bool = False,
+          jobs: int | None = None) -> CheckReport:
+    """Load *files* (every schema problem at once), analyse them and verify their domain."""
+    from ..dsl.loader import load_files
+
+    start = time.perf_counter()
+    report = CheckReport(tuple(files))
+    try:
+        policy = load_files(files)
+    except PolicyError as exc:
+        report.findings = [from_diagnostic(d) for d in exc.diagnostics]
+        report.seconds = time.perf_counter() - start
+        return report
+    locator = Locator(files)
+    report.findings = [from_diagnostic(d) for d in policy.warnings]
+    cov = verify(policy, explicit=explicit, jobs=jobs) if coverage else None
+    report.findings += analyse(policy, cov, locator)
+    if cov is not None:
+        report.findings += violation_findings(policy, cov, locator)
+        report.coverage = cov
+    report.findings.sort(key=lambda f: (f.level != "error", f.file == "", f.file, f.line, f.column, f.code))
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[Finding]:
+    """The invariants the exhaustive run found broken, one finding per kind, path and rule,
+    with the number of cells and the first few groups of cells."""
+    grouped: dict[tuple[str, str, tuple[str, ...]], list[tuple[PathGroup, Violation]]] = {}
+    walked: dict[str, str] = {}  # a contradiction raises on every path's walk: count one
+    for pg in cov.results:
+        for v in pg.violations:
+            if v.code == "contradiction":
+                if walked.setdefault(v.message, v.path) != v.path:
+                    continue
+                grouped.setdefault((v.code, v.message, ()), []).append((pg, v))
+            else:
+                grouped.setdefault((v.code, v.path, v.rules), []).append((pg, v))
+    out: list[Finding] = []
+    for (code, path, rules), items in grouped.items():  # path: the message, for contradictions
+        cells = sum(v.group.weight for _, v in items)
+        shown = "; ".join(v.group.label() for _, v in items[:SHOW_GROUPS])
+        more = len(items) - SHOW_GROUPS
+        where = shown + (f"; and {more} more groups" if more > 0 else "")
+        pg, first = items[0]
+        if code == "no-backend":
+            message = f"path `{path}` has no valid backend in {_cells(cells)}"
+            why = "; ".join(
+                f"`{c.backend}` {c.reason or 'is rejected'}" for c in pg.candidates
+            )
+            f = Finding(code, message, "error", help=f"in {first.group.label()}: {why}" if why else None,
+                        cell=where, cells=cells)
+            entry = next(iter(policy.backends.get(path, {}).values()), None)
+            out.append(locator.locate(f, "backend", owner=entry.rule_id) if entry else f)
+            continue
+        if code == "contradiction":
+            ids = [s for s in _sources(first.message) if s in policy.by_id]
+            f = Finding(code, f"{first.message} in {_cells(cells)}", "error", rule=ids[-1] if ids else None,
+                        help="give one of the rules a narrower `when`, or put them in different layers",
+                        cell=where, cells=cells)
+            out.append(locator.locate(f, "use", "prefer") if ids else f)
+            continue
+        f = Finding(code, f"{first.message} in {_cells(cells)}", "error", rule=rules[0] if rules else None,
+                    cell=where, cells=cells)
+        out.append(locator.locate(f, "deny", "require", "requires") if rules else f)
+    return out
+
+
+def _cells(n: int) -> str:
+    return f"{n:,} cell" + ("" if n == 1 else "s")
+
+
+def _sources(message: str) -> list[str]:
+    """The backticked names in a contradiction message, in order."""
+    parts = message.split("`")
+    return [parts[i] for i in range(1, len(parts), 2)]

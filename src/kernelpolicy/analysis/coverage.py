@@ -1,0 +1,530 @@
+"""Exhaustive verification: every cell of the finite domain, path by path.
+
+For each path, the domain is split lazily. A group of cells is split on a dimension while
+
+1. a condition that shapes the path's candidate order (an ``order``, a ``prefer`` rule, a
+   ``use`` rule or a user setting that picks a backend) is undecided over the group, or
+2. after resolving one representative cell, a condition aimed at a candidate the path
+   judged up to (and including) the one it chose is undecided over the group (a candidate
+   whose catalog requirement, or one of whose deny rules, settles its rejection over the
+   whole group needs nothing more).
+
+Implications are taken out of the walk: the resolver applies them first and decides from
+the completed facts, and a completed state is one no implication changes. So resolving every
+state of the domain *as is* (without implications) decides every state any input can reach,
+and the dimensions only implications read (``deep_gemm.commit``, say) never need a split.
+A violation is reported only when its representative is such a completed state.
+
+When neither holds, every cell of the group has the same order and the same verdict for
+each candidate up to the chosen one, so the resolver chooses the same backend in every cell
+(for warmup, the warmup-scoped rules of the chosen backend are settled too). The resolver
+itself decides each representative: the check verifies what runs, not a model of it.
+
+Each group's decision is then checked against the invariants:
+
+- ``no-backend``: a path the model has gets no valid backend;
+- ``denied-chosen``: the chosen backend is denied by a rule that applies (and no explicit
+  choice overrode it);
+- ``unmet-requirement``: the chosen backend's catalog requirement or a ``require`` rule
+  for it is false (and no explicit choice overrode it);
+- ``warmup``: warmup lists a kernel no path chose, or misses one that a path chose and no
+  warmup rule denies;
+- ``contradiction``: explicit choices of one layer contradict each other.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
+
+from ..decision import Candidate, Decision
+from ..dsl.conditions import evaluate, tests_of
+from ..facts._record import Facts
+from ..policy import Policy, Rule
+from ..resolver import ContradictionError, resolve
+from .domain import (
+    Dimension,
+    Domain,
+    Group,
+    ValueClass,
+    build_domain,
+    implied_sources,
+    open_keys,
+    outcomes,
+    possible_values,
+    rule_paths,
+)
+
+__all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
+
+PATHS: Final = ("dense", "moe", "router")
+_OVERRIDABLE: Final = frozenset({"accuracy", "perf", "support"})
+_GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
+
+
+@dataclass(frozen=True)
+class Violation:
+    """An invariant a group of cells breaks."""
+
+    code: str
+    path: str
+    group: Group
+    message: str
+    rules: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PathGroup:
+    """One group of cells of one path, its outcome, and the invariants it breaks."""
+
+    path: str
+    group: Group
+    backend: str | None
+    candidates: tuple[Candidate, ...]  #: as the path's decision lists them
+    explicit: str | None  #: where an explicit choice for the path came from
+    when: Mapping[str, bool | None]  #: every rule's applicability in the group's representative
+    error: str | None = None  #: resolving raised (contradictory explicit choices)
+    violations: tuple[Violation, ...] = ()
+    #: rules that reject a candidate judged before the chosen one in some cell of the group
+    fires: frozenset[str] = frozenset()
+    #: ... as the only reason in some cell (so the rule changes that cell's decision)
+    sole: frozenset[str] = frozenset()
+    #: ... as the gravest reason in some cell (the rule the decision names)
+    first: frozenset[str] = frozenset()
+
+
+@dataclass
+class Coverage:
+    """The outcome of an exhaustive run."""
+
+    domain: Domain
+    cells: int  #: cells verified per path (the domain size)
+    groups: dict[str, int] = field(default_factory=dict)  #: groups per path
+    resolves: int = 0
+    seconds: float = 0.0
+    violations: list[Violation] = field(default_factory=list)
+    results: list[PathGroup] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+
+@dataclass(frozen=True)
+class _Judge:
+    """Something whose effect must be one over a group: a rule's effect, an order's reach."""
+
+    conds: tuple[Any, ...]
+    fn: Callable[[Mapping[str, frozenset[Any]]], frozenset[bool]]
+
+    def settled(self, possible: Mapping[str, frozenset[Any]]) -> bool:
+        return len(self.fn(possible)) == 1
+
+
+def _truth(c: Any, possible: Mapping[str, frozenset[Any]], lenient: bool) -> frozenset[bool]:
+    """How the resolver reads *c*: true counts (``lenient``: anything but false counts)."""
+    return frozenset((o is not False) if lenient else (o is True) for o in outcomes(c, possible))
+
+
+def rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
+    """Whether *r* takes effect: rejects its backend (deny, require) or applies (use, prefer).
+
+    This is the resolver's documented reading of the three truth values: an undecided
+    ``when`` counts for crash rules only; an undecided requirement is assumed met; a rule
+    retires only when ``until`` is true.
+    """
+    retired = _truth(r.until, possible, False) if r.until is not None else frozenset({False})
+    crash = r.severity == "crash" and r.kind in ("deny", "require")
+    applies = frozenset((not u) and w for u in retired for w in _truth(r.when, possible, crash))
+    if r.kind != "require" or applies == {False}:
+        return applies
+    unmet = frozenset(not m for m in _truth(r.require, possible, True))
+    return frozenset(a and b for a in applies for b in unmet)
+
+
+def _rule_judge(r: Rule) -> _Judge:
+    conds = tuple(c for c in (r.when, r.require if r.kind == "require" else None, r.until) if c is not None)
+    return _Judge(conds, lambda p: rule_effect(r, p))
+
+
+def _cond_judge(c: Any, lenient: bool) -> _Judge:
+    return _Judge((c,), lambda p: _truth(c, p, lenient))
+
+
+class _Walker:
+    def __init__(self, policy: Policy, domain: Domain, original: Policy | None = None) -> None:
+        self.policy = policy
+        self.original = original
+        self.domain = domain
+        self.key_dim: dict[str, Dimension] = {k: d for d in domain.dims for k in d.keys}
+        self.index = {d.name: i for i, d in enumerate(domain.dims)}
+        self.implied = implied_sources(policy)
+        self.resolves = 0
+
+    # -- what shapes a path's order and explicit pick
+    def uses_of(self, deny: Rule, path: str) -> list[Rule]:
+        return [
+            r for r in self.policy.rules
+            if r.kind == "use" and path in rule_paths(r, self.policy) and set(r.backends) & set(deny.backends)
+        ]
+
+    def order_conditions(self, path: str) -> tuple[list[_Judge], list[Rule]]:
+        conds = [_cond_judge(o.when, False) for o in self.policy.orders.get(path, ())]
+        rules: list[Rule] = []
+        use_targets: set[str] = set()
+        for r in self.policy.rules:
+            if r.kind == "prefer" and r.applies_to(path):
+                rules.append(r)
+            elif r.kind == "use" and path in rule_paths(r, self.policy):
+                rules.append(r)
+                use_targets.update(r.backends)
+        for r in self.policy.rules:
+            if r.kind == "deny" and r.layer == "user" and r.applies_to(path) and use_targets & set(r.backends):
+                rules.append(r)
+        return conds, rules
+
+    def split_on(
+        self, pending: list[_Judge], fixed: Mapping[str, ValueClass], moe: bool,
+        possible: Mapping[str, frozenset[Any]],
+    ) -> str | None:
+        """The open dimension to split on next, among those the first undecided condition
+        reads: the one that leaves the smallest share of its children with an undecided
+        condition (one step of lookahead), then the earliest."""
+        keys = {t.key for c in pending[0].conds for t in tests_of(c)}
+        if not open_keys(keys, fixed, self.key_dim, self.implied):
+            keys = {t.key for j in pending for c in j.conds for t in tests_of(c)}
+        names = {
+            self.key_dim[k].name
+            for k in open_keys(keys, fixed, self.key_dim, self.implied)
+            if not (self.key_dim[k].moe_only and not moe)
+        }
+        if len(names) <= 1:
+            return next(iter(names), None)
+        best: tuple[float, int, str] | None = None
+        for name in names:
+            d = self.domain.dims[self.index[name]]
+            open_children = 0
+            for v in d.values:
+                trial = dict(possible)
+                for k in d.keys:
+                    trial[k] = frozenset({v.typed.get(k)})
+                if any(not j.settled(trial) for j in pending):
+                    open_children += 1
+            score = (open_children / len(d.values), self.index[name], name)
+            if best is None or score < best:
+                best = score
+        return best[2] if best else None
+
+    def facts_of(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for d in self.domain.dims:
+            if d.moe_only and not moe:
+                continue
+            v = fixed.get(d.name) or next((c for c in d.values if not c.facts), d.values[0])
+            out.update(v.facts)
+        if moe:
+            out.setdefault("quant.moe_scheme", out.get("quant.scheme"))
+        else:
+            out.pop("quant.moe_scheme", None)
+        return {k: v for k, v in out.items() if v is not None}
+
+    def weight(self, fixed: Mapping[str, ValueClass], moe: bool) -> int:
+        n = 1
+        for d in self.domain.dims:
+            if d.name in fixed or (d.moe_only and not moe):
+                continue
+            n *= d.size
+        for name, v in fixed.items():
+            if name != "model.is_moe":
+                n *= v.weight
+        return n
+
+    def tasks(self) -> list[tuple[str, int, int]]:
+        """Independent parts of the walk: (path, GPU class, model kind)."""
+        kinds = self.domain.dim("model.is_moe")
+        return [
+            (path, gi, mi)
+            for path in PATHS
+            for gi in range(len(self.domain.dim("gpu.sm").values))
+            for mi, m in enumerate(kinds.values)
+            if path == "dense" or m.facts["model.is_moe"]
+        ]
+
+    def walk_task(self, task: tuple[str, int, int]) -> list[PathGroup]:
+        path, gi, mi = task
+        g = self.domain.dim("gpu.sm").values[gi]
+        m = self.domain.dim("model.is_moe").values[mi]
+        conds, order_rules = self.order_conditions(path)
+        fixed = {"gpu.sm": g, "model.is_moe": m}
+        return list(self._walk(path, fixed, bool(m.facts["model.is_moe"]), conds, order_rules))
+
+    def _walk(
+        self, path: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge], order_rules: list[Rule]
+    ) -> Iterator[PathGroup]:
+        possible = possible_values(self.domain, fixed, self.policy)
+        pending = [j for j in conds if not j.settled(possible)]
+        for r in order_rules:
+            if r.kind == "deny" and not any(True in rule_effect(u, possible) for u in self.uses_of(r, path)):
+                continue  # a user's deny matters to the explicit pick only where a `use` may pick
+            j = _rule_judge(r)
+            if not j.settled(possible):
+                pending.append(j)
+        name = self.split_on(pending, fixed, moe, possible) if pending else None
+        if name is None and pending:
+            name = self._any_open(fixed, moe)
+        if name is not None:
+            yield from self._split(path, name, fixed, moe, conds, order_rules)
+            return
+        facts_raw = self.facts_of(fixed, moe)
+        facts = Facts.from_values(facts_raw, source="user")
+        self.resolves += 1
+        group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
+        try:
+            decision = resolve(facts, self.policy)
+        except ContradictionError as exc:
+            # the explicit picks are settled: every cell of the group raises alike; settings
+            # of the deployment that contradict each other are bad input, not a policy defect
+            if not self._all_user(exc.sources):
+                v = Violation("contradiction", path, group, str(exc))
+                yield PathGroup(path, group, None, (), None, {}, str(exc), (v,))
+            return
+        pending = self._judged_pending(path, decision, possible)
+        name = self.split_on(pending, fixed, moe, possible) if pending else None
+        if name is None and pending:
+            name = self._any_open(fixed, moe)
+        if name is not None:
+            yield from self._split(path, name, fixed, moe, conds, order_rules)
+            return
+        typed = decision.facts.typed()
+        when = {r.id: _applies(r, typed) for r in self.policy.rules}
+        found = tuple(_check(path, group, decision, when, self.policy))
+        if found and self.original is not None and not _reachable(group, self.original):
+            found = ()  # a state implications would complete: its inputs resolve elsewhere
+        pd = decision.paths[path]
+        fires, sole, first = self._usage(path, pd.candidates, pd.explicit is not None, possible)
+        yield PathGroup(path, group, pd.backend, pd.candidates, pd.explicit, when, None, found,
+                        fires, sole, first)
+
+    def _usage(
+        self, path: str, cands: tuple[Candidate, ...], explicit: bool, possible: Mapping[str, frozenset[Any]]
+    ) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+        """Which rules reject, alone, or first, a candidate ahead of the chosen one somewhere
+        in the group (an over-approximation: rule effects are taken as independent)."""
+        fires: set[str] = set()
+        sole: set[str] = set()
+        first: set[str] = set()
+        for i, cand in enumerate(cands):
+            if cand.verdict == "chosen":
+                break
+            if explicit and i == 0:
+                continue
+            entry = self.policy.backends[path][cand.backend]
+            met = _truth(entry.requires, possible, True)
+            rules = self.policy.rules_for(cand.backend, path)
+            effects = {r.id: rule_effect(r, possible) for r in rules}
+            for r in rules:
+                if True not in effects[r.id]:
+                    continue
+                fires.add(r.id)
+                others_off = all(False in effects[t.id] for t in rules if t.id != r.id)
+                if True in met and others_off:
+                    sole.add(r.id)
+                graver = [t for t in rules if _GRAVITY.get(t.severity, 9) < _GRAVITY.get(r.severity, 9)]
+                if True in met and all(False in effects[t.id] for t in graver):
+                    first.add(r.id)
+        return frozenset(fires), frozenset(sole), frozenset(first)
+
+    def _all_user(self, sources: tuple[str, ...]) -> bool:
+        users = {r.id.split(".env.", 1)[-1] for r in self.policy.rules if r.layer == "user"}
+        return all(s in users or s.startswith("--") for s in sources)
+
+    def _any_open(self, fixed: Mapping[str, ValueClass], moe: bool) -> str | None:
+        """A last resort when undecided conditions read no open key directly."""
+        for d in self.domain.dims:
+            if d.name not in fixed and not (d.moe_only and not moe):
+                return d.name
+        return None
+
+    def _split(
+        self, path: str, name: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge],
+        order_rules: list[Rule],
+    ) -> Iterator[PathGroup]:
+        d = self.domain.dims[self.index[name]]
+        for v in d.values:
+            fixed[name] = v
+            yield from self._walk(path, fixed, moe, conds, order_rules)
+        del fixed[name]
+
+    def _judged_pending(
+        self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]
+    ) -> list[_Judge]:
+        """What is undecided about the candidates judged up to the chosen one."""
+        pd = decision.paths[path]
+        pending: list[_Judge] = []
+        if not pd.applicable:
+            return pending
+        for i, cand in enumerate(pd.candidates):
+            picked = pd.explicit is not None and i == 0
+            entry = self.policy.backends[path].get(cand.backend)
+            if entry is not None:
+                req = _cond_judge(entry.requires, True)
+                met = req.fn(possible)
+                if len(met) != 1:
+                    pending.append(req)
+                elif met == {False} and not picked:
+                    continue  # no cell meets the catalog requirement: rejected whatever the rules say
+            rules = [_rule_judge(r) for r in self.policy.rules_for(cand.backend, path)]
+            if not picked and any(j.fn(possible) == {True} for j in rules):
+                continue  # a rule rejects it in every cell
+            pending += [j for j in rules if not j.settled(possible)]
+            if cand.verdict == "chosen":
+                break
+        chosen = pd.backend
+        if chosen is not None:
+            for r in self.policy.rules_for(chosen, "warmup"):
+                j = _rule_judge(r)
+                if not j.settled(possible):
+                    pending.append(j)
+        return pending
+
+
+def _applies(r: Rule, typed: Mapping[str, Any]) -> bool | None:
+    if r.until is not None and evaluate(r.until, typed) is True:
+        return False
+    return evaluate(r.when, typed)
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+def _check(
+    path: str, group: Group, d: Decision, when: Mapping[str, bool | None], policy: Policy
+) -> Iterator[Violation]:
+    pd = d.paths[path]
+    if not pd.applicable:
+        return
+    typed = d.facts.typed()
+    if pd.backend is None:
+        why = "; ".join(
+            f"`{c.backend}`: {c.rules[0] if c.rules else c.reason}" for c in pd.candidates if c.verdict != "viable"
+        )
+        yield Violation("no-backend", path, group, f"path `{path}` has no valid backend ({why})")
+    else:
+        b = pd.backend
+        cand = next(c for c in pd.candidates if c.backend == b)
+        overridden = set(cand.overridden)
+        for r in policy.rules_for(b, path):
+            w = when.get(r.id)
+            if r.kind == "deny" and (w is True or (w is None and r.severity == "crash")):
+                if r.id in overridden and (r.severity in _OVERRIDABLE or pd.explicit):
+                    continue
+                yield Violation(
+                    "denied-chosen", path, group,
+                    f"path `{path}` chooses `{b}`, which rule `{r.id}` denies", (r.id,),
+                )
+            elif r.kind == "require" and w is True and evaluate(r.require, typed) is False:
+                if r.id in overridden:
+                    continue
+                yield Violation(
+                    "unmet-requirement", path, group,
+                    f"path `{path}` chooses `{b}` although rule `{r.id}` requires what these facts lack", (r.id,),
+                )
+        entry = policy.backends[path][b]
+        if evaluate(entry.requires, typed) is False and entry.rule_id not in overridden:
+            yield Violation(
+                "unmet-requirement", path, group,
+                f"path `{path}` chooses `{b}` although its catalog requirement is not met", (entry.rule_id,),
+            )
+    # warmup: only kernels of backends this path chose, and each such kernel unless denied
+    mine = {k for k in d.warmup if k.endswith(f".{path}")}
+    for k in sorted(mine):
+        if k != f"{pd.backend}.{path}":
+            yield Violation("warmup", path, group, f"warmup warms `{k}`, but path `{path}` runs `{pd.backend}`")
+    ran = pd.backend
+    if ran is not None and policy.backends[path][ran].warmup and f"{ran}.{path}" not in mine:
+        denied = [r for r in policy.rules_for(ran, "warmup") if when.get(r.id) is True]
+        if not denied:
+            yield Violation(
+                "warmup", path, group, f"path `{path}` runs JIT backend `{ran}` but warmup does not warm `{ran}.{path}`"
+            )
+
+
+def _reachable(group: Group, policy: Policy) -> bool:
+    """Whether the group's representative is a state the implications leave as it is."""
+    facts = Facts.from_values(group.facts, source="user")
+    try:
+        return resolve(facts, policy).facts.values == facts.values
+    except ContradictionError:
+        return True
+
+
+#: the walker a forked worker inherits (set only while a pool runs)
+_WORKER: dict[str, _Walker] = {}
+
+
+def _run_task(task: tuple[str, int, int]) -> tuple[list[PathGroup], int]:
+    walker = _WORKER["walker"]
+    before = walker.resolves
+    out = walker.walk_task(task)
+    return out, walker.resolves - before
+
+
+def verify(
+    policy: Policy,
+    domain: Domain | None = None,
+    *,
+    explicit: bool = False,
+    jobs: int | None = None,
+    closed: bool = True,
+) -> Coverage:
+    """Resolve every group of cells of *policy*'s domain and check the invariants.
+
+    :param jobs: worker processes (default: one per CPU where ``fork`` is available; 1 runs
+        everything in this process).
+    :param closed: walk only the states implications complete (see the module docstring);
+        ``False`` walks the inputs as given, implications applied by the resolver, so a
+        change to an implication shows in the decisions (what ``diff`` needs).
+    """
+    start = time.perf_counter()
+    domain = domain or build_domain(policy, explicit=explicit)
+    # Every fact state after implications is a state no implication changes, so resolving
+    # each state of the domain without implications covers every input (see the docstring).
+    if closed:
+        core = replace(policy, implications=(), digest=policy.digest + "+closed")
+        walker = _Walker(core, domain, original=policy)
+    else:
+        walker = _Walker(policy, domain)
+    tasks = walker.tasks()
+    if jobs is None:
+        jobs = os.cpu_count() or 1
+    jobs = max(1, min(jobs, len(tasks)))
+    parts: list[tuple[list[PathGroup], int]]
+    ctx = None
+    if jobs > 1:
+        try:
+            ctx = multiprocessing.get_context("fork")
+        except ValueError:
+            ctx = None
+    if ctx is None:
+        parts = [(walker.walk_task(t), 0) for t in tasks]
+        parts.append(([], walker.resolves))
+    else:
+        _WORKER["walker"] = walker
+        try:
+            with ctx.Pool(jobs) as pool:
+                parts = pool.map(_run_task, tasks, chunksize=1)
+        finally:
+            _WORKER.clear()
+    cov = Coverage(domain, domain.size)
+    for groups_, n in parts:
+        cov.resolves += n
+        for pg in groups_:
+            cov.groups[pg.path] = cov.groups.get(pg.path, 0) + 1
+            cov.violations.extend(pg.violations)
+            cov.results.append(pg)
+    cov.seconds = time.perf_counter() - start
+    return cov

@@ -1,0 +1,176 @@
+"""``kernelpolicy diff``: every domain cell whose decision changes between two rule sets.
+
+Both policies are walked over one joint domain (the dimensions and value classes that the
+conditions of either policy tell apart), with the exhaustive walk of :mod:`.coverage`. Each
+walk yields groups of cells that share one decision; where a group of the old walk and a
+group of the new walk overlap (they agree on every dimension both fix), the overlap is a set
+of cells that the old policy decides one way and the new one decides another way, or the
+same way. Changes are counted per path and ``old -> new`` pair, and listed per overlap.
+
+Like ``check``, the walk covers every fact state that implications leave as it is: a change
+made only to an ``implies`` rule changes which states inputs reach, not the decision of a
+state, and so does not show here (use ``kernelpolicy test`` cases for that).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+
+from ..policy import Backend, Policy
+from .coverage import PATHS, PathGroup, verify
+from .domain import Domain, ValueClass, build_domain
+
+__all__ = ["Change", "DiffReport", "diff"]
+
+
+@dataclass(frozen=True)
+class Change:
+    """Cells (one overlap of an old and a new group) whose backend on *path* changes."""
+
+    path: str
+    old: str | None
+    new: str | None
+    label: str  #: the cells, as ``sm121 x qwen3_5_moe_text x fp8_block``
+    cells: int
+    fixed: tuple[tuple[str, str], ...] = ()  #: (dimension, class label) the cells agree on
+
+
+@dataclass
+class DiffReport:
+    """Every change, and how much of the joint domain was compared."""
+
+    changes: list[Change] = field(default_factory=list)
+    cells: int = 0  #: cells of the joint domain (per path)
+    dimensions: int = 0
+    seconds: float = 0.0
+
+    def grouped(self) -> dict[tuple[str, str | None, str | None], list[Change]]:
+        """Changes per ``(path, old, new)``, largest first."""
+        out: dict[tuple[str, str | None, str | None], list[Change]] = {}
+        for c in self.changes:
+            out.setdefault((c.path, c.old, c.new), []).append(c)
+        for items in out.values():
+            items.sort(key=lambda c: (-c.cells, c.label))
+        return dict(sorted(out.items(), key=lambda kv: (PATHS.index(kv[0][0]), -sum(c.cells for c in kv[1]))))
+
+
+def joint_domain(old: Policy, new: Policy) -> Domain:
+    """The domain whose classes tell apart whatever either policy's conditions tell apart."""
+    backends: dict[str, dict[str, Backend]] = {p: dict(e) for p, e in new.backends.items()}
+    for path, entries in old.backends.items():
+        mine = backends.setdefault(path, {})
+        for bid, b in entries.items():
+            if bid not in mine:
+                mine[bid] = b
+            elif mine[bid].requires != b.requires:  # keep both requirements in view
+                mine[f"old:{bid}"] = b
+    both = replace(
+        new,
+        backends=backends,
+        orders={p: (*old.orders.get(p, ()), *new.orders.get(p, ())) for p in {*old.orders, *new.orders}},
+        rules=(*old.rules, *new.rules),
+        implications=(*old.implications, *new.implications),
+    )
+    return build_domain(both)
+
+
+def diff(old: Policy, new: Policy, *, jobs: int | None = None) -> DiffReport:
+    """Every cell of the joint domain whose decision for some path differs."""
+    start = time.perf_counter()
+    domain = joint_domain(old, new)
+    a = verify(old, domain, jobs=jobs)
+    b = verify(new, domain, jobs=jobs)
+    report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
+    sizes = {d.name: d.size for d in domain.dims}
+    moe_only = {d.name for d in domain.dims if d.moe_only}
+    order = [d.name for d in domain.dims]
+    news = _by_task(b.results)
+    for key, olds in _by_task(a.results).items():
+        for og in olds:
+            for ng in news.get(key, ()):
+                if og.backend == ng.backend:
+                    continue
+                fixed = _meet(og.group.fixed, ng.group.fixed)
+                if fixed is None:
+                    continue
+                moe = bool(fixed["model.is_moe"].facts.get("model.is_moe"))
+                cells = 1
+                for name in order:
+                    if name == "model.is_moe" or (name in moe_only and not moe):
+                        continue
+                    cells *= fixed[name].weight if name in fixed else sizes[name]
+                pairs = tuple((n, fixed[n].label) for n in order if n in fixed and n != "model.is_moe")
+                report.changes.append(Change(og.path, og.backend, ng.backend, _label(pairs), cells, pairs))
+    full = {d.name: [v.label for v in d.values] for d in domain.dims}
+    report.changes = _merge(report.changes, full)
+    report.seconds = time.perf_counter() - start
+    return report
+
+
+_TaskKey = tuple[str, str, str]
+
+
+def _by_task(results: list[PathGroup]) -> dict[_TaskKey, list[PathGroup]]:
+    out: dict[_TaskKey, list[PathGroup]] = {}
+    for pg in results:
+        key = (pg.path, pg.group.fixed["gpu.sm"].label, pg.group.fixed["model.is_moe"].label)
+        out.setdefault(key, []).append(pg)
+    return out
+
+
+def _meet(a: Mapping[str, ValueClass], b: Mapping[str, ValueClass]) -> dict[str, ValueClass] | None:
+    """The cells two groups share (``None``: none)."""
+    out = dict(a)
+    for name, v in b.items():
+        if name in out and out[name] != v:
+            return None
+        out[name] = v
+    return out
+
+
+_BARE = frozenset({"gpu.sm", "model.type", "quant.scheme"})
+
+
+def _label(pairs: tuple[tuple[str, str], ...]) -> str:
+    return " x ".join(v if n in _BARE else f"{n}={v}" for n, v in pairs) or "every cell"
+
+
+def _merge(changes: list[Change], full: Mapping[str, list[str]]) -> list[Change]:
+    """Coalesce changes that differ in one dimension only (the overlap of two walks fixes
+    more dimensions than the change depends on): a dimension all of whose classes appear is
+    dropped, some classes are named together (``true|unknown``)."""
+    classes_order = dict(full)
+    todo = list(changes)
+    merged = True
+    while merged:
+        merged = False
+        for name, ordered in full.items():
+            classes = set(ordered)
+            buckets: dict[tuple[str, str | None, str | None, tuple[tuple[str, str], ...]], list[Change]] = {}
+            for c in todo:
+                d = dict(c.fixed)
+                if name not in d:
+                    continue
+                rest = tuple((n, v) for n, v in c.fixed if n != name)
+                buckets.setdefault((c.path, c.old, c.new, rest), []).append(c)
+            for (path, old, new, rest), items in buckets.items():
+                seen = [dict(c.fixed)[name] for c in items]
+                if len(items) < 2 or len(set(seen)) != len(seen):
+                    continue
+                if set(seen) == classes:
+                    pairs = rest  # every class of the dimension: it does not matter
+                else:  # some classes: name them together
+                    joined = "|".join(v for v in classes_order[name] if v in seen)
+                    at = [n for n, _ in items[0].fixed].index(name)
+                    pairs = (*rest[:at], (name, joined), *rest[at:])
+                keep = [c for c in todo if c not in items]
+                keep.append(Change(path, old, new, _label(pairs), sum(c.cells for c in items), pairs))
+                todo = keep
+                merged = True
+    return todo
+
+
+def _show(name: str, v: ValueClass) -> str:
+    return v.label if name in _BARE else f"{name}={v.label}"

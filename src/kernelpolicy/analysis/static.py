@@ -1,0 +1,223 @@
+"""Analysis of the rule tables: impossible, dead, shadowed, contradictory and stale rules.
+
+Impossibility is decided by enumerating the value classes of the keys a condition reads
+(see :mod:`.domain`), so a specifier that no version satisfies, or ``gpu.sm: sm121`` with
+``gpu.family: sm100``, is found exactly. Dead, shadowed and contradictory rules are read off
+the exhaustive run (:mod:`.coverage`), which records, for every group of cells, the verdict
+of every candidate the resolver judged up to the chosen one. A rule is stale when its
+``until`` already holds for the newest release the implications know (:mod:`.releases`).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+from ..dsl.conditions import TRUE, All, Condition, evaluate, tests_of
+from ..policy import Policy
+from .coverage import Coverage
+from .domain import Domain, ValueClass, build_domain
+from .findings import Finding
+from .locate import Locator
+from .releases import newest_release
+
+__all__ = ["analyse", "satisfiable", "stale"]
+
+_MAX_PRODUCT: Final = 200_000
+
+
+def satisfiable(cond: Condition, domain: Domain, *, lenient: bool = False) -> bool | None:
+    """Whether some cell makes *cond* true (``None``: too many classes to decide).
+
+    With *lenient*, undecided counts too (how a crash rule reads its ``when``).
+    """
+    key_dim = {k: d for d in domain.dims for k in d.keys}
+    dims = list({key_dim[t.key].name: key_dim[t.key] for t in tests_of(cond) if t.key in key_dim}.values())
+    total = 1
+    for d in dims:
+        total *= len(d.values)
+    if total > _MAX_PRODUCT:
+        return None
+    for combo in itertools.product(*(d.values for d in dims)):
+        typed: dict[str, Any] = {}
+        for v in combo:
+            typed.update(v.typed)
+        r = evaluate(cond, typed)
+        if r is True or (lenient and r is None):
+            return True
+    return False
+
+
+def _where(policy: Policy, owner: str) -> tuple[str, int]:
+    r = policy.by_id.get(owner)
+    if r is not None:
+        return r.origin.file, r.origin.line
+    for entries in policy.backends.values():
+        for b in entries.values():
+            if b.rule_id == owner:
+                return b.origin.file, b.origin.line
+    for orders in policy.orders.values():
+        for o in orders:
+            if o.id == owner:
+                return o.origin.file, o.origin.line
+    for imp in policy.implications:
+        if imp.id == owner:
+            return imp.origin.file, imp.origin.line
+    return "", 0
+
+
+def _impossible(policy: Policy, domain: Domain) -> Iterable[Finding]:
+    items: list[tuple[str, str, Condition]] = []
+    for r in policy.rules:
+        items.append((r.id, "when", r.when))
+        if r.kind == "require":
+            items.append((r.id, "require", r.require))
+    for entries in policy.backends.values():
+        for b in entries.values():
+            items.append((b.rule_id, "requires", b.requires))
+    for orders in policy.orders.values():
+        items += [(o.id, "when", o.when) for o in orders]
+    items += [(imp.id, "when", imp.when) for imp in policy.implications]
+    lenient = {r.id for r in policy.rules if r.severity == "crash" and r.kind in ("deny", "require")}
+    for owner, part, cond in items:
+        if cond is TRUE:
+            continue
+        # a test no value satisfies is a defect even where an unknown fact lets the rule apply
+        dead_test = any(satisfiable(t, domain) is False for t in tests_of(cond))
+        if not dead_test and satisfiable(cond, domain, lenient=owner in lenient and part == "when") is not False:
+            continue
+        file, line = _where(policy, owner)
+        yield Finding(
+            "impossible", f"`{part}` of `{owner}` holds for no facts: {_why(cond, domain)}", "warning",
+            file, line, 1, owner, field=part,
+            help="no GPU, model or version satisfies it, so the rule never applies; fix or remove it",
+        )
+
+
+def _why(cond: Condition, domain: Domain) -> str:
+    """The smallest part of *cond* that is already unsatisfiable, in words."""
+    tests = tests_of(cond)
+    for t in tests:
+        if satisfiable(t, domain) is False:
+            return f"{t.describe()} matches no value"
+    for a, b in itertools.combinations(tests, 2):
+        if satisfiable(All((a, b)), domain) is False:
+            return f"{a.describe()} and {b.describe()} exclude each other"
+    return "its tests exclude each other"
+
+
+def _label(fixed: Mapping[str, ValueClass]) -> str:
+    return " x ".join(
+        v.label if n in ("gpu.sm", "model.type", "quant.scheme") else f"{n}={v.label}"
+        for n, v in fixed.items() if n != "model.is_moe"
+    )
+
+
+def _judged(cands: Iterable[Any]) -> list[Any]:
+    out = []
+    for c in cands:
+        out.append(c)
+        if c.verdict == "chosen":
+            break
+    return out
+
+
+def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> Iterable[Finding]:
+    fires: set[str] = set()
+    sole: set[str] = set()
+    first: set[str] = set()
+    ahead: Counter[tuple[str, str]] = Counter()
+    for pg in cov.results:
+        fires |= pg.fires
+        sole |= pg.sole
+        first |= pg.first
+        for c in _judged(pg.candidates):
+            if c.verdict != "chosen":
+                for r in c.rules[1:]:
+                    ahead[(r, c.rules[0])] += 1
+    for r in policy.rules:
+        if r.kind not in ("deny", "require") or r.layer == "user" or r.id in impossible:
+            continue
+        if r.paths and set(r.paths) <= {"warmup"}:
+            continue
+        file, line = r.origin.file, r.origin.line
+        if r.id not in fires:
+            yield Finding(
+                "dead", f"rule `{r.id}` never changes a decision: wherever it applies, its backend is "
+                "already rejected or a backend ahead of it is chosen", "warning", file, line, 1, r.id, field=r.kind,
+                help="it may guard a case the catalog already excludes; remove it or narrow the catalog",
+            )
+        elif r.id not in first:
+            by = Counter({s: n for (x, s), n in ahead.items() if x == r.id}).most_common(1)
+            other = by[0][0] if by else "another rule"
+            yield Finding(
+                "shadowed", f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, "
+                f"`{other}` already decides first", "warning", file, line, 1, r.id, field=r.kind,
+                help="merge the two rules, or remove the one that never decides",
+            )
+        elif r.id not in sole:
+            yield Finding(
+                "dead", f"rule `{r.id}` never changes a decision: another rule always rejects the "
+                "same backend with it", "warning", file, line, 1, r.id, field=r.kind,
+                help="remove it, or narrow the other rule",
+            )
+
+
+def _contradictions(policy: Policy, cov: Coverage) -> Iterable[Finding]:
+    seen: set[tuple[str, str, str]] = set()
+    prefers = [r for r in policy.rules if r.kind == "prefer"]
+    for pg in cov.results:
+        active = [r for r in prefers if r.applies_to(pg.path) and pg.when.get(r.id) is True]
+        for a, b in itertools.combinations(active, 2):
+            if a.layer != b.layer or (a.id, b.id, pg.path) in seen:
+                continue
+            if _conflict(a.backends, b.backends):
+                seen.add((a.id, b.id, pg.path))
+                yield Finding(
+                    "contradiction", f"rules `{a.id}` and `{b.id}` order the backends of path "
+                    f"`{pg.path}` differently for the same facts", "error", b.origin.file,
+                    b.origin.line, 1, b.id, help=f"`{a.id}` is at {a.origin}; give one a narrower `when`",
+                    cell=_label(pg.group.fixed), field=b.kind,
+                )
+
+
+def _conflict(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
+    common = [x for x in a if x in b]
+    return common != [x for x in b if x in a]
+
+
+def stale(policy: Policy) -> Iterable[Finding]:
+    """Rules whose ``until`` already holds for the newest release the implications know."""
+    releases, typed = newest_release(policy)
+    if not releases:
+        return
+    named = ", ".join(f"`{k}` {v}" for k, v in releases.items())
+    for r in policy.rules:
+        if r.until is None or evaluate(r.until, typed) is not True:
+            continue
+        met = "; ".join(
+            f"{t.describe()} (is `{typed[t.key]}`)" for t in tests_of(r.until) if t.key in typed
+        )
+        yield Finding(
+            "stale-rule", f"rule `{r.id}` is stale: its `until` already holds for the newest release "
+            f"the catalog knows ({named}): {met}", "warning", r.origin.file, r.origin.line, 1, r.id,
+            help="the fix has shipped; remove the rule once older releases no longer matter",
+            field="until",
+        )
+
+
+def analyse(policy: Policy, cov: Coverage | None, locator: Locator | None = None) -> list[Finding]:
+    """Every static finding about *policy*, given its exhaustive run *cov* (``None``: only
+    the findings that need no run), each pointed at its field where *locator* knows it."""
+    out = list(stale(policy))
+    found = list(_impossible(policy, cov.domain if cov is not None else build_domain(policy)))
+    out += found
+    if cov is not None:
+        impossible = {f.rule for f in found if f.rule}
+        out += _dead_and_shadowed(policy, cov, impossible)
+        out += _contradictions(policy, cov)
+    if locator is not None:
+        out = [locator.locate(f, f.field) if f.field else f for f in out]
+    return out

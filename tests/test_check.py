@@ -1,0 +1,118 @@
+"""``kernelpolicy check``: one deliberately broken file per kind of finding (tests/check/).
+
+Each file loads on top of a tiny catalog (tests/check/base/catalog.yaml) with ``--bare``, so
+each run is fast and the finding it must produce is the only one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from kernelpolicy.cli import main
+
+HERE = Path(__file__).parent / "check"
+BASE = HERE / "base" / "catalog.yaml"
+
+#: file -> (code, level, [(line, column)], text the message or help must contain)
+EXPECTED: dict[str, tuple[str, str, list[tuple[int, int]], str]] = {
+    "schema-error.yaml": ("schema", "error", [(5, 5)], "did you mean `severity`?"),
+    "unknown-fact-key.yaml": ("schema", "error", [(3, 12)], "did you mean `gpu.family`?"),
+    "unknown-backend.yaml": ("schema", "error", [(4, 11)], "did you mean `triton`?"),
+    "impossible-rule.yaml": ("impossible", "warning", [(3, 5), (9, 5)], "holds for no facts"),
+    "dead-rule.yaml": ("dead", "warning", [(4, 5)], "never changes a decision"),
+    "shadowed-rule.yaml": ("shadowed", "warning", [(10, 5)], "shadowed by `triton-crashes-on-sm12x`"),
+    "contradiction-prefer.yaml": ("contradiction", "error", [(9, 5)], "order the backends of path `moe`"),
+    "contradiction-use.yaml": ("contradiction", "error", [(9, 5)], "asks for `marlin`"),
+    "duplicate-id.yaml": ("duplicate", "error", [(8, 9)], "duplicate rule id `triton-crashes`"),
+    "missing-refs.yaml": ("missing-refs", "warning", [(4, 11)], "without `refs`"),
+    "stale-until.yaml": ("stale-rule", "warning", [(14, 5)], "`triton.version` >=3.7 (is `3.7.1`)"),
+    "coverage-hole.yaml": ("no-backend", "error", [(5, 5)], "path `moe` has no valid backend in 16 cells"),
+}
+
+
+def run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:  # type: ignore[type-arg]
+    code = main(["check", "--json", *argv])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def files_for(name: str) -> list[str]:
+    return [str(HERE / name)] if name == "coverage-hole.yaml" else [str(BASE), str(HERE / name)]
+
+
+def test_every_broken_file_is_covered() -> None:
+    assert {p.name for p in HERE.glob("*.yaml")} == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_broken_file_gives_its_finding(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, level, places, text = EXPECTED[name]
+    rc, out = run_json(capsys, "--bare", *files_for(name))
+    found = out["findings"]
+    assert {f["code"] for f in found} == {code}, found
+    assert sorted((f["line"], f["column"]) for f in found) == places
+    assert all(f["file"].endswith(f"tests/check/{name}") for f in found)
+    assert all(f["level"] == level for f in found)
+    assert any(text in f["message"] + f.get("help", "") for f in found), found
+    assert rc == (1 if level == "error" else 0)
+
+
+def test_the_tiny_catalog_is_clean(capsys: pytest.CaptureFixture[str]) -> None:
+    rc, out = run_json(capsys, "--bare", "--strict", str(BASE))
+    assert (rc, out["errors"], out["warnings"]) == (0, 0, 0)
+    assert out["coverage"]["cells"] == 20
+
+
+def test_strict_fails_on_warnings(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["check", "--bare", str(BASE), str(HERE / "dead-rule.yaml")]
+    assert main(args) == 0
+    assert main([*args, "--strict"]) == 1
+    capsys.readouterr()
+
+
+def test_all_schema_errors_at_once_with_a_caret(capsys: pytest.CaptureFixture[str]) -> None:
+    names = ["schema-error.yaml", "unknown-fact-key.yaml", "unknown-backend.yaml"]
+    rc = main(["check", "--bare", str(BASE), *(str(HERE / n) for n in names)])
+    text = capsys.readouterr().out
+    assert rc == 1
+    assert "3 errors" in text
+    assert "tests/check/unknown-fact-key.yaml:3:12: error: unknown fact key `gpu.famly`" in text
+    assert "    3 |     when: {gpu.famly: sm120}\n      |            ^~~~~~~~~\n" in text
+    assert "  = help: did you mean `gpu.family`?" in text
+
+
+def test_text_output_prints_domain_size_and_time(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--bare", str(BASE), str(HERE / "stale-until.yaml")]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"^verified 180 domain cells over 4 dimensions \(.*\) in \d+\.\d\d s$", text, re.M), text
+    assert re.search(r"^2 files: 0 errors, 1 warnings in \d+\.\d\d s$", text, re.M), text
+    assert '   14 |     until: {triton.version: ">=3.7"}\n      |     ^~~~~\n' in text
+
+
+def test_sarif_carries_locations(capsys: pytest.CaptureFixture[str]) -> None:
+    rc = main(["check", "--sarif", "--bare", str(BASE), str(HERE / "shadowed-rule.yaml")])
+    sarif = json.loads(capsys.readouterr().out)
+    assert rc == 0
+    assert sarif["version"] == "2.1.0"
+    (res,) = sarif["runs"][0]["results"]
+    assert (res["ruleId"], res["level"]) == ("shadowed", "warning")
+    loc = res["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"]["uri"].endswith("tests/check/shadowed-rule.yaml")
+    assert (loc["region"]["startLine"], loc["region"]["startColumn"], loc["region"]["endColumn"]) == (10, 5, 9)
+    assert {r["id"] for r in sarif["runs"][0]["tool"]["driver"]["rules"]} >= {"stale-rule", "no-backend"}
+
+
+def test_no_coverage_still_finds_stale_and_impossible(capsys: pytest.CaptureFixture[str]) -> None:
+    for name, code in (("stale-until.yaml", "stale-rule"), ("impossible-rule.yaml", "impossible")):
+        _, out = run_json(capsys, "--bare", "--no-coverage", str(BASE), str(HERE / name))
+        assert {f["code"] for f in out["findings"]} == {code}
+        assert out["coverage"] == {}
+
+
+def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--bare"]) == 2
+    assert main(["check", "--bare", "no/such/file.yaml"]) == 2
+    assert "no such file `no/such/file.yaml`" in capsys.readouterr().err

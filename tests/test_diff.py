@@ -1,0 +1,90 @@
+"""``kernelpolicy diff OLD NEW``: every cell whose decision changes, grouped and counted."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelpolicy.analysis.diffing import diff
+from kernelpolicy.cli import main
+from kernelpolicy.dsl.loader import load_policy
+
+BASE = Path(__file__).parent / "check" / "base" / "catalog.yaml"
+
+DENY_TRITON_GB10 = """\
+rules:
+  - id: triton-crashes-on-gb10
+    when: {gpu.sm: sm121}
+    deny: triton
+    severity: crash
+    because: triton crashes on GB10
+    refs: [test#1]
+"""
+
+PREFER_MARLIN_MOE_FP8 = """\
+rules:
+  - id: marlin-first-for-fp8-block-moe
+    when: {quant.moe_scheme: fp8_block}
+    prefer: [marlin]
+    paths: [moe]
+    because: marlin is faster for FP8 block experts
+"""
+
+
+@pytest.fixture
+def sets(tmp_path: Path) -> tuple[Path, Path]:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d in (old, new):
+        d.mkdir()
+        shutil.copy(BASE, d / "catalog.yaml")
+    (new / "deny.yaml").write_text(DENY_TRITON_GB10)
+    return old, new
+
+
+def test_a_deny_moves_moe_from_triton_to_marlin(sets: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = sets
+    assert main(["diff", "--bare", str(old), str(new)]) == 1
+    text = capsys.readouterr().out
+    assert "moe: triton -> marlin in 1 cells (1 groups)\n  sm121: moe triton -> marlin (1 cells)\n" in text
+    assert "dense" not in text  # cutlass comes before triton on dense for sm121: no change
+    assert "compared 20 domain cells over 2 dimensions" in text
+
+
+def test_identical_sets_show_nothing(sets: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    old, _ = sets
+    assert main(["diff", "--bare", str(old), str(old)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("compared 20 domain cells") and "->" not in text
+
+
+def test_json_groups_and_counts(sets: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = sets
+    (new / "deny.yaml").write_text(PREFER_MARLIN_MOE_FP8)
+    assert main(["diff", "--bare", "--json", str(old), str(new)]) == 1
+    out = json.loads(capsys.readouterr().out)
+    assert out["schema"] == "kernelpolicy.diff/1"
+    (change,) = out["changes"]
+    assert (change["path"], change["old"], change["new"]) == ("moe", "triton", "marlin")
+    # every GPU class, only the FP8-block experts: the joint domain splits on quant.moe_scheme
+    assert all("quant.moe_scheme=fp8_block" in g["cells"] for g in change["groups"])
+    assert change["cells"] == sum(g["count"] for g in change["groups"]) == 10
+
+
+def test_counts_are_cells_not_groups(sets: tuple[Path, Path]) -> None:
+    old, new = sets
+    (new / "deny.yaml").write_text(DENY_TRITON_GB10.replace("gpu.sm: sm121", "gpu.family: sm120"))
+    report = diff(load_policy([old], shipped=False, default_policy=False, environ=False),
+                  load_policy([new], shipped=False, default_policy=False, environ=False), jobs=1)
+    moves = {(c.path, c.old, c.new): c.cells for c in report.changes}
+    assert moves == {("moe", "triton", "marlin"): 2}  # sm120 and sm121
+
+
+def test_bad_input_exits_2(sets: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = sets
+    (new / "deny.yaml").write_text(DENY_TRITON_GB10.replace("deny: triton", "deny: tritn"))
+    assert main(["diff", "--bare", str(old), str(new)]) == 2
+    assert "no path has a backend `tritn`" in capsys.readouterr().err
+    assert main(["diff", "--bare", str(old), "no/such/folder"]) == 2
