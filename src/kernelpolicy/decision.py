@@ -71,11 +71,12 @@ class PathDecision:
     reason: str | None = None  #: why there is no backend (``backend is None``)
     explicit: str | None = None  #: where an explicit choice for this path came from
     kernels: tuple[str, ...] | None = None  #: ``warmup`` only: the kernels to warm
+    present: bool = True  #: False when the model has no such path (no MoE layers, say)
 
     @property
     def applicable(self) -> bool:
         """False when the model has no such path (no MoE layers, say)."""
-        return not (self.backend is None and self.reason is not None and not self.candidates)
+        return self.present
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -119,9 +119,7 @@ def _apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter) ->
     if not added:
         return facts
     # the values were normalised when the implication was loaded: no need to validate again
-    return Facts.model_construct(
-        values={**facts.values, **added}, sources={**facts.sources, **sources}
-    )
+    return Facts.model_construct(values={**facts.values, **added}, sources={**facts.sources, **sources})
 
 
 def _explicit_picks(
@@ -188,7 +186,9 @@ def _order(path: str, policy: Policy, typed: Mapping[str, Any], when: Mapping[st
     order = base or []
     order += [b for b in catalog if b not in order]
     for layer in ("shipped", "policy"):
-        for r in policy.rules:
+        # within a layer, by id: the outcome never depends on file or rule order (two
+        # conflicting `prefer` rules of one layer are a `contradiction` for `kernelpolicy check`)
+        for r in sorted(policy.rules, key=lambda r: r.id):
             if r.kind == "prefer" and r.layer == layer and r.applies_to(path) and when[r.id] is True:
                 front = [b for b in r.backends if b in order]
                 order = front + [b for b in order if b not in front]
@@ -215,10 +215,12 @@ def _judge(
         out.append(_Rejection(entry.rule_id, "catalog", why, entry.refs, False))
         return out
     tv = evaluate(entry.requires, typed)
-    if tv is False:  # it cannot run here at all: no other rule needs a say
+    if tv is False:
         why = describe_failure(entry.requires, typed)
-        return [_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False)]
-    if tv is None:
+        out.append(_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False))
+        if not explicit:  # it cannot run here at all: no other rule needs a say
+            return out
+    elif tv is None:
         for t in failing_tests(entry.requires, typed)[1]:
             assumptions.append(Assumption(t.key, entry.rule_id, f"assumed `{backend}` on `{path}` has {t.describe()}"))
     for r in policy.rules_for(backend, path):
@@ -267,7 +269,7 @@ def _resolve(facts: Facts, policy: Policy, reporter: BaseReporter) -> Decision:
 
     for path in DECIDED_PATHS:
         if path in ("moe", "router") and is_moe is False:
-            paths[path] = PathDecision(path, None, reason="the model has no MoE layers")
+            paths[path] = PathDecision(path, None, reason="the model has no MoE layers", present=False)
             reporter.ending_path(path, None)
             continue
         pick = picks.get(path)
@@ -389,6 +391,11 @@ def _decide_path(
     return cands, chosen, tuple(dict.fromkeys(deciding))
 
 
+def _applies(rule: Rule, when: bool | None) -> bool:
+    """A deny applies when its condition holds, or is undecided and the rule is a crash rule."""
+    return when is True or (when is None and rule.severity == "crash")
+
+
 def _warmup(paths: Mapping[str, PathDecision], policy: Policy, when: Mapping[str, bool | None]) -> PathDecision:
     kernels: list[str] = []
     cands: list[Candidate] = []
@@ -402,7 +409,9 @@ def _warmup(paths: Mapping[str, PathDecision], policy: Policy, when: Mapping[str
                 why = f"path `{path}` runs `{ran}`" if ran else f"path `{path}` runs no backend"
                 cands.append(Candidate(kernel, "rejected", reason=why))
                 continue
-            deny = [r for r in policy.rules_for(b, "warmup") if r.paths and "warmup" in r.paths and when[r.id] is True]
+            deny = [
+                r for r in policy.rules_for(b, "warmup") if r.paths and "warmup" in r.paths and _applies(r, when[r.id])
+            ]
             if deny:
                 cands.append(
                     Candidate(

@@ -445,11 +445,22 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
                     continue
                 if not check_backends([target], env.paths, loc, src, here, rid):
                     continue
+                try:
+                    env_test = parse_test(f"deploy.env.{env.name}", env.value)
+                except ConditionError as exc:
+                    ctx.add(
+                        loc,
+                        src,
+                        (*here, "name"),
+                        f"`{env.name}` is not an environment variable name: {exc.message}",
+                        rule=rid,
+                    )
+                    continue
                 rules.append(
                     Rule(
                         id=rid,
                         kind="deny" if env.deny else "use",
-                        when=parse_test(f"deploy.env.{env.name}", env.value),
+                        when=env_test,
                         backends=(target,),
                         paths=tuple(env.paths) if env.paths else None,
                         severity="user",

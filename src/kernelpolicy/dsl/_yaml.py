@@ -127,7 +127,20 @@ def load_located(text: str, filename: str) -> Located:
                 source_line=lines[line - 1] if 0 < line <= len(lines) else None,
             )
         ) from None
-    except yaml.YAMLError as exc:  # pragma: no cover - reader errors without marks
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        before = text[: max(exc.position, 0)]
+        line, col = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
+        raise YamlError(
+            Diagnostic(
+                f"invalid YAML: character {exc.character!r} is not allowed",
+                file=filename,
+                line=line,
+                column=col,
+                code="yaml",
+                source_line=lines[line - 1] if 0 < line <= len(lines) else None,
+            )
+        ) from None
+    except yaml.YAMLError as exc:
         raise YamlError(Diagnostic(f"invalid YAML: {exc}", file=filename, code="yaml")) from None
 
     positions: dict[PathKey, Position] = {}
