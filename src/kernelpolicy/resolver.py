@@ -29,7 +29,7 @@ from .facts._record import Facts, typed_value
 from .policy import Policy, Rule
 from .reporters import BaseReporter
 
-__all__ = ["ContradictionError", "resolve"]
+__all__ = ["ContradictionError", "apply_implications", "resolve"]
 
 DECIDED_PATHS: Final = ("dense", "moe", "router")
 _GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
@@ -92,7 +92,7 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
     return _resolve(facts, policy, reporter)
 
 
-def _apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter) -> Facts:
+def apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter = _NULL_REPORTER) -> Facts:
     """Set unknown facts that follow from known ones, to a fixpoint; known facts never change."""
     if not policy.implications:
         return facts
@@ -254,7 +254,7 @@ def _judge(
 
 
 def _resolve(facts: Facts, policy: Policy, reporter: BaseReporter) -> Decision:
-    facts = _apply_implications(facts, policy, reporter)
+    facts = apply_implications(facts, policy, reporter)
     typed = facts.typed()
     reporter.starting(facts)
     when: dict[str, bool | None] = {}

@@ -13,10 +13,11 @@ from typing import Any
 
 from packaging.version import Version
 
-from ..dsl.conditions import evaluate, tests_of
+from ..dsl.conditions import tests_of
 from ..facts._keys import Kind
 from ..facts._record import Facts
 from ..policy import Policy
+from ..resolver import apply_implications
 from .domain import _version_points
 
 __all__ = ["newest_release"]
@@ -39,18 +40,4 @@ def newest_release(policy: Policy) -> tuple[dict[str, Version], Mapping[str, Any
     if not releases:
         return {}, {}
     values: dict[str, Any] = {k: str(v) for k, v in releases.items()}
-    for _ in range(len(policy.implications) + 1):
-        typed = Facts.from_values(values, source="user").typed()
-        changed = False
-        for imp in policy.implications:
-            if evaluate(imp.when, typed) is not True:
-                continue
-            if imp.unless is not None and evaluate(imp.unless, typed) is True:
-                continue
-            for k, v in imp.sets.items():
-                if k not in values:
-                    values[k] = v
-                    changed = True
-        if not changed:
-            break
-    return releases, Facts.from_values(values, source="user").typed()
+    return releases, apply_implications(Facts.from_values(values, source="user"), policy).typed()

@@ -96,6 +96,11 @@ def _pos(mark: Any, end: Any | None = None) -> Position:
     return (mark.line + 1, mark.column + 1, width)
 
 
+def _syntax_error(message: str, filename: str, lines: tuple[str, ...], line: int, col: int) -> YamlError:
+    source = lines[line - 1] if 0 < line <= len(lines) else None
+    return YamlError(Diagnostic(message, file=filename, line=line, column=col, code="yaml", source_line=source))
+
+
 def load_located(text: str, filename: str) -> Located:
     """Parse *text* (the contents of *filename*) into plain data with positions.
 
@@ -117,29 +122,12 @@ def load_located(text: str, filename: str) -> Located:
         mark = exc.problem_mark or exc.context_mark
         line, col = (mark.line + 1, mark.column + 1) if mark is not None else (0, 0)
         problem = (exc.problem or exc.context or "invalid YAML").strip()
-        raise YamlError(
-            Diagnostic(
-                f"invalid YAML: {problem}",
-                file=filename,
-                line=line,
-                column=col,
-                code="yaml",
-                source_line=lines[line - 1] if 0 < line <= len(lines) else None,
-            )
-        ) from None
+        raise _syntax_error(f"invalid YAML: {problem}", filename, lines, line, col) from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow
         before = text[: max(exc.position, 0)]
         line, col = before.count("\n") + 1, len(before) - (before.rfind("\n") + 1) + 1
-        raise YamlError(
-            Diagnostic(
-                f"invalid YAML: character {exc.character!r} is not allowed",
-                file=filename,
-                line=line,
-                column=col,
-                code="yaml",
-                source_line=lines[line - 1] if 0 < line <= len(lines) else None,
-            )
-        ) from None
+        message = f"invalid YAML: character {exc.character!r} is not allowed"
+        raise _syntax_error(message, filename, lines, line, col) from None
     except yaml.YAMLError as exc:
         raise YamlError(Diagnostic(f"invalid YAML: {exc}", file=filename, code="yaml")) from None
 
