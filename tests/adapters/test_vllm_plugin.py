@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ from kernelpolicy.adapters import vllm as plugin
 from kernelpolicy.adapters.vllm import _versions
 
 SCAN = Path(__file__).with_name("data") / "vllm-selection-scan.json"
+ORACLE_SCAN = Path(__file__).with_name("data") / "vllm-moe-oracles-scan.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +117,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         _fused_moe_grouped_gemm_may_use_deep_gemm=lambda m: True,
     )
     gate = _module(_versions.GATE_LINEAR_MODULE, GateLinear=GateLinear)
+    oracles = _fake_oracles(calls)
     config = types.SimpleNamespace(model_config=object())
     _module("vllm.config", get_current_vllm_config_or_none=lambda: config)
     monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c: {"gpu.sm": "sm121"})
@@ -128,12 +131,186 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
         "gate": gate,
         "utils": utils,
         "originals": (choose, select, auto_disable, GateLinear.__init__),
+        **oracles,
     }
     plugin.unpatch()
     plugin.set_resolver(None)
     for k in [k for k in sys.modules if k == "vllm" or k.startswith("vllm.")]:
         del sys.modules[k]
     sys.modules.update(saved)
+
+
+class Mxfp4MoeBackend(enum.Enum):
+    DEEPGEMM_MXFP4 = "DEEPGEMM_MXFP4"
+    MARLIN = "MARLIN"
+    TRITON = "TRITON"
+    B12X_MXFP4_MXFP8 = "B12X_MXFP4_MXFP8"
+
+
+class NvFp4MoeBackend(enum.Enum):
+    FLASHINFER_CUTLASS = "FLASHINFER_CUTLASS"
+    VLLM_CUTLASS = "VLLM_CUTLASS"
+    MARLIN = "MARLIN"
+
+
+class Fp8MoeBackend(enum.Enum):
+    DEEPGEMM = "DEEPGEMM"
+    MARLIN = "MARLIN"
+
+
+#: what each fake oracle picks on "auto", and the names it maps (like vLLM's name maps)
+_FAKE_ORACLES: dict[str, tuple[Any, str, dict[str, str]]] = {
+    "mxfp4": (
+        Mxfp4MoeBackend,
+        "DEEPGEMM_MXFP4",
+        {"deep_gemm": "DEEPGEMM_MXFP4", "marlin": "MARLIN", "triton": "TRITON", "b12x": "B12X_MXFP4_MXFP8"},
+    ),
+    "nvfp4": (NvFp4MoeBackend, "FLASHINFER_CUTLASS", {"cutlass": "VLLM_CUTLASS", "marlin": "MARLIN"}),
+    "mxfp8": (Fp8MoeBackend, "DEEPGEMM", {"deep_gemm": "DEEPGEMM", "marlin": "MARLIN"}),
+}
+_Q = "vllm.model_executor.layers.quantization."
+
+
+def _fake_select(calls: dict[str, Any], scheme: str) -> Callable[..., Any]:
+    enum_cls, auto, names = _FAKE_ORACLES[scheme]
+
+    def select(config: Any, *args: Any, **kwargs: Any) -> Any:
+        calls.setdefault(scheme, []).append(config.moe_backend)
+        if config.moe_backend == "auto":
+            return enum_cls[auto], None
+        if config.moe_backend not in names or names[config.moe_backend] in calls.get("refuse", ()):
+            raise ValueError(f"moe_backend={config.moe_backend!r} is not supported for {scheme}")
+        return enum_cls[names[config.moe_backend]], None
+
+    return select
+
+
+def _fake_oracles(calls: dict[str, Any]) -> dict[str, Any]:
+    mx4 = _fake_select(calls, "mxfp4")
+    dsv4 = _fake_select(calls, "mxfp4")
+    nv4 = _fake_select(calls, "nvfp4")
+    mx8 = _fake_select(calls, "mxfp8")
+    oracle = "vllm.model_executor.layers.fused_moe.oracle."
+    return {
+        "mxfp4": _module(oracle + "mxfp4", select_mxfp4_moe_backend=mx4, select_deepseek_v4_mxfp4_moe_backend=dsv4),
+        "q_mxfp4": _module(_Q + "mxfp4", select_mxfp4_moe_backend=mx4, select_deepseek_v4_mxfp4_moe_backend=dsv4),
+        "nvfp4": _module(oracle + "nvfp4", select_nvfp4_moe_backend=nv4),
+        "modelopt": _module(_Q + "modelopt", select_nvfp4_moe_backend=nv4, select_mxfp8_moe_backend=mx8),
+        "mxfp8": _module(oracle + "mxfp8", select_mxfp8_moe_backend=mx8),
+        "oracle_originals": {"mx4": mx4, "dsv4": dsv4, "nv4": nv4, "mx8": mx8},
+    }
+
+
+#: DeepSeek-V4-Flash on GB10: MXFP4 experts, DeepGEMM FP8xFP4 rejected, Marlin chosen.
+DSV4_GB10 = _Decision(
+    paths={
+        "dense": _Path("cutlass", "r1", (_Cand("deep_gemm", "rejected"), _Cand("cutlass", "chosen"))),
+        "moe": _Path(
+            "marlin",
+            "deep_gemm-mxfp4-gb10-scale-packing",
+            (_Cand("deep_gemm", "rejected"), _Cand("marlin", "chosen"), _Cand("emulation", "viable")),
+        ),
+        "router": _Path("cublas"),
+        "warmup": _Path(None),
+    }
+)
+
+
+def _moe_decision(chosen: str, *cands: tuple[str, str]) -> _Decision:
+    return _Decision(paths={"moe": _Path(chosen, "r", tuple(_Cand(b, v) for b, v in cands))})
+
+
+def test_mxfp4_oracles_force_the_decided_backend(fake_vllm: dict[str, Any]) -> None:
+    plugin.set_resolver(lambda values: DSV4_GB10)
+    plugin.register()
+    f = fake_vllm
+    cfg = FusedMoEConfig()
+    for mod in (f["mxfp4"], f["q_mxfp4"]):
+        assert mod.select_deepseek_v4_mxfp4_moe_backend(cfg)[0] is Mxfp4MoeBackend.MARLIN
+        assert mod.select_mxfp4_moe_backend(cfg, None)[0] is Mxfp4MoeBackend.MARLIN
+    assert set(f["calls"]["mxfp4"]) == {"marlin"}
+    assert cfg.moe_backend == "auto"  # forced on a copy
+    patched = plugin.status()["patched"]
+    assert "moe.mxfp4:select_deepseek_v4_mxfp4_moe_backend" in patched
+    assert f"moe.mxfp4:{_Q}mxfp4" in patched
+    # NVFP4 / MXFP8 oracles get the decided backend by their own names
+    assert f["nvfp4"].select_nvfp4_moe_backend(cfg, None, None)[0] is NvFp4MoeBackend.MARLIN
+    assert f["modelopt"].select_mxfp8_moe_backend(cfg)[0] is Fp8MoeBackend.MARLIN
+
+
+def test_oracle_names_differ_per_release(fake_vllm: dict[str, Any]) -> None:
+    """`flashinfer_b12x` is `b12x` to the MXFP4 oracle from 0.29 on; before, vLLM's pick stands
+    unless the decision rejects it, and then the first viable backend the oracle names is forced."""
+    b12x = _moe_decision(
+        "flashinfer_b12x", ("deep_gemm", "rejected"), ("flashinfer_b12x", "chosen"), ("marlin", "viable")
+    )
+    plugin.set_resolver(lambda values: b12x)
+    sys.modules["vllm"].__dict__["__version__"] = "0.33.0"
+    plugin.register()
+    assert fake_vllm["mxfp4"].select_mxfp4_moe_backend(FusedMoEConfig())[0] is Mxfp4MoeBackend.B12X_MXFP4_MXFP8
+    plugin.unpatch()
+    sys.modules["vllm"].__dict__["__version__"] = "0.26.0"
+    plugin.set_resolver(lambda values: b12x)
+    plugin.register()
+    assert fake_vllm["mxfp4"].select_mxfp4_moe_backend(FusedMoEConfig())[0] is Mxfp4MoeBackend.MARLIN
+    assert fake_vllm["calls"]["mxfp4"][-2:] == ["auto", "marlin"]
+    # not rejected: vLLM's own pick stands
+    plugin.set_resolver(lambda values: _moe_decision("flashinfer_b12x", ("flashinfer_b12x", "chosen")))
+    assert fake_vllm["mxfp4"].select_mxfp4_moe_backend(FusedMoEConfig())[0] is Mxfp4MoeBackend.DEEPGEMM_MXFP4
+
+
+def test_oracle_refusal_raises_adapter_error(fake_vllm: dict[str, Any]) -> None:
+    plugin.set_resolver(lambda values: DSV4_GB10)
+    plugin.register()
+    fake_vllm["calls"]["refuse"] = ("MARLIN",)
+    with pytest.raises(plugin.AdapterError, match="MXFP4 oracle refused"):
+        fake_vllm["q_mxfp4"].select_deepseek_v4_mxfp4_moe_backend(FusedMoEConfig())
+    # a rejected pick with nothing the oracle can name instead
+    plugin.set_resolver(lambda values: _moe_decision("flashinfer_cutedsl", ("deep_gemm", "rejected")))
+    with pytest.raises(plugin.AdapterError, match="which kernelpolicy rejects"):
+        fake_vllm["mxfp8"].select_mxfp8_moe_backend(FusedMoEConfig())
+
+
+def test_oracle_patches_are_idempotent_and_reversible(fake_vllm: dict[str, Any]) -> None:
+    plugin.set_resolver(lambda values: DSV4_GB10)
+    plugin.register()
+    first = list(plugin.status()["patched"])
+    plugin.register()
+    assert plugin.status()["patched"] == first
+    late = _module(_Q + "quark.quark_moe", select_mxfp4_moe_backend=fake_vllm["mxfp4"].select_mxfp4_moe_backend)
+    plugin.unpatch()
+    o = fake_vllm["oracle_originals"]
+    assert fake_vllm["mxfp4"].select_mxfp4_moe_backend is o["mx4"]
+    assert fake_vllm["q_mxfp4"].select_deepseek_v4_mxfp4_moe_backend is o["dsv4"]
+    assert fake_vllm["modelopt"].select_nvfp4_moe_backend is o["nv4"]
+    assert fake_vllm["modelopt"].select_mxfp8_moe_backend is o["mx8"]
+    assert late.select_mxfp4_moe_backend is o["mx4"]
+
+
+@pytest.mark.parametrize("version", sorted(json.loads(ORACLE_SCAN.read_text())))
+def test_moe_oracle_table_matches_the_wheel_scan(version: str) -> None:
+    scan = json.loads(ORACLE_SCAN.read_text())[version]
+    points = _versions.patch_points_for(version)
+    assert points is not None
+    for oracle in points.moe_oracles:
+        got = scan[oracle.scheme]
+        assert oracle.module == got["module"]
+        assert list(oracle.functions) == got["functions"]
+        assert oracle.enum == got["enum"]
+        assert list(oracle.backends) == got["backends"]
+        assert list(oracle.names) == got["names"]
+        assert list(oracle.importers) == got["importers"]
+    assert points.mxfp8_oracle.backends == points.moe_backends  # MXFP8 shares Fp8MoeBackend
+
+
+def test_oracle_name_tables_cover_the_enums() -> None:
+    from kernelpolicy.adapters.vllm._names import MOE_ORACLE_BACKENDS, MOE_ORACLE_NAMES
+
+    latest = _versions.SUPPORTED["0.33"]
+    for oracle in latest.moe_oracles:
+        members = {m for ms in MOE_ORACLE_BACKENDS[oracle.scheme].values() for m in ms}
+        assert set(MOE_ORACLE_NAMES[oracle.scheme].values()) <= set(oracle.names)
+        assert members - set(oracle.backends) <= {"NATIVE_MXFP8"}  # 0.24's MXFP8 triton member
 
 
 def test_patches_apply_the_decision_everywhere(fake_vllm: dict[str, Any]) -> None:
@@ -171,7 +348,7 @@ def test_register_is_idempotent_and_unpatch_restores(fake_vllm: dict[str, Any]) 
 def test_unsupported_version_warns_once_and_patches_nothing(
     fake_vllm: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    sys.modules["vllm"].__version__ = "0.40.0"
+    sys.modules["vllm"].__dict__["__version__"] = "0.40.0"
     plugin.register()
     assert plugin.status()["patched"] == []
     assert sum("not a release this plugin knows" in r.message for r in caplog.records) == 1
@@ -218,6 +395,6 @@ def test_core_resolver_maps_vllm_backend_names() -> None:
         "quant.moe_scheme": "fp8_channel",
         "deploy.moe_backend": "cutlass",
     }
-    decision = _core_resolver(values)
+    decision: Any = _core_resolver(values)
     assert decision.facts.get("deploy.moe_backend") == "vllm_cutlass"
     assert decision.paths["moe"].backend == "vllm_cutlass"

@@ -11,7 +11,11 @@ cached per process. Where:
   by-name importer of ``init_fp8_linear_kernel`` goes through it) gets a kernel table with the
   decided kernel first and the kernels the decision rejected removed;
 - moe: ``select_fp8_moe_backend`` in the oracle and in every by-name importer is wrapped to
-  force the decided backend with ``dataclasses.replace(config, moe_backend=...)``;
+  force the decided backend with ``dataclasses.replace(config, moe_backend=...)``; so are the
+  MXFP4 (``select_mxfp4_moe_backend``, ``select_deepseek_v4_mxfp4_moe_backend``), MXFP8 and
+  NVFP4 oracles, with each oracle's own ``moe_backend`` names. Where an oracle has no name for
+  the decided backend, vLLM's pick stands unless the decision rejects it; then the first viable
+  backend of the decision the oracle can name is forced;
 - warmup: the DeepGEMM warmup selectors warm only kernels in ``decision.warmup``;
 - router: ``GateLinear.__init__``/``set_out_dtype`` clear the ``allow_*`` flags of tiers the
   decision did not choose;
@@ -43,12 +47,15 @@ from ._names import (
     DENSE_BLOCK_KERNELS,
     DENSE_TENSOR_KERNELS,
     MOE_CLI_NAMES,
+    MOE_ORACLE_NAMES,
     ROUTER_FLAGS,
     dense_id_of,
+    oracle_moe_id_of,
 )
 from ._versions import (
     DG_KERNEL_MODULE,
     DG_UTILS_MODULE,
+    MoeOracle,
     VllmPatchPoints,
     patch_points_for,
 )
@@ -414,6 +421,75 @@ def _patch_moe(points: VllmPatchPoints) -> None:
             _set(mod, "select_fp8_moe_backend", wrapper, f"moe:{name}")
 
 
+def _viable(decision: DecisionLike, path: str) -> list[str]:
+    p = decision.paths.get(path)
+    return [
+        c.backend
+        for c in getattr(p, "candidates", None) or ()
+        if getattr(c, "verdict", None) == "viable" and isinstance(getattr(c, "backend", None), str)
+    ]
+
+
+def _force(oracle: MoeOracle, original: Any, chosen: str, name: str, config: Any, args: Any, kwargs: Any) -> Any:
+    if getattr(config, "moe_backend", name) != name:
+        config = dataclasses.replace(config, moe_backend=name)
+    try:
+        return original(config, *args, **kwargs)
+    except (ValueError, NotImplementedError) as exc:
+        raise AdapterError(
+            f"kernelpolicy decided MoE backend {chosen!r} but vLLM's {oracle.scheme.upper()} oracle refused it: {exc}"
+        ) from exc
+
+
+def _oracle_wrapper(oracle: MoeOracle, original: Any) -> Any:
+    names = MOE_ORACLE_NAMES[oracle.scheme]
+
+    def select(config: Any, *args: Any, **kwargs: Any) -> Any:
+        decision = current_decision()
+        chosen = _backend(decision, "moe") if decision is not None else None
+        if decision is None or chosen is None:
+            return original(config, *args, **kwargs)
+        name = names.get(chosen)
+        if name is not None and name in oracle.names:
+            return _force(oracle, original, chosen, name, config, args, kwargs)
+        # this oracle cannot name the decided backend: vLLM's pick stands unless it is rejected
+        result = original(config, *args, **kwargs)
+        member = result[0] if isinstance(result, tuple) and result else result
+        picked = oracle_moe_id_of(oracle.scheme, getattr(member, "name", None))
+        if picked is None or picked not in _rejected(decision, "moe"):
+            return result
+        for other in _viable(decision, "moe"):
+            alt = names.get(other)
+            if alt is not None and alt in oracle.names:
+                return _force(oracle, original, other, alt, config, args, kwargs)
+        raise AdapterError(
+            f"vLLM's {oracle.scheme.upper()} MoE oracle picked {picked!r}, which kernelpolicy rejects, "
+            f"and it has no name for the decided backend {chosen!r} or any viable one"
+        )
+
+    return _mark(select, original)
+
+
+def _patch_moe_oracles(points: VllmPatchPoints) -> None:
+    for oracle in points.moe_oracles:
+        try:
+            mod = importlib.import_module(oracle.module)
+        except Exception as exc:  # one oracle failing to import must not cost the others
+            _fail(f"could not import the {oracle.scheme} MoE oracle: {exc!r}")
+            continue
+        for fn_name in oracle.functions:
+            original = getattr(mod, fn_name, None)
+            if original is None or _wrapped(original):
+                continue
+            wrapper = _oracle_wrapper(oracle, original)
+            _set(mod, fn_name, wrapper, f"moe.{oracle.scheme}:{fn_name}")
+            for name in oracle.importers:
+                _STATE.late_importers.append((name, fn_name))
+                imp = sys.modules.get(name)
+                if imp is not None and getattr(imp, fn_name, None) is original:
+                    _set(imp, fn_name, wrapper, f"moe.{oracle.scheme}:{name}")
+
+
 def _patch_warmup(points: VllmPatchPoints) -> None:
     mod = importlib.import_module(points.warmup_module)
     gates: list[tuple[str, str]] = [(points.dense_warmup_gate, "deep_gemm.dense")]
@@ -501,6 +577,7 @@ _PATCHERS: Final = (
     ("config", _patch_auto_disable),
     ("dense", _patch_dense),
     ("moe", _patch_moe),
+    ("moe oracles", _patch_moe_oracles),
     ("warmup", _patch_warmup),
     ("router", _patch_router),
 )

@@ -9,9 +9,12 @@ __all__ = [
     "DENSE_TENSOR_KERNELS",
     "MOE_BACKENDS",
     "MOE_CLI_NAMES",
+    "MOE_ORACLE_BACKENDS",
+    "MOE_ORACLE_NAMES",
     "ROUTER_FLAGS",
     "dense_id_of",
     "moe_id_of",
+    "oracle_moe_id_of",
 ]
 
 #: dense id -> vLLM kernel class names (block-scaled FP8 layers), in no particular order.
@@ -65,6 +68,83 @@ MOE_CLI_NAMES: Final[dict[str, str]] = {
     "emulation": "emulation",
 }
 
+#: scheme -> moe id -> the ``moe_backend`` value that scheme's oracle (``oracle/<scheme>.py``)
+#: maps to that backend. A release accepts a value only when it is in
+#: :attr:`._versions.MoeOracle.names` (``b12x`` for MXFP4, for instance, from 0.29).
+MOE_ORACLE_NAMES: Final[dict[str, dict[str, str]]] = {
+    "mxfp4": {  # map_mxfp4_backend
+        "deep_gemm": "deep_gemm",  # DEEPGEMM_MXFP4 (FP8xFP4 grouped GEMM)
+        "flashinfer_trtllm": "flashinfer_trtllm",  # FLASHINFER_TRTLLM_MXFP4_{BF16,MXFP8}
+        "flashinfer_cutlass": "flashinfer_cutlass",  # FLASHINFER_CUTLASS_MXFP4_{BF16,MXFP8}
+        "triton": "triton",  # TRITON: OAI triton_kernels
+        "marlin": "marlin",  # MARLIN (BATCHED_MARLIN under the batched format)
+        "humming": "humming",
+        "aiter": "aiter",
+        "emulation": "emulation",
+        "flashinfer_b12x": "b12x",  # B12X_MXFP4_{MXFP8,BF16}
+    },
+    "mxfp8": {  # _BACKEND_NAME_MAP (members of Fp8MoeBackend)
+        "flashinfer_trtllm": "flashinfer_trtllm",
+        "deep_gemm": "deep_gemm",
+        "marlin": "marlin",
+        "aiter": "aiter",  # AITER_MXFP8
+        "triton": "triton",  # TRITON_MXFP8
+        "humming": "humming",
+    },
+    "nvfp4": {  # map_nvfp4_backend
+        "flashinfer_trtllm": "flashinfer_trtllm",
+        "flashinfer_cutlass": "flashinfer_cutlass",
+        "flashinfer_cutedsl": "flashinfer_cutedsl",
+        "flashinfer_b12x": "flashinfer_b12x",  # FLASHINFER_B12X (never auto-selected)
+        "vllm_cutlass": "cutlass",
+        "marlin": "marlin",
+        "humming": "humming",
+        "emulation": "emulation",
+    },
+}
+
+#: scheme -> moe id -> that scheme's backend enum members (to read back what the oracle chose).
+MOE_ORACLE_BACKENDS: Final[dict[str, dict[str, tuple[str, ...]]]] = {
+    "mxfp4": {
+        "deep_gemm": ("DEEPGEMM_MXFP4",),
+        "flashinfer_trtllm": ("FLASHINFER_TRTLLM_MXFP4_BF16", "FLASHINFER_TRTLLM_MXFP4_MXFP8"),
+        "flashinfer_cutlass": ("FLASHINFER_CUTLASS_MXFP4_BF16", "FLASHINFER_CUTLASS_MXFP4_MXFP8"),
+        "vllm_cutlass": ("CUTLASS_MXFP4_MXFP4",),
+        "triton": ("TRITON", "TRITON_UNFUSED"),
+        "marlin": ("MARLIN", "BATCHED_MARLIN"),
+        "humming": ("HUMMING",),
+        "aiter": (
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_TRITON_MXFP4_BF16",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "AITER_TRITON_MXFP4_MXFP4",
+        ),
+        "emulation": ("EMULATION",),
+        "flashinfer_b12x": ("B12X_MXFP4_MXFP8", "B12X_MXFP4_BF16"),
+    },
+    "mxfp8": {
+        "flashinfer_trtllm": ("FLASHINFER_TRTLLM",),
+        "deep_gemm": ("DEEPGEMM", "BATCHED_DEEPGEMM"),
+        "marlin": ("MARLIN",),
+        "aiter": ("AITER_MXFP8", "AITER"),
+        "triton": ("TRITON_MXFP8", "NATIVE_MXFP8"),
+        "humming": ("HUMMING",),
+        "emulation": ("EMULATION",),
+    },
+    "nvfp4": {
+        "flashinfer_trtllm": ("FLASHINFER_TRTLLM",),
+        "flashinfer_cutlass": ("FLASHINFER_CUTLASS",),
+        "flashinfer_cutedsl": ("FLASHINFER_CUTEDSL", "FLASHINFER_CUTEDSL_BATCHED"),
+        "flashinfer_b12x": ("FLASHINFER_B12X", "B12X"),
+        "vllm_cutlass": ("VLLM_CUTLASS",),
+        "marlin": ("MARLIN",),
+        "humming": ("HUMMING",),
+        "emulation": ("EMULATION",),
+    },
+}
+
 #: ``GateLinear`` eligibility flag -> router id, in vLLM's dispatch order.
 ROUTER_FLAGS: Final[dict[str, str]] = {
     "allow_ll_bf16_gemm": "ll_bf16",
@@ -81,6 +161,9 @@ _DENSE_BY_CLASS: Final = {
     for cls in classes
 }
 _MOE_BY_MEMBER: Final = {m: bid for bid, members in MOE_BACKENDS.items() for m in members}
+_ORACLE_BY_MEMBER: Final = {
+    scheme: {m: bid for bid, members in table.items() for m in members} for scheme, table in MOE_ORACLE_BACKENDS.items()
+}
 
 
 def dense_id_of(class_name: str | None) -> str | None:
@@ -91,3 +174,8 @@ def dense_id_of(class_name: str | None) -> str | None:
 def moe_id_of(member: str | None) -> str | None:
     """The moe id of an ``Fp8MoeBackend`` member name (``None`` when unknown)."""
     return _MOE_BY_MEMBER.get(member or "")
+
+
+def oracle_moe_id_of(scheme: str, member: str | None) -> str | None:
+    """The moe id of a member of the *scheme* oracle's backend enum (``None`` when unknown)."""
+    return _ORACLE_BY_MEMBER.get(scheme, {}).get(member or "")

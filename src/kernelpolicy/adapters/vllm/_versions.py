@@ -23,6 +23,7 @@ __all__ = [
     "MOE_ORACLE_MODULE",
     "SUPPORTED",
     "WARMUP_MODULE",
+    "MoeOracle",
     "VllmPatchPoints",
     "patch_points_for",
 ]
@@ -37,6 +38,7 @@ KERNEL_WARMUP_MODULE: Final = "vllm.model_executor.warmup.kernel_warmup"
 GATE_LINEAR_MODULE: Final = "vllm.model_executor.layers.fused_moe.router.gate_linear"
 
 _Q: Final = "vllm.model_executor.layers.quantization."
+_ORACLES: Final = "vllm.model_executor.layers.fused_moe.oracle."
 #: By-name importers of ``select_fp8_moe_backend`` (identical in every release 0.24-0.33).
 _MOE_IMPORTERS: Final = (
     _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_fp8",
@@ -45,6 +47,32 @@ _MOE_IMPORTERS: Final = (
     _Q + "online.fp8",
     _Q + "quark.quark_moe",
 )
+
+
+@dataclass(frozen=True)
+class MoeOracle:
+    """The MoE oracle of one expert quantization scheme (``oracle/{mxfp4,mxfp8,nvfp4}.py``).
+
+    Every ``select_*`` function here reads ``FusedMoEConfig.moe_backend`` first: any value
+    other than ``"auto"`` is looked up in the oracle's own name map (:attr:`names`) and that
+    backend is returned or refused (``ValueError``); ``"auto"`` walks vLLM's priority list.
+    """
+
+    scheme: Literal["mxfp4", "mxfp8", "nvfp4"]
+    #: the ``select_*`` functions (all take the ``FusedMoEConfig`` first)
+    functions: tuple[str, ...]
+    #: the backend enum (``Fp8MoeBackend`` for MXFP8, shared with the FP8 oracle)
+    enum: str
+    #: the enum's members
+    backends: tuple[str, ...]
+    #: the ``moe_backend`` values the oracle's name map accepts (sorted)
+    names: tuple[str, ...]
+    #: modules holding a module-level by-name copy of a ``select_*`` function
+    importers: tuple[str, ...]
+
+    @property
+    def module(self) -> str:
+        return _ORACLES + self.scheme
 
 
 @dataclass(frozen=True)
@@ -84,6 +112,10 @@ class VllmPatchPoints:
     vendored_deep_gemm: str
     #: the vendored DeepGEMM ships ``impls/sm120_fp8_fp4_gemm_1d1d.cuh`` (SM120 FP8 GEMM)
     vendored_deep_gemm_sm120_marker: bool
+    #: the MoE oracles of the non-FP8 expert schemes
+    mxfp4_oracle: MoeOracle
+    mxfp8_oracle: MoeOracle
+    nvfp4_oracle: MoeOracle
     moe_select_importers: tuple[str, ...] = _MOE_IMPORTERS
     #: by-name importers of ``init_fp8_linear_kernel`` (it reads the kernel tables as globals
     #: of the dense module, so patching the tables reaches them all)
@@ -91,6 +123,10 @@ class VllmPatchPoints:
     moe_oracle_module: str = MOE_ORACLE_MODULE
     warmup_module: str = WARMUP_MODULE
     gate_linear_module: str = GATE_LINEAR_MODULE
+
+    @property
+    def moe_oracles(self) -> tuple[MoeOracle, ...]:
+        return (self.mxfp4_oracle, self.mxfp8_oracle, self.nvfp4_oracle)
 
 
 # Each release is written as its changes to the one before: what moved between releases is
@@ -146,12 +182,160 @@ _V024: Final = VllmPatchPoints(
     router_cublas_gate=False,
     vendored_deep_gemm="2.5.0",
     vendored_deep_gemm_sm120_marker=False,
+    mxfp4_oracle=MoeOracle(
+        scheme="mxfp4",
+        functions=("select_deepseek_v4_mxfp4_moe_backend", "select_mxfp4_moe_backend"),
+        enum="Mxfp4MoeBackend",
+        backends=(
+            "NONE",
+            "DEEPGEMM_MXFP4",
+            "FLASHINFER_TRTLLM_MXFP4_MXFP8",
+            "FLASHINFER_TRTLLM_MXFP4_BF16",
+            "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+            "FLASHINFER_CUTLASS_MXFP4_BF16",
+            "BATCHED_MARLIN",
+            "MARLIN",
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "TRITON",
+            "TRITON_UNFUSED",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "HUMMING",
+        ),
+        names=(
+            "aiter",
+            "aiter_mxfp4_fp8",
+            "aiter_mxfp4_mxfp4",
+            "cpu",
+            "deep_gemm",
+            "emulation",
+            "flashinfer_cutlass",
+            "flashinfer_cutlass_afp8",
+            "flashinfer_trtllm",
+            "flashinfer_trtllm_afp8",
+            "humming",
+            "marlin",
+            "triton",
+            "triton_unfused",
+            "xpu",
+        ),
+        importers=(_Q + "mxfp4", _Q + "quark.quark_moe"),
+    ),
+    mxfp8_oracle=MoeOracle(
+        scheme="mxfp8",
+        functions=("select_mxfp8_moe_backend",),
+        enum="Fp8MoeBackend",
+        backends=(
+            "NONE",
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "DEEPGEMM",
+            "BATCHED_DEEPGEMM",
+            "MARLIN",
+            "TRITON",
+            "BATCHED_TRITON",
+            "AITER",
+            "VLLM_CUTLASS",
+            "BATCHED_VLLM_CUTLASS",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "NATIVE_MXFP8",
+        ),
+        names=("deep_gemm", "flashinfer_trtllm", "marlin", "xpu"),
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            _Q + "modelopt",
+            _Q + "online.mxfp8",
+        ),
+    ),
+    nvfp4_oracle=MoeOracle(
+        scheme="nvfp4",
+        functions=("select_nvfp4_moe_backend",),
+        enum="NvFp4MoeBackend",
+        backends=(
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "FLASHINFER_CUTEDSL",
+            "FLASHINFER_CUTEDSL_BATCHED",
+            "FLASHINFER_B12X",
+            "VLLM_CUTLASS",
+            "MARLIN",
+            "EMULATION",
+        ),
+        names=(
+            "cutlass",
+            "emulation",
+            "flashinfer_b12x",
+            "flashinfer_cutedsl",
+            "flashinfer_cutlass",
+            "flashinfer_trtllm",
+            "marlin",
+        ),
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
+            _Q + "modelopt",
+            _Q + "quark.quark_moe",
+        ),
+    ),
 )
 
 _V025: Final = replace(
     _V024,
     release="0.25",
     scanned="0.25.0",
+    mxfp8_oracle=replace(
+        _V024.mxfp8_oracle,
+        backends=(
+            "NONE",
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "DEEPGEMM",
+            "BATCHED_DEEPGEMM",
+            "MARLIN",
+            "HUMMING",
+            "TRITON",
+            "BATCHED_TRITON",
+            "AITER",
+            "VLLM_CUTLASS",
+            "BATCHED_VLLM_CUTLASS",
+            "XPU",
+            "CPU",
+            "HPC",
+            "EMULATION",
+            "TRITON_MXFP8",
+            "AITER_MXFP8",
+        ),
+        names=("aiter", "deep_gemm", "flashinfer_trtllm", "humming", "marlin", "triton", "xpu"),
+    ),
+    nvfp4_oracle=replace(
+        _V024.nvfp4_oracle,
+        backends=(
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "FLASHINFER_CUTEDSL",
+            "FLASHINFER_CUTEDSL_BATCHED",
+            "FLASHINFER_B12X",
+            "VLLM_CUTLASS",
+            "MARLIN",
+            "HUMMING",
+            "EMULATION",
+        ),
+        names=(
+            "cutlass",
+            "emulation",
+            "flashinfer_b12x",
+            "flashinfer_cutedsl",
+            "flashinfer_cutlass",
+            "flashinfer_trtllm",
+            "humming",
+            "marlin",
+        ),
+    ),
     block_kernels=(
         "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
         "DeepGemmFp8BlockScaledMMKernel",
@@ -195,6 +379,15 @@ _V026: Final = replace(
     _V025,
     release="0.26",
     scanned="0.26.0",
+    nvfp4_oracle=replace(
+        _V025.nvfp4_oracle,
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
+            _Q + "modelopt",
+            _Q + "online.nvfp4",
+            _Q + "quark.quark_moe",
+        ),
+    ),
     router_flags=(
         "allow_bf16x3_router_gemm",
         "allow_cublas_router_gemm",
@@ -211,6 +404,10 @@ _V027: Final = replace(
     _V026,
     release="0.27",
     scanned="0.27.1",
+    mxfp4_oracle=replace(
+        _V026.mxfp4_oracle,
+        importers=(_Q + "inc.schemes.inc_mxfp4_moe", _Q + "mxfp4", _Q + "quark.quark_moe"),
+    ),
     vendored_deep_gemm="2.6.1",
     vendored_deep_gemm_sm120_marker=False,
 )
@@ -219,6 +416,15 @@ _V028: Final = replace(
     _V027,
     release="0.28",
     scanned="0.28.0",
+    mxfp4_oracle=replace(
+        _V027.mxfp4_oracle,
+        importers=(
+            _Q + "inc.schemes.inc_mxfp4_moe",
+            _Q + "mxfp4",
+            _Q + "online.mxfp4",
+            _Q + "quark.quark_moe",
+        ),
+    ),
     block_kernels=(
         "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
         "DeepGemmFp8BlockScaledMMKernel",
@@ -245,6 +451,91 @@ _V029: Final = replace(
     _V028,
     release="0.29",
     scanned="0.29.0",
+    mxfp4_oracle=replace(
+        _V028.mxfp4_oracle,
+        backends=(
+            "NONE",
+            "B12X_MXFP4_MXFP8",
+            "B12X_MXFP4_BF16",
+            "DEEPGEMM_MXFP4",
+            "FLASHINFER_TRTLLM_MXFP4_MXFP8",
+            "FLASHINFER_TRTLLM_MXFP4_BF16",
+            "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+            "FLASHINFER_CUTLASS_MXFP4_BF16",
+            "BATCHED_MARLIN",
+            "MARLIN",
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "TRITON",
+            "TRITON_UNFUSED",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "HUMMING",
+        ),
+        names=(
+            "aiter",
+            "aiter_mxfp4_fp8",
+            "aiter_mxfp4_mxfp4",
+            "b12x",
+            "cpu",
+            "deep_gemm",
+            "emulation",
+            "flashinfer_cutlass",
+            "flashinfer_cutlass_afp8",
+            "flashinfer_trtllm",
+            "flashinfer_trtllm_afp8",
+            "humming",
+            "marlin",
+            "triton",
+            "triton_unfused",
+            "xpu",
+        ),
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_mxfp4",
+            _Q + "inc.schemes.inc_mxfp4_moe",
+            _Q + "mxfp4",
+            _Q + "online.mxfp4",
+            _Q + "quark.quark_moe",
+        ),
+    ),
+    mxfp8_oracle=replace(
+        _V028.mxfp8_oracle,
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            _Q + "inc.schemes.inc_mxfp8_moe",
+            _Q + "modelopt",
+            _Q + "online.mxfp8",
+        ),
+    ),
+    nvfp4_oracle=replace(
+        _V028.nvfp4_oracle,
+        backends=(
+            "B12X",
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "FLASHINFER_CUTEDSL",
+            "FLASHINFER_CUTEDSL_BATCHED",
+            "FLASHINFER_B12X",
+            "VLLM_CUTLASS",
+            "MARLIN",
+            "HUMMING",
+            "EMULATION",
+        ),
+        names=(
+            "b12x",
+            "cutlass",
+            "emulation",
+            "flashinfer_b12x",
+            "flashinfer_cutedsl",
+            "flashinfer_cutlass",
+            "flashinfer_trtllm",
+            "humming",
+            "marlin",
+        ),
+    ),
     block_kernels=(
         "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
         "DeepGemmFp8BlockScaledMMKernel",
@@ -279,6 +570,51 @@ _V030: Final = replace(
     _V029,
     release="0.30",
     scanned="0.30.0",
+    mxfp4_oracle=replace(
+        _V029.mxfp4_oracle,
+        backends=(
+            "NONE",
+            "B12X_MXFP4_MXFP8",
+            "B12X_MXFP4_BF16",
+            "DEEPGEMM_MXFP4",
+            "FLASHINFER_TRTLLM_MXFP4_MXFP8",
+            "FLASHINFER_TRTLLM_MXFP4_BF16",
+            "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+            "FLASHINFER_CUTLASS_MXFP4_BF16",
+            "BATCHED_MARLIN",
+            "MARLIN",
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_TRITON_MXFP4_BF16",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "TRITON",
+            "TRITON_UNFUSED",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "HUMMING",
+        ),
+        names=(
+            "aiter",
+            "aiter_mxfp4_fp8",
+            "aiter_mxfp4_mxfp4",
+            "aiter_triton_mxfp4_bf16",
+            "b12x",
+            "cpu",
+            "deep_gemm",
+            "emulation",
+            "flashinfer_cutlass",
+            "flashinfer_cutlass_afp8",
+            "flashinfer_trtllm",
+            "flashinfer_trtllm_afp8",
+            "humming",
+            "marlin",
+            "triton",
+            "triton_unfused",
+            "xpu",
+        ),
+    ),
     choose_takes_quantization=True,
     dense_warmup_gate="_deep_gemm_linear_data",
     bf16x3_opt_in=False,
@@ -289,6 +625,30 @@ _V031: Final = replace(
     _V030,
     release="0.31",
     scanned="0.31.0",
+    mxfp8_oracle=replace(
+        _V030.mxfp8_oracle,
+        backends=(
+            "NONE",
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "DEEPGEMM",
+            "BATCHED_DEEPGEMM",
+            "MARLIN",
+            "HUMMING",
+            "TRITON",
+            "BATCHED_TRITON",
+            "AITER",
+            "VLLM_CUTLASS",
+            "BATCHED_VLLM_CUTLASS",
+            "XPU",
+            "CPU",
+            "CPU_W8A8",
+            "HPC",
+            "EMULATION",
+            "TRITON_MXFP8",
+            "AITER_MXFP8",
+        ),
+    ),
     moe_backends=(
         "NONE",
         "FLASHINFER_TRTLLM",
@@ -316,6 +676,84 @@ _V032: Final = replace(
     _V031,
     release="0.32",
     scanned="0.32.0",
+    mxfp4_oracle=replace(
+        _V031.mxfp4_oracle,
+        backends=(
+            "NONE",
+            "B12X_MXFP4_MXFP8",
+            "B12X_MXFP4_BF16",
+            "DEEPGEMM_MXFP4",
+            "FLASHINFER_TRTLLM_MXFP4_MXFP8",
+            "FLASHINFER_TRTLLM_MXFP4_BF16",
+            "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+            "FLASHINFER_CUTLASS_MXFP4_BF16",
+            "CUTLASS_MXFP4_MXFP4",
+            "BATCHED_MARLIN",
+            "MARLIN",
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_TRITON_MXFP4_BF16",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "TRITON",
+            "TRITON_UNFUSED",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "HUMMING",
+            "FLASHINFER_MOE_EP_CUTEDSL",
+            "FLASHINFER_MOE_EP_DEEP_GEMM",
+        ),
+        names=(
+            "aiter",
+            "aiter_mxfp4_fp8",
+            "aiter_mxfp4_mxfp4",
+            "aiter_triton_mxfp4_bf16",
+            "b12x",
+            "cpu",
+            "deep_gemm",
+            "emulation",
+            "flashinfer_cutlass",
+            "flashinfer_cutlass_afp8",
+            "flashinfer_moe_ep_cutedsl",
+            "flashinfer_moe_ep_mega_deep_gemm",
+            "flashinfer_trtllm",
+            "flashinfer_trtllm_afp8",
+            "humming",
+            "marlin",
+            "triton",
+            "triton_unfused",
+            "xpu",
+        ),
+    ),
+    nvfp4_oracle=replace(
+        _V031.nvfp4_oracle,
+        backends=(
+            "B12X",
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "FLASHINFER_CUTEDSL",
+            "FLASHINFER_CUTEDSL_BATCHED",
+            "FLASHINFER_B12X",
+            "VLLM_CUTLASS",
+            "MARLIN",
+            "HUMMING",
+            "EMULATION",
+            "FLASHINFER_MOE_EP_CUTEDSL",
+        ),
+        names=(
+            "b12x",
+            "cutlass",
+            "emulation",
+            "flashinfer_b12x",
+            "flashinfer_cutedsl",
+            "flashinfer_cutlass",
+            "flashinfer_moe_ep_cutedsl",
+            "flashinfer_trtllm",
+            "humming",
+            "marlin",
+        ),
+    ),
     router_flags=(
         "allow_bf16x3_router_gemm",
         "allow_cublas_router_gemm",
@@ -330,6 +768,68 @@ _V033: Final = replace(
     _V032,
     release="0.33",
     scanned="0.33.0",
+    mxfp4_oracle=replace(
+        _V032.mxfp4_oracle,
+        backends=(
+            "NONE",
+            "B12X_MXFP4_MXFP8",
+            "B12X_MXFP4_BF16",
+            "DEEPGEMM_MXFP4",
+            "FLASHINFER_TRTLLM_MXFP4_MXFP8",
+            "FLASHINFER_TRTLLM_MXFP4_BF16",
+            "FLASHINFER_CUTLASS_MXFP4_MXFP8",
+            "FLASHINFER_CUTLASS_MXFP4_BF16",
+            "CUTLASS_MXFP4_MXFP4",
+            "BATCHED_MARLIN",
+            "MARLIN",
+            "AITER_MXFP4_BF16",
+            "AITER",
+            "AITER_TRITON_MXFP4_BF16",
+            "AITER_MXFP4_FP8",
+            "AITER_MXFP4_MXFP4",
+            "AITER_TRITON_MXFP4_MXFP4",
+            "TRITON",
+            "TRITON_UNFUSED",
+            "XPU",
+            "CPU",
+            "EMULATION",
+            "HUMMING",
+            "FLASHINFER_MOE_EP_CUTEDSL",
+            "FLASHINFER_MOE_EP_DEEP_GEMM",
+        ),
+        names=(
+            "aiter",
+            "aiter_mxfp4_fp8",
+            "aiter_mxfp4_mxfp4",
+            "aiter_triton_mxfp4_bf16",
+            "aiter_triton_mxfp4_mxfp4",
+            "b12x",
+            "cpu",
+            "deep_gemm",
+            "emulation",
+            "flashinfer_cutlass",
+            "flashinfer_cutlass_afp8",
+            "flashinfer_moe_ep_cutedsl",
+            "flashinfer_moe_ep_mega_deep_gemm",
+            "flashinfer_trtllm",
+            "flashinfer_trtllm_afp8",
+            "humming",
+            "marlin",
+            "triton",
+            "triton_unfused",
+            "xpu",
+        ),
+    ),
+    mxfp8_oracle=replace(
+        _V032.mxfp8_oracle,
+        importers=(
+            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            _Q + "inc.schemes.inc_mxfp8_moe",
+            _Q + "modelopt",
+            _Q + "online.mxfp8",
+            _Q + "quark.quark_moe",
+        ),
+    ),
     moe_oracle_checks_model_type=True,
     auto_disable_importers=(
         "vllm.model_executor.kernels.linear.scaled_mm.deep_gemm",

@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ...adapters.vllm._names import dense_id_of, moe_id_of
+from ...adapters.vllm._names import dense_id_of, moe_id_of, oracle_moe_id_of
 from ._sim import (
     PLATFORM_PLUGIN_NAME,
     build_stub_libcuda,
@@ -128,13 +128,18 @@ class DenseChoice:
 
 @dataclass(frozen=True)
 class MoeChoice:
-    backend: str | None  #: the ``Fp8MoeBackend`` member name, e.g. ``DEEPGEMM``
+    backend: str | None  #: the oracle's backend member name, e.g. ``DEEPGEMM``, ``MARLIN``
     experts: str | None  #: the experts class it returned
-    via: str | None = None  #: the module whose ``select_fp8_moe_backend`` was called
+    via: str | None = None  #: the module (or module.function) of the oracle that was called
     reason: str | None = None  #: why there is no MoE choice (no MoE layers, not FP8)
+    #: the experts' scheme, which names the oracle: ``fp8`` (``select_fp8_moe_backend``),
+    #: ``mxfp4``, ``mxfp8`` or ``nvfp4``
+    scheme: str | None = None
 
     @property
     def backend_id(self) -> str | None:
+        if self.scheme in ("mxfp4", "mxfp8", "nvfp4"):
+            return oracle_moe_id_of(self.scheme, self.backend)
         return moe_id_of(self.backend)
 
 
@@ -266,6 +271,7 @@ def _from_result(
             experts=moe_raw.get("experts"),
             via=moe_raw.get("via"),
             reason=moe_raw.get("reason"),
+            scheme=moe_raw.get("scheme"),
         )
     warm_raw = raw.get("warmup")
     warmup = None

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_LOG_MARKERS = ("deepgemm", "deep_gemm", "fp8 moe backend", "kernelpolicy", "platform plugin")
+_LOG_MARKERS = ("deepgemm", "deep_gemm", "moe backend", "kernelpolicy", "platform plugin")
 
 
 class _Capture(logging.Handler):
@@ -232,14 +232,60 @@ _MOE_IMPORTERS = {
 }
 
 
+def _expert_scheme(config: dict[str, Any], quant: dict[str, Any]) -> str:
+    """The routed experts' scheme: ``fp8`` (the FP8 oracle), ``mxfp4``, ``mxfp8`` or ``nvfp4``."""
+    method = str(quant.get("quant_method", "")).lower()
+    if method == "mxfp4" or str(config.get("expert_dtype", "")).lower() in ("fp4", "mxfp4"):
+        return "mxfp4"
+    algo = str(quant.get("quant_algo", "") or (quant.get("quantization") or {}).get("quant_algo", "")).upper()
+    if "NVFP4" in algo:
+        return "nvfp4"
+    if "MXFP8" in algo or method == "mxfp8":
+        return "mxfp8"
+    return "fp8"
+
+
+#: scheme -> (the module whose by-name copy the quantization method calls, function)
+_ORACLE_CALLS = {
+    "mxfp4": "vllm.model_executor.layers.quantization.mxfp4",
+    "nvfp4": "vllm.model_executor.layers.quantization.modelopt",
+    "mxfp8": "vllm.model_executor.layers.quantization.modelopt",
+}
+
+
+def _other_oracle(scheme: str, text: Any, moe: dict[str, Any], moe_config: Any) -> Any:
+    module = importlib.import_module(_ORACLE_CALLS[scheme])
+    qu = importlib.import_module("vllm.model_executor.layers.quantization.utils.quant_utils")
+    kwargs: dict[str, Any] = {}
+    if scheme == "mxfp4":
+        name = "select_mxfp4_moe_backend"
+        if str(getattr(text, "model_type", "")).startswith("deepseek_v4"):
+            name = "select_deepseek_v4_mxfp4_moe_backend"  # what Mxfp4MoEMethod calls for DeepSeek-V4
+    elif scheme == "nvfp4":
+        name = "select_nvfp4_moe_backend"
+        kwargs = {"weight_key": qu.kNvfp4Static, "activation_key": qu.kNvfp4Dynamic}
+    else:
+        name = "select_mxfp8_moe_backend"
+    select: Any = getattr(module, name)
+    moe["via"] = f"{module.__name__}.{name}"
+    backend, experts = select(moe_config, **kwargs)
+    moe["backend"] = getattr(backend, "name", str(backend))
+    moe["experts"] = experts.__name__ if experts is not None else None
+    return experts
+
+
 def _moe(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any:
-    moe: dict[str, Any] = {"backend": None, "experts": None}
+    moe: dict[str, Any] = {"backend": None, "experts": None, "scheme": None}
     result["moe"] = moe
     text = vllm_config.model_config.hf_text_config
     if _first_attr(text, ("num_experts", "n_routed_experts", "num_local_experts")) is None:
         moe["reason"] = "the model has no MoE layers"
         return None
     quant = dict(req["config"].get("quantization_config") or {})
+    experts_scheme = _expert_scheme(req["config"], quant)
+    moe["scheme"] = experts_scheme
+    if experts_scheme != "fp8":
+        return _other_oracle(experts_scheme, text, moe, _moe_config(vllm_config))
     scheme = _scheme(quant)
     if scheme == "none":
         moe["reason"] = "the model is not FP8-quantized"
