@@ -43,38 +43,9 @@ _VENV_HINT: Final = "scripts/vllm-venv.sh"
 
 # Runs in the target venv with only the standard library: package versions (as the plugin's
 # facts_from_vllm reads them) and the vendored DeepGEMM build, without importing vLLM.
-_TARGET_QUERY: Final = r"""
-import importlib.metadata as md, importlib.util as iu, json, sys
-packages, marker = json.loads(sys.argv[1])
-out = {}
-for key, dist in packages:
-    try:
-        out[key + ".version"] = md.version(dist)
-    except md.PackageNotFoundError:
-        pass
-spec = iu.find_spec("deep_gemm")
-root = None
-if spec is not None and spec.submodule_search_locations:
-    root, out["deep_gemm.source"] = list(spec.submodule_search_locations)[0], "external"
-else:
-    v = iu.find_spec("vllm")
-    if v is not None and v.submodule_search_locations:
-        import os
-        cand = os.path.join(list(v.submodule_search_locations)[0], "third_party", "deep_gemm")
-        if os.path.isdir(cand):
-            root, out["deep_gemm.source"] = cand, "vendored"
-if root is not None:
-    import os
-    out["deep_gemm.has_sm120_sf_layout"] = os.path.isfile(os.path.join(root, marker))
-    try:
-        for line in open(os.path.join(root, "__init__.py"), encoding="utf-8"):
-            if line.startswith("__version__"):
-                out["deep_gemm.version"] = line.split("=", 1)[1].strip().strip("'\"")
-                break
-    except OSError:
-        pass
-print(json.dumps(out))
-"""
+_TARGET_QUERY: Final = (
+    "import json; from kernelpolicy.adapters.vllm._facts import package_facts; print(json.dumps(package_facts()))"
+)
 
 
 def add_parser(sub: Any) -> None:
@@ -222,13 +193,13 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 
 def _target_facts(python: Path) -> dict[str, object]:
-    from ..adapters.vllm._facts import _PACKAGES, _SM120_MARKER
+    import kernelpolicy
 
-    request = json.dumps([list(_PACKAGES), _SM120_MARKER])
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(Path(kernelpolicy.__file__).resolve().parent.parent)  # this kernelpolicy
     try:
         proc = subprocess.run(
-            [str(python), "-c", _TARGET_QUERY, request],
+            [str(python), "-c", _TARGET_QUERY],
             capture_output=True,
             text=True,
             timeout=120,

@@ -6,15 +6,13 @@ Called lazily (at the first selection point), inside the vLLM process; imports v
 from __future__ import annotations
 
 import importlib.metadata as md
-import importlib.util
 import json
 import os
 import platform
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["DEPLOY_ENV", "facts_from_vllm", "user_facts"]
+__all__ = ["DEPLOY_ENV", "facts_from_vllm", "package_facts", "user_facts"]
 
 #: Environment variables that steer vLLM's kernel choices; recorded as ``deploy.env.*`` when set.
 DEPLOY_ENV: Final = (
@@ -34,7 +32,6 @@ _PACKAGES: Final = (
     ("flashinfer", "flashinfer-python"),
     ("cutlass_dsl", "nvidia-cutlass-dsl"),
 )
-_SM120_MARKER: Final = "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh"
 
 
 def user_facts() -> dict[str, object]:
@@ -48,29 +45,37 @@ def user_facts() -> dict[str, object]:
     return {str(k): v for k, v in data.items()}
 
 
-def _deep_gemm_facts() -> dict[str, object]:
-    out: dict[str, object] = {}
-    for name, source in (("deep_gemm", "external"), ("vllm.third_party.deep_gemm", "vendored")):
+def package_facts() -> dict[str, object]:
+    """Installed versions of vLLM and its kernel packages, and the DeepGEMM build vLLM loads.
+
+    Reads package metadata and files only (nothing is imported), so ``kernelpolicy vllm
+    audit`` runs it in another venv's interpreter too.
+    """
+    values: dict[str, object] = {}
+    for key, dist in _PACKAGES:
         try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None or not spec.submodule_search_locations:
+            values[f"{key}.version"] = md.version(dist)
+        except md.PackageNotFoundError:
             continue
-        root = Path(next(iter(spec.submodule_search_locations)))
-        out["deep_gemm.source"] = source
-        out["deep_gemm.has_sm120_sf_layout"] = (root / _SM120_MARKER).is_file()
-        try:
-            init = (root / "__init__.py").read_text(encoding="utf-8")
-        except OSError:
-            init = ""
-        for line in init.splitlines():
-            if line.startswith("__version__"):
-                out["deep_gemm.version"] = line.split("=", 1)[1].strip().strip("'\"")
-                break
-        return out
-    out["deep_gemm.source"] = "none"
-    return out
+    values.update(_deep_gemm_facts())
+    return values
+
+
+def _deep_gemm_facts() -> dict[str, object]:
+    """Which DeepGEMM this vLLM loads and what its build holds (the facts provider's reading)."""
+    from ...facts.providers._deep_gemm import find_builds, in_use
+
+    build = in_use(*find_builds())
+    if build is None:
+        return {"deep_gemm.source": "none"}
+    values: dict[str, object | None] = {
+        "deep_gemm.source": build.source,
+        "deep_gemm.dist": build.dist,
+        "deep_gemm.version": build.version,
+        "deep_gemm.commit": build.commit,
+        "deep_gemm.has_sm120_sf_layout": build.has_sm120_sf_layout,
+    }
+    return {k: v for k, v in values.items() if v is not None}
 
 
 def _gpu_facts() -> dict[str, object]:
@@ -97,12 +102,7 @@ def facts_from_vllm(vllm_config: Any) -> dict[str, object]:
     machine = platform.machine()
     if machine in ("x86_64", "aarch64"):
         values["host.machine"] = machine
-    for key, dist in _PACKAGES:
-        try:
-            values[f"{key}.version"] = md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-    values.update(_deep_gemm_facts())
+    values.update(package_facts())
     model_config = getattr(vllm_config, "model_config", None)
     if model_config is not None:
         hf = model_config.hf_config
