@@ -124,6 +124,11 @@ class VllmPatchPoints:
     warmup_module: str = WARMUP_MODULE
     gate_linear_module: str = GATE_LINEAR_MODULE
 
+    def __post_init__(self) -> None:
+        # the MXFP8 oracle's enum is Fp8MoeBackend: its members are always ``moe_backends``
+        if self.mxfp8_oracle.backends != self.moe_backends:
+            object.__setattr__(self, "mxfp8_oracle", replace(self.mxfp8_oracle, backends=self.moe_backends))
+
     @property
     def moe_oracles(self) -> tuple[MoeOracle, ...]:
         return (self.mxfp4_oracle, self.mxfp8_oracle, self.nvfp4_oracle)
@@ -223,34 +228,26 @@ _V024: Final = VllmPatchPoints(
             "triton_unfused",
             "xpu",
         ),
-        importers=(_Q + "mxfp4", _Q + "quark.quark_moe"),
+        importers=(
+            "vllm.model_executor.layers.quantization.mxfp4",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
+        ),
     ),
     mxfp8_oracle=MoeOracle(
         scheme="mxfp8",
         functions=("select_mxfp8_moe_backend",),
         enum="Fp8MoeBackend",
-        backends=(
-            "NONE",
-            "FLASHINFER_TRTLLM",
-            "FLASHINFER_CUTLASS",
-            "DEEPGEMM",
-            "BATCHED_DEEPGEMM",
-            "MARLIN",
-            "TRITON",
-            "BATCHED_TRITON",
-            "AITER",
-            "VLLM_CUTLASS",
-            "BATCHED_VLLM_CUTLASS",
-            "XPU",
-            "CPU",
-            "EMULATION",
-            "NATIVE_MXFP8",
+        backends=(),  # = moe_backends: the MXFP8 oracle uses Fp8MoeBackend
+        names=(
+            "deep_gemm",
+            "flashinfer_trtllm",
+            "marlin",
+            "xpu",
         ),
-        names=("deep_gemm", "flashinfer_trtllm", "marlin", "xpu"),
         importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
-            _Q + "modelopt",
-            _Q + "online.mxfp8",
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            "vllm.model_executor.layers.quantization.modelopt",
+            "vllm.model_executor.layers.quantization.online.mxfp8",
         ),
     ),
     nvfp4_oracle=MoeOracle(
@@ -277,9 +274,9 @@ _V024: Final = VllmPatchPoints(
             "marlin",
         ),
         importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
-            _Q + "modelopt",
-            _Q + "quark.quark_moe",
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
+            "vllm.model_executor.layers.quantization.modelopt",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
         ),
     ),
 )
@@ -288,54 +285,6 @@ _V025: Final = replace(
     _V024,
     release="0.25",
     scanned="0.25.0",
-    mxfp8_oracle=replace(
-        _V024.mxfp8_oracle,
-        backends=(
-            "NONE",
-            "FLASHINFER_TRTLLM",
-            "FLASHINFER_CUTLASS",
-            "DEEPGEMM",
-            "BATCHED_DEEPGEMM",
-            "MARLIN",
-            "HUMMING",
-            "TRITON",
-            "BATCHED_TRITON",
-            "AITER",
-            "VLLM_CUTLASS",
-            "BATCHED_VLLM_CUTLASS",
-            "XPU",
-            "CPU",
-            "HPC",
-            "EMULATION",
-            "TRITON_MXFP8",
-            "AITER_MXFP8",
-        ),
-        names=("aiter", "deep_gemm", "flashinfer_trtllm", "humming", "marlin", "triton", "xpu"),
-    ),
-    nvfp4_oracle=replace(
-        _V024.nvfp4_oracle,
-        backends=(
-            "FLASHINFER_TRTLLM",
-            "FLASHINFER_CUTLASS",
-            "FLASHINFER_CUTEDSL",
-            "FLASHINFER_CUTEDSL_BATCHED",
-            "FLASHINFER_B12X",
-            "VLLM_CUTLASS",
-            "MARLIN",
-            "HUMMING",
-            "EMULATION",
-        ),
-        names=(
-            "cutlass",
-            "emulation",
-            "flashinfer_b12x",
-            "flashinfer_cutedsl",
-            "flashinfer_cutlass",
-            "flashinfer_trtllm",
-            "humming",
-            "marlin",
-        ),
-    ),
     block_kernels=(
         "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
         "DeepGemmFp8BlockScaledMMKernel",
@@ -373,21 +322,48 @@ _V025: Final = replace(
         "AITER_MXFP8",
     ),
     vendored_deep_gemm_sm120_marker=True,
+    mxfp8_oracle=replace(
+        _V024.mxfp8_oracle,
+        names=(
+            "aiter",
+            "deep_gemm",
+            "flashinfer_trtllm",
+            "humming",
+            "marlin",
+            "triton",
+            "xpu",
+        ),
+    ),
+    nvfp4_oracle=replace(
+        _V024.nvfp4_oracle,
+        backends=(
+            "FLASHINFER_TRTLLM",
+            "FLASHINFER_CUTLASS",
+            "FLASHINFER_CUTEDSL",
+            "FLASHINFER_CUTEDSL_BATCHED",
+            "FLASHINFER_B12X",
+            "VLLM_CUTLASS",
+            "MARLIN",
+            "HUMMING",
+            "EMULATION",
+        ),
+        names=(
+            "cutlass",
+            "emulation",
+            "flashinfer_b12x",
+            "flashinfer_cutedsl",
+            "flashinfer_cutlass",
+            "flashinfer_trtllm",
+            "humming",
+            "marlin",
+        ),
+    ),
 )
 
 _V026: Final = replace(
     _V025,
     release="0.26",
     scanned="0.26.0",
-    nvfp4_oracle=replace(
-        _V025.nvfp4_oracle,
-        importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
-            _Q + "modelopt",
-            _Q + "online.nvfp4",
-            _Q + "quark.quark_moe",
-        ),
-    ),
     router_flags=(
         "allow_bf16x3_router_gemm",
         "allow_cublas_router_gemm",
@@ -398,33 +374,37 @@ _V026: Final = replace(
     ),
     fp32_supported_shapes=frozenset({(3072, 256), (6144, 128), (6144, 256)}),
     bf16x3_opt_in=True,
+    nvfp4_oracle=replace(
+        _V025.nvfp4_oracle,
+        importers=(
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_nvfp4",
+            "vllm.model_executor.layers.quantization.modelopt",
+            "vllm.model_executor.layers.quantization.online.nvfp4",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
+        ),
+    ),
 )
 
 _V027: Final = replace(
     _V026,
     release="0.27",
     scanned="0.27.1",
-    mxfp4_oracle=replace(
-        _V026.mxfp4_oracle,
-        importers=(_Q + "inc.schemes.inc_mxfp4_moe", _Q + "mxfp4", _Q + "quark.quark_moe"),
-    ),
     vendored_deep_gemm="2.6.1",
     vendored_deep_gemm_sm120_marker=False,
+    mxfp4_oracle=replace(
+        _V026.mxfp4_oracle,
+        importers=(
+            "vllm.model_executor.layers.quantization.inc.schemes.inc_mxfp4_moe",
+            "vllm.model_executor.layers.quantization.mxfp4",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
+        ),
+    ),
 )
 
 _V028: Final = replace(
     _V027,
     release="0.28",
     scanned="0.28.0",
-    mxfp4_oracle=replace(
-        _V027.mxfp4_oracle,
-        importers=(
-            _Q + "inc.schemes.inc_mxfp4_moe",
-            _Q + "mxfp4",
-            _Q + "online.mxfp4",
-            _Q + "quark.quark_moe",
-        ),
-    ),
     block_kernels=(
         "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
         "DeepGemmFp8BlockScaledMMKernel",
@@ -445,12 +425,49 @@ _V028: Final = replace(
         "HummingFP8ScaledMMLinearKernel",
     ),
     vendored_deep_gemm_sm120_marker=True,
+    mxfp4_oracle=replace(
+        _V027.mxfp4_oracle,
+        importers=(
+            "vllm.model_executor.layers.quantization.inc.schemes.inc_mxfp4_moe",
+            "vllm.model_executor.layers.quantization.mxfp4",
+            "vllm.model_executor.layers.quantization.online.mxfp4",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
+        ),
+    ),
 )
 
 _V029: Final = replace(
     _V028,
     release="0.29",
     scanned="0.29.0",
+    block_kernels=(
+        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
+        "DeepGemmFp8BlockScaledMMKernel",
+        "CutlassFp8BlockScaledMMKernel",
+        "B12xFp8BlockScaledMMKernel",
+        "MarlinFP8ScaledMMLinearKernel",
+        "HummingFP8ScaledMMLinearKernel",
+        "TritonFp8BlockScaledMMKernel",
+        "BlockWiseTorchFP8ScaledMMLinearKernel",
+    ),
+    tensor_kernels=(
+        "FlashInferFP8ScaledMMLinearKernel",
+        "CutlassFP8ScaledMMLinearKernel",
+        "B12xTensorFP8ScaledMMLinearKernel",
+        "PerTensorTorchFP8ScaledMMLinearKernel",
+        "ChannelWiseTorchFP8ScaledMMLinearKernel",
+        "MarlinFP8ScaledMMLinearKernel",
+        "HummingFP8ScaledMMLinearKernel",
+    ),
+    router_flags=(
+        "allow_bf16x3_router_gemm",
+        "allow_cublas_router_gemm",
+        "allow_fp32_router_gemm",
+        "allow_ll_bf16_gemm",
+        "allow_specialized_router_gemm",
+    ),
+    fp32_supported_shapes=frozenset({(3072, 256), (6144, 128)}),
+    router_cublas_gate=True,
     mxfp4_oracle=replace(
         _V028.mxfp4_oracle,
         backends=(
@@ -494,20 +511,20 @@ _V029: Final = replace(
             "xpu",
         ),
         importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_mxfp4",
-            _Q + "inc.schemes.inc_mxfp4_moe",
-            _Q + "mxfp4",
-            _Q + "online.mxfp4",
-            _Q + "quark.quark_moe",
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w4a4_mxfp4",
+            "vllm.model_executor.layers.quantization.inc.schemes.inc_mxfp4_moe",
+            "vllm.model_executor.layers.quantization.mxfp4",
+            "vllm.model_executor.layers.quantization.online.mxfp4",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
         ),
     ),
     mxfp8_oracle=replace(
         _V028.mxfp8_oracle,
         importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
-            _Q + "inc.schemes.inc_mxfp8_moe",
-            _Q + "modelopt",
-            _Q + "online.mxfp8",
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            "vllm.model_executor.layers.quantization.inc.schemes.inc_mxfp8_moe",
+            "vllm.model_executor.layers.quantization.modelopt",
+            "vllm.model_executor.layers.quantization.online.mxfp8",
         ),
     ),
     nvfp4_oracle=replace(
@@ -536,40 +553,16 @@ _V029: Final = replace(
             "marlin",
         ),
     ),
-    block_kernels=(
-        "FlashInferFp8DeepGEMMDynamicBlockScaledKernel",
-        "DeepGemmFp8BlockScaledMMKernel",
-        "CutlassFp8BlockScaledMMKernel",
-        "B12xFp8BlockScaledMMKernel",
-        "MarlinFP8ScaledMMLinearKernel",
-        "HummingFP8ScaledMMLinearKernel",
-        "TritonFp8BlockScaledMMKernel",
-        "BlockWiseTorchFP8ScaledMMLinearKernel",
-    ),
-    tensor_kernels=(
-        "FlashInferFP8ScaledMMLinearKernel",
-        "CutlassFP8ScaledMMLinearKernel",
-        "B12xTensorFP8ScaledMMLinearKernel",
-        "PerTensorTorchFP8ScaledMMLinearKernel",
-        "ChannelWiseTorchFP8ScaledMMLinearKernel",
-        "MarlinFP8ScaledMMLinearKernel",
-        "HummingFP8ScaledMMLinearKernel",
-    ),
-    router_flags=(
-        "allow_bf16x3_router_gemm",
-        "allow_cublas_router_gemm",
-        "allow_fp32_router_gemm",
-        "allow_ll_bf16_gemm",
-        "allow_specialized_router_gemm",
-    ),
-    fp32_supported_shapes=frozenset({(3072, 256), (6144, 128)}),
-    router_cublas_gate=True,
 )
 
 _V030: Final = replace(
     _V029,
     release="0.30",
     scanned="0.30.0",
+    choose_takes_quantization=True,
+    dense_warmup_gate="_deep_gemm_linear_data",
+    bf16x3_opt_in=False,
+    vendored_deep_gemm="2.8.0",
     mxfp4_oracle=replace(
         _V029.mxfp4_oracle,
         backends=(
@@ -615,40 +608,12 @@ _V030: Final = replace(
             "xpu",
         ),
     ),
-    choose_takes_quantization=True,
-    dense_warmup_gate="_deep_gemm_linear_data",
-    bf16x3_opt_in=False,
-    vendored_deep_gemm="2.8.0",
 )
 
 _V031: Final = replace(
     _V030,
     release="0.31",
     scanned="0.31.0",
-    mxfp8_oracle=replace(
-        _V030.mxfp8_oracle,
-        backends=(
-            "NONE",
-            "FLASHINFER_TRTLLM",
-            "FLASHINFER_CUTLASS",
-            "DEEPGEMM",
-            "BATCHED_DEEPGEMM",
-            "MARLIN",
-            "HUMMING",
-            "TRITON",
-            "BATCHED_TRITON",
-            "AITER",
-            "VLLM_CUTLASS",
-            "BATCHED_VLLM_CUTLASS",
-            "XPU",
-            "CPU",
-            "CPU_W8A8",
-            "HPC",
-            "EMULATION",
-            "TRITON_MXFP8",
-            "AITER_MXFP8",
-        ),
-    ),
     moe_backends=(
         "NONE",
         "FLASHINFER_TRTLLM",
@@ -676,6 +641,14 @@ _V032: Final = replace(
     _V031,
     release="0.32",
     scanned="0.32.0",
+    router_flags=(
+        "allow_bf16x3_router_gemm",
+        "allow_cublas_router_gemm",
+        "allow_fp32_router_gemm",
+        "allow_ll_bf16_gemm",
+        "allow_rocm_bf16x3_router_gemm",
+        "allow_specialized_router_gemm",
+    ),
     mxfp4_oracle=replace(
         _V031.mxfp4_oracle,
         backends=(
@@ -754,20 +727,30 @@ _V032: Final = replace(
             "marlin",
         ),
     ),
-    router_flags=(
-        "allow_bf16x3_router_gemm",
-        "allow_cublas_router_gemm",
-        "allow_fp32_router_gemm",
-        "allow_ll_bf16_gemm",
-        "allow_rocm_bf16x3_router_gemm",
-        "allow_specialized_router_gemm",
-    ),
 )
 
 _V033: Final = replace(
     _V032,
     release="0.33",
     scanned="0.33.0",
+    moe_oracle_checks_model_type=True,
+    auto_disable_importers=(
+        "vllm.model_executor.kernels.linear.scaled_mm.deep_gemm",
+        "vllm.model_executor.layers.fused_moe.oracle.fp8",
+    ),
+    excluded_model_types="dict",
+    moe_warmup_gates=("_fused_moe_grouped_gemm_may_use_deep_gemm", "_mega_moe_may_use_deep_gemm"),
+    router_flags=(
+        "allow_bf16x3_router_gemm",
+        "allow_cublas_router_gemm",
+        "allow_fp32_router_gemm",
+        "allow_ll_bf16_gemm",
+        "allow_ll_fp32w_gemm",
+        "allow_rocm_bf16x3_router_gemm",
+        "allow_specialized_router_gemm",
+    ),
+    fp32_supported_shapes=frozenset({(3072, 256), (4096, 352), (5120, 256), (6144, 128), (8192, 256)}),
+    vendored_deep_gemm="2.8.1",
     mxfp4_oracle=replace(
         _V032.mxfp4_oracle,
         backends=(
@@ -823,31 +806,13 @@ _V033: Final = replace(
     mxfp8_oracle=replace(
         _V032.mxfp8_oracle,
         importers=(
-            _Q + "compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
-            _Q + "inc.schemes.inc_mxfp8_moe",
-            _Q + "modelopt",
-            _Q + "online.mxfp8",
-            _Q + "quark.quark_moe",
+            "vllm.model_executor.layers.quantization.compressed_tensors.compressed_tensors_moe.compressed_tensors_moe_w8a8_mxfp8",
+            "vllm.model_executor.layers.quantization.inc.schemes.inc_mxfp8_moe",
+            "vllm.model_executor.layers.quantization.modelopt",
+            "vllm.model_executor.layers.quantization.online.mxfp8",
+            "vllm.model_executor.layers.quantization.quark.quark_moe",
         ),
     ),
-    moe_oracle_checks_model_type=True,
-    auto_disable_importers=(
-        "vllm.model_executor.kernels.linear.scaled_mm.deep_gemm",
-        "vllm.model_executor.layers.fused_moe.oracle.fp8",
-    ),
-    excluded_model_types="dict",
-    moe_warmup_gates=("_fused_moe_grouped_gemm_may_use_deep_gemm", "_mega_moe_may_use_deep_gemm"),
-    router_flags=(
-        "allow_bf16x3_router_gemm",
-        "allow_cublas_router_gemm",
-        "allow_fp32_router_gemm",
-        "allow_ll_bf16_gemm",
-        "allow_ll_fp32w_gemm",
-        "allow_rocm_bf16x3_router_gemm",
-        "allow_specialized_router_gemm",
-    ),
-    fp32_supported_shapes=frozenset({(3072, 256), (4096, 352), (5120, 256), (6144, 128), (8192, 256)}),
-    vendored_deep_gemm="2.8.1",
 )
 
 _TABLE: Final[tuple[VllmPatchPoints, ...]] = (_V024, _V025, _V026, _V027, _V028, _V029, _V030, _V031, _V032, _V033)
