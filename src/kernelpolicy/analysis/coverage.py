@@ -168,7 +168,8 @@ class _Walker:
     # -- what shapes a path's order and explicit pick
     def uses_of(self, deny: Rule, path: str) -> list[Rule]:
         return [
-            r for r in self.policy.rules
+            r
+            for r in self.policy.rules
             if r.kind == "use" and path in rule_paths(r, self.policy) and set(r.backends) & set(deny.backends)
         ]
 
@@ -188,7 +189,10 @@ class _Walker:
         return conds, rules
 
     def split_on(
-        self, pending: list[_Judge], fixed: Mapping[str, ValueClass], moe: bool,
+        self,
+        pending: list[_Judge],
+        fixed: Mapping[str, ValueClass],
+        moe: bool,
         possible: Mapping[str, frozenset[Any]],
     ) -> str | None:
         """The open dimension to split on next, among those the first undecided condition
@@ -273,9 +277,7 @@ class _Walker:
             j = _rule_judge(r)
             if not j.settled(possible):
                 pending.append(j)
-        name = self.split_on(pending, fixed, moe, possible) if pending else None
-        if name is None and pending:
-            name = self._any_open(fixed, moe)
+        name = self._next_split(pending, fixed, moe, possible)
         if name is not None:
             yield from self._split(path, name, fixed, moe, conds, order_rules)
             return
@@ -293,9 +295,7 @@ class _Walker:
                 yield PathGroup(path, group, None, (), None, {}, str(exc), (v,))
             return
         pending = self._judged_pending(path, decision, possible)
-        name = self.split_on(pending, fixed, moe, possible) if pending else None
-        if name is None and pending:
-            name = self._any_open(fixed, moe)
+        name = self._next_split(pending, fixed, moe, possible)
         if name is not None:
             yield from self._split(path, name, fixed, moe, conds, order_rules)
             return
@@ -306,8 +306,7 @@ class _Walker:
             found = ()  # a state implications would complete: its inputs resolve elsewhere
         pd = decision.paths[path]
         fires, sole, first = self._usage(path, pd.candidates, pd.explicit is not None, possible)
-        yield PathGroup(path, group, pd.backend, pd.candidates, pd.explicit, when, None, found,
-                        fires, sole, first)
+        yield PathGroup(path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first)
 
     def _usage(
         self, path: str, cands: tuple[Candidate, ...], explicit: bool, possible: Mapping[str, frozenset[Any]]
@@ -342,6 +341,18 @@ class _Walker:
         users = {r.id.split(".env.", 1)[-1] for r in self.policy.rules if r.layer == "user"}
         return all(s in users or s.startswith("--") for s in sources)
 
+    def _next_split(
+        self,
+        pending: list[_Judge],
+        fixed: Mapping[str, ValueClass],
+        moe: bool,
+        possible: Mapping[str, frozenset[Any]],
+    ) -> str | None:
+        """The dimension to split on while some condition is undecided (``None``: none is)."""
+        if not pending:
+            return None
+        return self.split_on(pending, fixed, moe, possible) or self._any_open(fixed, moe)
+
     def _any_open(self, fixed: Mapping[str, ValueClass], moe: bool) -> str | None:
         """A last resort when undecided conditions read no open key directly."""
         for d in self.domain.dims:
@@ -350,7 +361,12 @@ class _Walker:
         return None
 
     def _split(
-        self, path: str, name: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge],
+        self,
+        path: str,
+        name: str,
+        fixed: dict[str, ValueClass],
+        moe: bool,
+        conds: list[_Judge],
         order_rules: list[Rule],
     ) -> Iterator[PathGroup]:
         d = self.domain.dims[self.index[name]]
@@ -359,9 +375,7 @@ class _Walker:
             yield from self._walk(path, fixed, moe, conds, order_rules)
         del fixed[name]
 
-    def _judged_pending(
-        self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]
-    ) -> list[_Judge]:
+    def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
         """What is undecided about the candidates judged up to the chosen one."""
         pd = decision.paths[path]
         pending: list[_Judge] = []
@@ -423,21 +437,30 @@ def _check(
                 if r.id in overridden and (r.severity in _OVERRIDABLE or pd.explicit):
                     continue
                 yield Violation(
-                    "denied-chosen", path, group,
-                    f"path `{path}` chooses `{b}`, which rule `{r.id}` denies", (r.id,),
+                    "denied-chosen",
+                    path,
+                    group,
+                    f"path `{path}` chooses `{b}`, which rule `{r.id}` denies",
+                    (r.id,),
                 )
             elif r.kind == "require" and w is True and evaluate(r.require, typed) is False:
                 if r.id in overridden:
                     continue
                 yield Violation(
-                    "unmet-requirement", path, group,
-                    f"path `{path}` chooses `{b}` although rule `{r.id}` requires what these facts lack", (r.id,),
+                    "unmet-requirement",
+                    path,
+                    group,
+                    f"path `{path}` chooses `{b}` although rule `{r.id}` requires what these facts lack",
+                    (r.id,),
                 )
         entry = policy.backends[path][b]
         if evaluate(entry.requires, typed) is False and entry.rule_id not in overridden:
             yield Violation(
-                "unmet-requirement", path, group,
-                f"path `{path}` chooses `{b}` although its catalog requirement is not met", (entry.rule_id,),
+                "unmet-requirement",
+                path,
+                group,
+                f"path `{path}` chooses `{b}` although its catalog requirement is not met",
+                (entry.rule_id,),
             )
     # warmup: only kernels of backends this path chose, and each such kernel unless denied
     mine = {k for k in d.warmup if k.endswith(f".{path}")}
