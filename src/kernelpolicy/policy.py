@@ -159,6 +159,3 @@ class Policy:
             cached = {k: tuple(v) for k, v in idx.items()}
             object.__setattr__(self, "_idx", cached)
         return cached
-
-    def model_ids(self) -> list[str]:
-        return [m.id for m in self.models]

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .decision import Assumption, Candidate, Decision, Override, PathDecision
-from .dsl.conditions import describe_failure, evaluate, failing_tests, tests_of
+from .dsl.conditions import describe_failure, evaluate, failing_tests
 from .engines import engine_flags
 from .errors import KernelPolicyError
 from .facts._record import Facts, typed_value
@@ -426,9 +426,3 @@ def _warmup(paths: Mapping[str, PathDecision], policy: Policy, when: Mapping[str
             kernels.append(kernel)
             cands.append(Candidate(kernel, "chosen"))
     return PathDecision("warmup", None, tuple(cands), kernels=tuple(kernels))
-
-
-def condition_keys(rule: Rule) -> set[str]:
-    """Every fact key *rule* reads."""
-    conds = [rule.when, rule.require] + ([rule.until] if rule.until is not None else [])
-    return {t.key for c in conds for t in tests_of(c)}

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import operator
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -321,8 +321,8 @@ def parse_test(key: str, value: Any, path: tuple[str | int, ...] = ()) -> Test:
             members = frozenset(_scalar(fk, v, path) for v in value)
             return Test(key, kind, "has", members, _fmt(value))
         if kind is Kind.VERSION:
-            specs = [_version_operand(key, v, path) for v in value]
-            return Test(key, kind, "in", tuple(s for s, _ in specs), _fmt(value))
+            specs = tuple(_version_operand(key, v, path) for v in value)
+            return Test(key, kind, "in", specs, _fmt(value))
         options = frozenset(_scalar(fk, v, path) for v in value)
         return Test(key, kind, "in", options, _fmt(value))
     if kind is Kind.INT_LIST:
@@ -332,7 +332,7 @@ def parse_test(key: str, value: Any, path: tuple[str | int, ...] = ()) -> Test:
         want = tuple(_int_list(key, value, path))
         return Test(key, kind, "eq", want, _fmt(value))
     if kind is Kind.VERSION:
-        operand, _ = _version_operand(key, value, path)
+        operand = _version_operand(key, value, path)
         op = "spec" if isinstance(operand, SpecifierSet) else "eq"
         return Test(key, kind, op, operand, _fmt(value))
     if kind is Kind.INT and isinstance(value, str):
@@ -392,9 +392,7 @@ def _int_list(key: str, value: Any, path: tuple[str | int, ...]) -> list[int]:
     return list(value)
 
 
-def _version_operand(
-    key: str, value: Any, path: tuple[str | int, ...]
-) -> tuple[Version | SpecifierSet, Callable[[Any], bool]]:
+def _version_operand(key: str, value: Any, path: tuple[str | int, ...]) -> Version | SpecifierSet:
     if isinstance(value, float):
         raise ConditionError(f"`{key}`: `{value}` reads as a number", path, 'quote versions: `"3.10"`, not 3.10')
     if isinstance(value, bool) or not isinstance(value, (str, int)):
@@ -409,20 +407,15 @@ def _version_operand(
                 path,
                 'e.g. `">=3.6"` or `">=0.24,<0.26"`',
             ) from None
-        return spec, lambda v: spec.contains(v, prereleases=True)
+        return spec
     try:
         want = Version(text)
     except InvalidVersion:
         raise ConditionError(f"`{key}`: `{text}` is not a valid version", path) from None
-    return want, lambda v: v == want
+    return want
 
 
 def _version_match(operand: Version | SpecifierSet, value: Any) -> bool:
     if isinstance(operand, SpecifierSet):
         return bool(operand.contains(value, prereleases=True))
     return bool(value == operand)
-
-
-def as_sequence(value: Any) -> Sequence[Any]:
-    """A scalar or a list, as a list."""
-    return value if isinstance(value, list) else [value]

@@ -140,10 +140,6 @@ class Facts(BaseModel):
         """These facts with *other*'s values on top (other wins on shared keys)."""
         return Facts.model_construct(values={**self.values, **other.values}, sources={**self.sources, **other.sources})
 
-    def with_defaults(self, other: Facts) -> Facts:
-        """These facts, completed with *other*'s values for keys not known here."""
-        return other.merged(self)
-
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
 
