@@ -217,7 +217,8 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
         try:
             text = src.path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
-            ctx.diags.append(Diagnostic(f"cannot read file: {exc.__class__.__name__}", file=src.display, code="io"))
+            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
+            ctx.diags.append(Diagnostic(f"cannot read file: {why}", file=src.display, code="io"))
             continue
         digest.update(f"{src.layer}\0{src.display}\0".encode() + text.encode("utf-8") + b"\0")
         names.append(src.display)
