@@ -25,6 +25,7 @@ __all__ = [
     "Origin",
     "Policy",
     "Rule",
+    "Unsupported",
 ]
 
 Layer = Literal["shipped", "policy", "user"]
@@ -111,6 +112,19 @@ class Implication:
 
 
 @dataclass(frozen=True)
+class Unsupported:
+    """Deployments where *paths* knowingly have no valid backend: no kernel exists for them."""
+
+    id: str
+    when: Condition
+    paths: tuple[str, ...]
+    because: str
+    origin: Origin
+    help: str | None = None
+    refs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class EngineMap:
     """An engine's names for kernelpolicy's backends and how its flags read as choices."""
 
@@ -137,6 +151,7 @@ class Policy:
     digest: str  #: hash of every file's content, in load order
     warnings: tuple[Diagnostic, ...] = ()
     by_id: Mapping[str, Rule] = field(default_factory=dict)
+    unsupported: tuple[Unsupported, ...] = ()
 
     def rules_for(self, backend: str, path: str) -> tuple[Rule, ...]:
         """The deny and require rules that target *backend* on *path*."""

@@ -19,7 +19,7 @@ from ..facts._keys import BACKENDS, GPU_SMS, PATHS
 from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
 from ..facts.model import CatalogModel, parse_catalog
-from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule
+from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceFile
 from ._yaml import Located, YamlError, load_located
 from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
@@ -236,7 +236,7 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
                 src,
                 (),
                 "a rule file must be a mapping of sections",
-                help="sections: backends, order, rules, implies, models, gpus, engine",
+                help="sections: backends, order, rules, implies, unsupported, models, gpus, engine",
             )
             continue
         spec, ok = _validate_file(loc, src, ctx)
@@ -334,6 +334,7 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
     orders: dict[str, list[Order]] = {p: [] for p in backends}
     rules: list[Rule] = []
     implications: list[Implication] = []
+    unsupported: list[Unsupported] = []
     models: list[CatalogModel] = []
     gpus: list[GpuProduct] = []
     engines: dict[str, EngineMap] = {}
@@ -400,6 +401,22 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
                         tuple(imp.refs),
                         Origin(src.display, loc.where(here)[0], src.layer),
                         unless,
+                    )
+                )
+        for i, u in enumerate(spec.unsupported):
+            here = ("unsupported", i)
+            claim(u.id, loc, src, (*here, "id"))
+            cond = _cond(u.when, loc, src, (*here, "when"), ctx, u.id)
+            if cond is not None:
+                unsupported.append(
+                    Unsupported(
+                        u.id,
+                        cond,
+                        tuple(u.paths),
+                        u.because,
+                        Origin(src.display, loc.where(here)[0], src.layer),
+                        u.help,
+                        tuple(u.refs),
                     )
                 )
         for i, m in enumerate(spec.models):
@@ -507,6 +524,7 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
         digest="sha256:" + digest.hexdigest(),
         warnings=tuple(ctx.diags),
         by_id=by_id,
+        unsupported=tuple(unsupported),
     )
 
 

@@ -11,6 +11,9 @@ A rule file is a YAML mapping with any of these sections:
     or (operator policy only) ``use`` a backend;
 ``implies``
     facts that follow from other facts (a vLLM release implies the DeepGEMM it vendors);
+``unsupported``
+    deployments where a path knowingly has no valid backend (no kernel exists for them), so
+    ``kernelpolicy check`` accepts those cells and ``explain`` says why;
 ``models``, ``gpus``
     the shipped catalogs;
 ``engine``
@@ -34,6 +37,7 @@ __all__ = [
     "OrderSpec",
     "RuleFileSpec",
     "RuleSpec",
+    "UnsupportedSpec",
 ]
 
 PathName = Literal["dense", "moe", "router", "warmup"]
@@ -90,6 +94,15 @@ class ImplySpec(_Strict):
     refs: list[str] = []
 
 
+class UnsupportedSpec(_Strict):
+    id: str = Field(min_length=1)
+    when: dict[str, Any]
+    paths: list[Literal["dense", "moe", "router"]] = Field(min_length=1)
+    because: str = Field(min_length=1)
+    help: str | None = None
+    refs: list[str] = []
+
+
 class ModelSpec(_Strict):
     id: str
     source: str
@@ -132,6 +145,7 @@ class RuleFileSpec(_Strict):
     order: list[OrderSpec] = []
     rules: list[RuleSpec] = []
     implies: list[ImplySpec] = []
+    unsupported: list[UnsupportedSpec] = []
     models: list[ModelSpec] = []
     gpus: list[GpuSpec] = []
     engine: EngineSpec | None = None
