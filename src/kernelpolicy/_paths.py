@@ -1,13 +1,38 @@
-"""Where the shipped rules and the default policy live (in a wheel, or in a source checkout)."""
+"""Where kernelpolicy's files live: the shipped rules, the default policy, and the one cache folder.
+
+Every cache kernelpolicy writes (compiled policies, machine facts, vLLM test environments and
+stubs) lives under :func:`cache_root`: ``$KERNELPOLICY_CACHE_DIR``, else the platform's user
+cache folder (``$XDG_CACHE_HOME/kernelpolicy``, ``~/.cache/kernelpolicy`` on Linux). The
+variables of earlier releases (``KERNELPOLICY_CACHE``, ``KERNELPOLICY_VENV_CACHE``) are still
+read, with a deprecation warning.
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Final
 
-__all__ = ["default_policy_dir", "shipped_rules_dir"]
+__all__ = [
+    "CACHE_ENV",
+    "DEPRECATED_CACHE_ENV",
+    "cache_root",
+    "cache_subdir",
+    "default_policy_dir",
+    "expand_user",
+    "shipped_rules_dir",
+]
 
 _PKG = Path(__file__).resolve().parent
+
+#: The one variable naming kernelpolicy's cache folder.
+CACHE_ENV: Final = "KERNELPOLICY_CACHE_DIR"
+#: Variables of earlier releases, still read (with a warning): name -> the sub-folder it named.
+DEPRECATED_CACHE_ENV: Final[Mapping[str, str]] = {"KERNELPOLICY_CACHE": "", "KERNELPOLICY_VENV_CACHE": "venvs"}
 
 
 @cache
@@ -26,3 +51,50 @@ def shipped_rules_dir() -> Path:
 def default_policy_dir() -> Path:
     """The folder of the default operator policy (``policy/`` of the source tree)."""
     return _data_dir("policy")
+
+
+def expand_user(text: str) -> Path:
+    """``~`` and ``~user`` expanded; a user that does not exist leaves the path as written."""
+    try:
+        return Path(text).expanduser()
+    except RuntimeError:  # `~nouser/x`: no such user, so no such home folder
+        return Path(text)
+
+
+def _user_cache_base(env: Mapping[str, str]) -> Path:
+    """The platform's user cache folder."""
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"])
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Caches"
+    if sys.platform == "win32" and env.get("LOCALAPPDATA"):
+        return Path(env["LOCALAPPDATA"])
+    return Path.home() / ".cache"
+
+
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """kernelpolicy's cache folder (``$KERNELPOLICY_CACHE_DIR``, else the user cache folder)."""
+    env = os.environ if env is None else env
+    if env.get(CACHE_ENV):
+        return expand_user(env[CACHE_ENV])
+    return _user_cache_base(env) / "kernelpolicy"
+
+
+def cache_subdir(name: str, env: Mapping[str, str] | None = None) -> Path:
+    """The folder of one cache (``policies``, ``venvs``, ...) under :func:`cache_root`.
+
+    A deprecated variable that named this cache is honoured when ``KERNELPOLICY_CACHE_DIR`` is
+    not set, with a :class:`FutureWarning`.
+    """
+    env = os.environ if env is None else env
+    if not env.get(CACHE_ENV):
+        for var, sub in DEPRECATED_CACHE_ENV.items():
+            if env.get(var) and sub in (name, ""):
+                warnings.warn(
+                    f"`{var}` is deprecated: set `{CACHE_ENV}` (the folder of every kernelpolicy cache)",
+                    FutureWarning,  # shown to users, unlike DeprecationWarning
+                    stacklevel=2,
+                )
+                base = expand_user(env[var])
+                return base if sub else base / name
+    return cache_root(env) / name

@@ -20,7 +20,7 @@ from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
 from ..facts.model import CatalogModel, parse_catalog
 from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
-from ._source import SourceFile
+from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located
 from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
 from .schema import (
@@ -34,7 +34,7 @@ from .schema import (
     RuleSpec,
 )
 
-__all__ = ["compile_files"]
+__all__ = ["compile_files", "compile_sources"]
 
 
 @dataclass
@@ -207,18 +207,27 @@ def _cond(
 
 
 def compile_files(files: Iterable[SourceFile]) -> Policy:
-    """Load, check and compile *files* into one policy, or raise one :class:`PolicyError`."""
+    """Read (bounded), check and compile *files* into one policy, or raise one :class:`PolicyError`."""
+    from .loader import read_sources
+
+    return compile_sources(read_sources(files))
+
+
+def compile_sources(sources: Iterable[tuple[SourceFile, bytes | Diagnostic]]) -> Policy:
+    """Check and compile files already read (their bytes, or why they could not be read)."""
     ctx = _Ctx()
     parsed: list[tuple[SourceFile, Located, RuleFileSpec]] = []
     broken = False  # a file failed to parse: do not cascade reference errors from it
     digest = hashlib.sha256()
     names: list[str] = []
-    for src in files:
+    for src, data in sources:
+        if isinstance(data, Diagnostic):
+            ctx.diags.append(data)
+            continue
         try:
-            text = src.path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            why = "not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc)).lower()
-            ctx.diags.append(Diagnostic(f"cannot read file: {why}", file=src.display, code="io"))
+            text = decode(data, src.display)
+        except SourceError as exc:
+            ctx.diags.append(exc.diagnostic)
             continue
         digest.update(f"{src.layer}\0{src.display}\0".encode() + text.encode("utf-8") + b"\0")
         names.append(src.display)

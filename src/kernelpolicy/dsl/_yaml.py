@@ -13,10 +13,10 @@ from typing import Any, Final
 import yaml
 
 from ..errors import Diagnostic
+from ._source import MAX_BYTES
 
 __all__ = ["MAX_BYTES", "Located", "Position", "YamlError", "load_located"]
 
-MAX_BYTES: Final = 1_000_000
 MAX_DEPTH: Final = 64
 _STD_TAGS: Final = frozenset(
     {

@@ -1,66 +1,91 @@
 """Find and load rule and policy files, through a cache of compiled policies.
 
-Compiling the shipped tables (YAML, schema validation, conditions) is the slow part of a cold
-``explain``; its result is pickled under the user cache folder, keyed by the content of every
-file and by the compiler's own source, so any change to either compiles afresh. Errors are
-never cached. ``KERNELPOLICY_NO_CACHE=1`` turns the cache off.
+Every file is read with a bound (:mod:`._source`: regular files only, at most 1 MB each,
+folders walked without following links to folders). Compiling the shipped tables (YAML,
+schema validation, conditions) is the slow part of a cold ``explain``; its result is kept as
+plain JSON under ``<cache root>/policies`` (:mod:`._cache`), keyed by the content of every file
+and by the compiler's own source, so any change to either compiles afresh. Errors are never
+cached, and a cache entry that is not valid is ignored and rewritten. ``KERNELPOLICY_NO_CACHE=1``
+turns the cache off.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import pickle
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from .._paths import default_policy_dir, shipped_rules_dir
+from .._paths import cache_subdir, default_policy_dir, shipped_rules_dir
 from .._version import __version__
+from ..errors import Diagnostic, PolicyError, UsageError
 from ..policy import Policy
-from ._source import SourceFile
+from ._source import SourceError, SourceFile, yaml_files_under
 
-__all__ = ["POLICY_ENV", "SourceFile", "cache_dir", "discover", "load_files", "load_policy"]
+__all__ = ["NO_CACHE_ENV", "POLICY_ENV", "PolicyPaths", "SourceFile", "cache_dir", "discover", "load_files",
+           "load_policy"]
 
 POLICY_ENV = "KERNELPOLICY_POLICY"
-_CACHE_FORMAT = 1
+NO_CACHE_ENV = "KERNELPOLICY_NO_CACHE"
 _PKG = Path(__file__).resolve().parent.parent
 
+#: One policy path, or a sequence of them.
+PolicyPaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
 
-def _yaml_files(root: Path) -> list[Path]:
-    return sorted(p for p in root.rglob("*.y*ml") if p.is_file())
+
+def _as_paths(extra: PolicyPaths) -> list[str | os.PathLike[str]]:
+    """*extra* as a list of paths: one path (a ``str`` is one path, not its characters) or many."""
+    items = [extra] if isinstance(extra, (str, os.PathLike)) else list(extra)
+    for item in items:
+        if not isinstance(item, (str, os.PathLike)):
+            raise UsageError(f"a policy path must be a file or folder name, got `{item!r}`")
+        if not os.fspath(item):
+            raise UsageError("a policy path is empty", help="name a policy file or a folder of them")
+    return items
+
+
+def _walk(root: Path, *, recursive: bool = True) -> list[Path]:
+    try:
+        return yaml_files_under(root, recursive=recursive)
+    except SourceError as exc:
+        raise PolicyError([exc.diagnostic]) from None
 
 
 def discover(
-    extra: Sequence[str | os.PathLike[str]] = (),
+    extra: PolicyPaths = (),
     *,
     shipped: bool = True,
     default_policy: bool = True,
     environ: bool = True,
 ) -> list[SourceFile]:
-    """The files :func:`load_policy` reads, in load order (least authoritative first)."""
+    """The files :func:`load_policy` reads, in load order (least authoritative first).
+
+    :raises UsageError: for an empty path; :raises PolicyError: for a folder too large to be
+        one of rule files.
+    """
+    named = _as_paths(extra)
     out: list[SourceFile] = []
     if shipped:
         root = shipped_rules_dir()
-        out += [SourceFile(p, f"rules/{p.relative_to(root).as_posix()}", "shipped") for p in _yaml_files(root)]
+        out += [SourceFile(p, f"rules/{p.relative_to(root).as_posix()}", "shipped") for p in _walk(root)]
     if default_policy:
         root = default_policy_dir()
         if root.is_dir():
-            out += [SourceFile(p, f"policy/{p.name}", "policy") for p in sorted(root.glob("*.y*ml")) if p.is_file()]
-    named: list[str | os.PathLike[str]] = []
+            out += [SourceFile(p, f"policy/{p.name}", "policy") for p in _walk(root, recursive=False)]
     if environ and os.environ.get(POLICY_ENV):
-        named += [p for p in os.environ[POLICY_ENV].split(os.pathsep) if p]
-    named += list(extra)
+        named[:0] = [p for p in os.environ[POLICY_ENV].split(os.pathsep) if p]
     for item in named:
         p = Path(item)
-        files = _yaml_files(p) if p.is_dir() else [p]
+        files = _walk(p) if p.is_dir() else [p]
+        if not files:
+            raise PolicyError([Diagnostic("folder holds no policy files (*.yaml, *.yml)", file=str(p), code="io")])
         out += [SourceFile(f, str(f), "policy") for f in files]
     return out
 
 
 def load_policy(
-    paths: Sequence[str | os.PathLike[str]] = (),
+    paths: PolicyPaths = (),
     *,
     shipped: bool = True,
     default_policy: bool = True,
@@ -68,22 +93,22 @@ def load_policy(
 ) -> Policy:
     """The shipped rules, the default policy, ``$KERNELPOLICY_POLICY`` and *paths*, loaded.
 
+    *paths* is one policy file or folder, or a sequence of them.
+
     :raises PolicyError: listing every problem in every file.
+    :raises UsageError: for an empty path.
     """
     return load_files(discover(paths, shipped=shipped, default_policy=default_policy, environ=environ))
 
 
 def cache_dir() -> Path:
-    """Where compiled policies are kept (``$KERNELPOLICY_CACHE_DIR``, else the user cache)."""
-    if os.environ.get("KERNELPOLICY_CACHE_DIR"):
-        return Path(os.environ["KERNELPOLICY_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "kernelpolicy" / "policies"
+    """Where compiled policies are kept: ``policies`` under the cache root (``$KERNELPOLICY_CACHE_DIR``)."""
+    return cache_subdir("policies")
 
 
 def _compiler_stamp() -> bytes:
     """Identifies the code that compiles rules, so a changed compiler never reads old output."""
-    parts = [f"{_CACHE_FORMAT}|{__version__}|{sys.version_info[:2]}"]
+    parts = [f"{__version__}|{sys.version_info[:2]}"]
     for rel in ("dsl", "policy.py", "facts/_keys.py", "facts/_record.py", "facts/gpu.py", "facts/model.py"):
         p = _PKG / rel
         for f in sorted(p.glob("*.py")) if p.is_dir() else [p]:
@@ -92,42 +117,36 @@ def _compiler_stamp() -> bytes:
     return "\n".join(parts).encode()
 
 
+def read_sources(files: Iterable[SourceFile]) -> list[tuple[SourceFile, bytes | Diagnostic]]:
+    """Each file's bytes, or the diagnostic saying why it cannot be read."""
+    out: list[tuple[SourceFile, bytes | Diagnostic]] = []
+    for src in files:
+        try:
+            out.append((src, src.read_bytes()))
+        except SourceError as exc:
+            out.append((src, exc.diagnostic))
+    return out
+
+
 def load_files(files: Iterable[SourceFile]) -> Policy:
     """Load, check and compile *files* (see :func:`discover`) into one policy, using the cache."""
-    files = list(files)
-    use_cache = os.environ.get("KERNELPOLICY_NO_CACHE", "") in ("", "0")
+    from ._cache import read_entry, write_entry
+
+    sources = read_sources(files)
+    readable = [(src, data) for src, data in sources if isinstance(data, bytes)]
+    use_cache = os.environ.get(NO_CACHE_ENV, "") in ("", "0") and len(readable) == len(sources)
     key = None
-    if use_cache:
+    if use_cache:  # an unreadable file: compile, so that the error names it
         h = hashlib.sha256(_compiler_stamp())
-        try:
-            for src in files:
-                h.update(f"\0{src.layer}\0{src.display}\0".encode() + src.path.read_bytes())
-        except OSError:
-            use_cache = False  # let the compiler report the unreadable file
+        for src, data in readable:
+            h.update(f"\0{src.layer}\0{src.display}\0{len(data)}\0".encode() + data)
         key = h.hexdigest()
-    target = cache_dir() / f"policy-{key}.pickle" if use_cache else None
-    if target is not None:
-        try:
-            with target.open("rb") as fh:
-                cached = pickle.load(fh)
-            if isinstance(cached, Policy):
-                return cached
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError):
-            pass
-    from ._compile import compile_files
+        cached = read_entry(cache_dir(), key)
+        if cached is not None:
+            return cached
+    from ._compile import compile_sources
 
-    policy = compile_files(files)
-    if target is not None:
-        _store(target, policy)
+    policy = compile_sources(sources)
+    if key is not None:
+        write_entry(cache_dir(), key, policy)
     return policy
-
-
-def _store(target: Path, policy: Policy) -> None:
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".policy-", suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(policy, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, target)
-    except (OSError, pickle.PicklingError):
-        pass  # a read-only home: compile every time
