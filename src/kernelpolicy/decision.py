@@ -9,11 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
+from ._version import __version__
 from .facts._record import Facts
+
+if TYPE_CHECKING:
+    from .policy import Policy
 
 __all__ = [
     "SCHEMA",
@@ -23,6 +27,10 @@ __all__ = [
     "Override",
     "PathDecision",
     "Verdict",
+    "acted_rules",
+    "origins_of",
+    "rule_origin",
+    "with_provenance",
 ]
 
 SCHEMA = "kernelpolicy.decision/1"
@@ -142,6 +150,8 @@ class Decision:
     warnings: tuple[str, ...] = ()
     assumptions: tuple[Assumption, ...] = ()
     engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    model: str | None = None  #: the model as the user gave it (an id or a path), when known
+    origins: Mapping[str, str] = field(default_factory=dict)  #: rule id -> ``file:line``, every rule that acted
 
     @property
     def warmup(self) -> tuple[str, ...]:
@@ -172,6 +182,8 @@ class Decision:
         """The decision as JSON-ready data (the ``kernelpolicy.decision/1`` schema)."""
         return {
             "schema": SCHEMA,
+            "kernelpolicy": __version__,
+            "model": self.model,
             "fingerprint": self.fingerprint,
             "facts": self.facts.to_json_dict(),
             "sources": dict(sorted(self.facts.sources.items())),
@@ -181,6 +193,7 @@ class Decision:
             "assumptions": [a.to_dict() for a in self.assumptions],
             "engine": {k: dict(v) for k, v in self.engine.items()},
             "policy": self.policy_digest,
+            "origins": dict(sorted(self.origins.items())),
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
@@ -197,3 +210,57 @@ class Decision:
             parts.append(f"{name}={p.backend or 'NONE'}{why}")
         parts.append("warmup=" + (",".join(self.warmup) or "none"))
         return " ".join(parts) + f" fingerprint={self.fingerprint[:19]}"
+
+
+def rule_origin(policy: Policy, rule: str) -> str | None:
+    """``file:line`` of a rule, a catalog requirement (``catalog.PATH.BACKEND``), an order or an
+    implication of *policy*; ``None`` for ids that are not written in a file (``--moe-backend``)."""
+    r = policy.by_id.get(rule)
+    if r is not None:
+        return str(r.origin)
+    if rule.startswith("catalog."):
+        _, path, backend = [*rule.split(".", 2), "", ""][:3]
+        entry = policy.backends.get(path, {}).get(backend)
+        return str(entry.origin) if entry else None
+    for imp in policy.implications:
+        if imp.id == rule:
+            return str(imp.origin)
+    for orders in policy.orders.values():
+        for o in orders:
+            if o.id == rule:
+                return str(o.origin)
+    return None
+
+
+def acted_rules(paths: Mapping[str, PathDecision], overrides: Sequence[Override],
+                assumptions: Sequence[Assumption], facts: Facts) -> list[str]:
+    """Every rule id that acted on a decision: rejected or overrode a candidate, decided a path,
+    was overridden or refused an override, rests on an assumption, or implied a fact."""
+    ids: list[str] = []
+    for p in paths.values():
+        ids += [r for r in (p.rule,) if r]
+        ids += list(p.rules)
+        for c in p.candidates:
+            ids += list(c.rules) + list(c.overridden)
+    for o in overrides:
+        ids += list(o.rules)
+    ids += [a.rule for a in assumptions]
+    ids += [s.split(":", 1)[1] for s in facts.sources.values() if s.startswith("implied:")]
+    return list(dict.fromkeys(ids))
+
+
+def origins_of(policy: Policy, ids: Sequence[str]) -> dict[str, str]:
+    """``{rule id: file:line}`` for the ids of *ids* that are written in a file of *policy*."""
+    out: dict[str, str] = {}
+    for rid in ids:
+        where = rule_origin(policy, rid)
+        if where is not None:
+            out[rid] = where
+    return out
+
+
+def with_provenance(decision: Decision, policy: Policy, model: str | None = None) -> Decision:
+    """*decision* carrying the model as given and the ``file:line`` of every rule that acted
+    (what ``explain --json`` prints; the fingerprint does not change)."""
+    ids = acted_rules(decision.paths, decision.overrides, decision.assumptions, decision.facts)
+    return replace(decision, model=model, origins=origins_of(policy, ids))

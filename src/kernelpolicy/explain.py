@@ -16,16 +16,9 @@ _MARK = {"chosen": ">", "rejected": "x", "refused": "!", "viable": " "}
 
 
 def _where(rule: str, policy: Policy | None) -> str | None:
-    if policy is None:
-        return None
-    r = policy.by_id.get(rule)
-    if r is not None:
-        return str(r.origin)
-    if rule.startswith("catalog."):
-        _, path, backend = rule.split(".", 2)
-        entry = policy.backends.get(path, {}).get(backend)
-        return str(entry.origin) if entry else None
-    return None
+    from .decision import rule_origin
+
+    return None if policy is None else rule_origin(policy, rule)
 
 
 def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[str]:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._common import add_fact_options, facts_from_args, load_policy_from_args
+
+if TYPE_CHECKING:
+    from ..decision import Decision
 
 __all__ = ["add_parser", "run"]
 
@@ -20,18 +23,24 @@ def add_parser(sub: Any) -> None:
         description="Decide the backend of every path (dense, moe, router, warmup) and explain it.",
     )
     add_fact_options(p)
-    p.add_argument("--json", action="store_true", help="print the decision as JSON")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the decision as JSON")
+    out.add_argument("--summary", action="store_true",
+                     help="print the one line the vLLM plugin logs at start-up for this decision")
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..decision import with_provenance
     from ..explain import render
     from ..resolver import resolve
 
     policy = load_policy_from_args(args)
     facts = facts_from_args(args, policy)
-    decision = resolve(facts, policy)
-    if args.json:
+    decision = with_provenance(resolve(facts, policy), policy, args.model)
+    if args.summary:
+        sys.stdout.write(_startup_line(decision) + "\n")
+    elif args.json:
         sys.stdout.write(decision.to_json() + "\n")
     else:
         sys.stdout.write(render(decision, policy, model=args.model or args.model_type) + "\n")
@@ -40,3 +49,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelpolicy: no valid backend for path(s): {', '.join(missing)}", file=sys.stderr)
         return EXIT_NO_BACKEND
     return 0
+
+
+def _startup_line(decision: Decision) -> str:
+    """The line the vLLM plugin logs once per process for this decision."""
+    from ..adapters.vllm import _summary  # the plugin's own rendering of the paths
+
+    values = decision.facts.values
+    version, sm = values.get("vllm.version") or "?", values.get("gpu.sm") or "gpu=?"
+    return f"kernelpolicy: vllm {version} {sm} {_summary(decision)} fingerprint={decision.fingerprint}"
