@@ -120,7 +120,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     oracles = _fake_oracles(calls)
     config = types.SimpleNamespace(model_config=object())
     _module("vllm.config", get_current_vllm_config_or_none=lambda: config)
-    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c: {"gpu.sm": "sm121"})
+    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c, catalog=(): {"gpu.sm": "sm121"})
     plugin.set_resolver(lambda values: SEED)
     yield {
         "calls": calls,
@@ -384,7 +384,7 @@ def test_version_table_matches_the_wheel_scan(version: str) -> None:
 
 def test_core_resolver_maps_vllm_backend_names() -> None:
     """vLLM's `--moe-backend cutlass` is kernelpolicy's `vllm_cutlass`, not an unknown id."""
-    from kernelpolicy.adapters.vllm import _core_resolver
+    from kernelpolicy.adapters.vllm import _core_resolver, _pipeline_facts
 
     values = {
         "gpu.sm": "sm90",
@@ -395,6 +395,6 @@ def test_core_resolver_maps_vllm_backend_names() -> None:
         "quant.moe_scheme": "fp8_channel",
         "deploy.moe_backend": "cutlass",
     }
-    decision: Any = _core_resolver(values)
+    decision: Any = _core_resolver(_pipeline_facts(values))
     assert decision.facts.get("deploy.moe_backend") == "vllm_cutlass"
     assert decision.paths["moe"].backend == "vllm_cutlass"

@@ -65,6 +65,11 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
         metavar="FILE",
         help="an operator policy file on top of rules/ and policy/ (repeatable)",
     )
+    p.add_argument(
+        "--no-env",
+        action="store_true",
+        help="ignore this shell's environment (the VLLM_* variables rules read, KERNELPOLICY_FACTS)",
+    )
 
 
 def load_policy_from_args(args: argparse.Namespace) -> Policy:
@@ -81,9 +86,19 @@ def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
-    """Facts from the deployment options (see :func:`add_fact_options`)."""
-    from ..facts import Facts, facts_for
+def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:
+    """Facts from the deployment options (see :func:`add_fact_options`).
+
+    Unless ``--no-env`` (or *read_env* false), the process environment is read through the one
+    fact pipeline (:mod:`kernelpolicy.facts.pipeline`), as the vLLM plugin reads it; its
+    warnings go to stderr.
+    """
+    import os
+    import sys
+
+    from ..facts import Facts
+    from ..facts._build import derived_facts
+    from ..facts.pipeline import build_facts
 
     given = _parse_facts(args.fact)
     env = dict(split_assignment(e, "NAME") for e in args.env)
@@ -97,15 +112,19 @@ def facts_from_args(args: argparse.Namespace, policy: Policy) -> Facts:
     if args.model and (args.model_type or args.quant):
         raise UsageError("give either --model or --model-type/--quant, not both")
     gpu = None if args.gpu == "auto" else args.gpu
-    facts = facts_for(
-        gpu=gpu,
-        model=args.model,
+    environ = None if getattr(args, "no_env", False) or not read_env else os.environ
+    built = build_facts(
+        policy,
+        derived=derived_facts(gpu=gpu, model=args.model, policy=policy),
+        environ=environ,
         facts=given,
         env=env,
         moe_backend=args.moe_backend,
         linear_backend=args.linear_backend,
-        policy=policy,
     )
+    for warning in built.warnings:
+        print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
+    facts = built.facts
     if args.gpu == "auto":
         facts = _auto_gpu(policy).merged(facts)
     if args.model_type or args.quant:

@@ -268,7 +268,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("`vllm audit` needs --model ID_OR_PATH, not --model-type/--quant: vLLM reads config.json")
     config = _model_config(args, policy)
     target = _target_facts(python)
-    facts = facts_from_args(args, policy)
+    # the deployment is what the flags say: the shell's VLLM_* variables do not reach the probe
+    facts = facts_from_args(args, policy, read_env=False)
     # the target venv's packages, unless the user set them (--fact wins)
     given = {split_assignment(f, "KEY")[0] for f in args.fact}
     facts = facts.merged(Facts.from_values({k: v for k, v in target.items() if k not in given}, source="venv"))

@@ -5,42 +5,42 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import FactError, did_you_mean
-from ._keys import BACKENDS
-from ._record import Facts, normalise_value
+from ._record import Facts
 from .gpu import facts_from_spec
-from .model import facts_from_config, find_model
+from .model import locate_model
+
+if TYPE_CHECKING:
+    from ._hub import HubOptions
+from .pipeline import _backend_id, build_facts
 
 if TYPE_CHECKING:
     from ..policy import Policy
 
-__all__ = ["backend_id", "facts_for", "model_facts"]
+__all__ = ["backend_id", "derived_facts", "facts_for", "model_facts"]
 
 
-def model_facts(model: str, policy: Policy) -> Facts:
-    """Facts about *model*: a catalog id, a folder with config.json, or a config.json path."""
-    config, extra, source = find_model(model, policy.models)
-    derived = Facts.from_values(facts_from_config(config), source=source)
-    if extra:
-        derived = derived.merged(Facts.from_values(extra, source="catalog"))
+def model_facts(model: str, policy: Policy, hub: HubOptions | None = None) -> Facts:
+    """Facts about *model*: a folder, a config.json, or a Hub id (cache, catalog, Hub)."""
+    found = locate_model(model, policy.models, hub)
+    derived = Facts.from_values(found.model_facts(), source=found.source)
+    if found.facts:
+        derived = derived.merged(Facts.from_values(found.facts, source="catalog"))
     return derived
 
 
 def backend_id(path: str, name: str, policy: Policy) -> str:
     """A backend id for *path*, accepting engine names as aliases (vLLM `cutlass` for MoE)."""
-    if name in BACKENDS[path]:
-        return name
-    for engine in policy.engines.values():
-        alias = engine.aliases.get(path, {}).get(name)
-        if alias is not None:
-            return alias
-    hint = did_you_mean(name, BACKENDS[path])
-    key = "deploy.moe_backend" if path == "moe" else "deploy.linear_backend"
-    raise FactError(
-        key,
-        f"`{name}` is not a {path} backend",
-        help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]),
-    )
+    return _backend_id(path, name, policy)
+
+
+def derived_facts(*, gpu: str | None, model: str | None, policy: Policy) -> Facts:
+    """What a GPU spec and a model (catalog id, folder or config.json) say, before any override."""
+    out = Facts.empty()
+    if gpu is not None:
+        out = out.merged(Facts.from_values(facts_from_spec(gpu, policy.gpus), source="spec"))
+    if model is not None:
+        out = out.merged(model_facts(model, policy, hub))
+    return out
 
 
 def facts_for(
@@ -52,47 +52,30 @@ def facts_for(
     moe_backend: str | None = None,
     linear_backend: str | None = None,
     policy: Policy | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> Facts:
-    """Facts for a deployment, most authoritative last: GPU spec, model, then overrides.
+    """Facts for a deployment, most authoritative last: GPU spec, model, *environ*, overrides.
 
     :param gpu: ``sm121``, ``12.1``, ``121``, or a product name from the GPU catalog.
     :param model: a catalog id, a folder with ``config.json``, or a ``config.json`` path.
     :param facts: explicit ``key: value`` facts (source ``user``); they win over derived ones.
     :param env: environment variables of the deployment (``deploy.env.<NAME>``).
     :param moe_backend: an explicit MoE backend (kernelpolicy id or engine alias).
+    :param hub: where Hub ids are looked up (default: the environment's Hugging Face settings).
+    :param environ: a process environment to read ``deploy.env.*`` and ``KERNELPOLICY_FACTS``
+        from (e.g. ``os.environ``); ``None`` reads none (see :mod:`kernelpolicy.facts.pipeline`).
     :raises UnknownGPUError, UnknownModelError, FactError: on bad input.
     """
     if policy is None:
         from ..dsl.loader import load_policy
 
         policy = load_policy()
-    out = Facts.empty()
-    if gpu is not None:
-        out = out.merged(Facts.from_values(facts_from_spec(gpu, policy.gpus), source="spec"))
-    if model is not None:
-        out = out.merged(model_facts(model, policy))
-    user: dict[str, Any] = {}
-    for k, v in (facts or {}).items():
-        user[k] = normalise_value(k, v)
-    for name, value in (env or {}).items():
-        user[f"deploy.env.{name}"] = str(value)
-    if moe_backend is not None:
-        user["deploy.moe_backend"] = moe_backend
-    if linear_backend is not None:
-        user["deploy.linear_backend"] = linear_backend
-    for key, path in (("deploy.moe_backend", "moe"), ("deploy.linear_backend", "dense")):
-        if key in user:
-            user[key] = backend_id(path, str(user[key]), policy)
-    if user:
-        out = out.merged(Facts.from_values(user, source="user"))
-    defaults = {k: v for k, v in (("deploy.tp", 1), ("deploy.ep", 1)) if k not in out}
-    if defaults:
-        out = Facts.from_values(defaults, source="default").merged(out)
-    if "quant.scheme" in out and "quant.moe_scheme" not in out and out.get("model.is_moe"):
-        out = out.merged(
-            Facts(
-                values={"quant.moe_scheme": out.get("quant.scheme")},
-                sources={"quant.moe_scheme": out.sources["quant.scheme"]},
-            )
-        )
-    return out
+    return build_facts(
+        policy,
+        derived=derived_facts(gpu=gpu, model=model, policy=policy),
+        environ=environ,
+        facts=facts,
+        env=env,
+        moe_backend=moe_backend,
+        linear_backend=linear_backend,
+    ).facts

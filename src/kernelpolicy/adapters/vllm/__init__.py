@@ -42,6 +42,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
+from ...facts.pipeline import is_strict
 from ._agree import AgreementError, agreement_report, check_agreement
 from ._names import (
     DENSE_BLOCK_KERNELS,
@@ -74,7 +75,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("kernelpolicy.vllm")
-STRICT_ENV: Final = "KERNELPOLICY_STRICT"
 DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
 
 
@@ -103,11 +103,12 @@ class DecisionLike(Protocol):
     def fingerprint(self) -> str: ...
 
 
-Resolver = Callable[[Mapping[str, object]], DecisionLike]
+Resolver = Callable[[Any], DecisionLike]
+"""How the plugin's :class:`kernelpolicy.Facts` become a decision (``kernelpolicy.resolve``)."""
 
 
 def _strict() -> bool:
-    return os.environ.get(STRICT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return is_strict(os.environ)
 
 
 @dataclasses.dataclass
@@ -124,6 +125,7 @@ class _State:
     resolver: Resolver | None = None
     late_importers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
+    fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
 
@@ -138,19 +140,47 @@ def set_resolver(resolver: Resolver | None) -> None:
     _STATE.facts.clear()
 
 
-def _core_resolver(values: Mapping[str, object]) -> DecisionLike:
+def _core_resolver(facts: Any) -> DecisionLike:
     import kernelpolicy as kp
 
-    from ...facts._build import backend_id
-
-    policy = _core_policy()
-    given = dict(values)
-    for key, path in (("deploy.moe_backend", "moe"), ("deploy.linear_backend", "dense")):
-        if key in given:  # vLLM's names (`cutlass` for MoE) as kernelpolicy ids
-            given[key] = backend_id(path, str(given[key]), policy)
-    facts = kp.Facts.from_values(given, source="vllm")
-    decision: DecisionLike = kp.resolve(facts, policy)
+    decision: DecisionLike = kp.resolve(facts, _core_policy())
     return decision
+
+
+def _message(exc: BaseException) -> str:
+    """One line for *exc*: kernelpolicy's own wording, else the exception's class and text."""
+    from ...errors import KernelPolicyError
+
+    text = str(exc).strip().splitlines()
+    if isinstance(exc, (KernelPolicyError, _PolicyLoadError)):
+        return text[0] if text else type(exc).__name__
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _pipeline_facts(values: Mapping[str, object]) -> Any:
+    """The one fact pipeline (as ``kernelpolicy explain``): vLLM's facts, then the environment."""
+    import kernelpolicy as kp
+
+    from ...facts.pipeline import build_facts
+
+    built = build_facts(_policy_or_fail(), derived=kp.Facts.from_values(values, source="vllm"), environ=os.environ)
+    for warning in built.warnings:
+        _warn(warning)
+    return built.facts
+
+
+def _policy_or_fail() -> Any:
+    try:
+        return _core_policy()
+    except Exception as exc:
+        from ...dsl.loader import POLICY_ENV
+
+        where = f" (with {POLICY_ENV}=`{os.environ[POLICY_ENV]}`)" if os.environ.get(POLICY_ENV) else ""
+        raise _PolicyLoadError(f"could not load the rule tables{where}: {_message(exc)}") from None
+
+
+class _PolicyLoadError(RuntimeError):
+    """The rule tables (shipped, or named by ``KERNELPOLICY_POLICY``) did not load."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -269,21 +299,22 @@ def current_decision() -> DecisionLike | None:
         try:
             from ._facts import facts_from_vllm
 
-            values = facts_from_vllm(config)
+            facts = _pipeline_facts(facts_from_vllm(config, _policy_or_fail().models))
         except Exception as exc:
-            _fail(f"could not gather facts from vLLM: {exc!r}")
+            _fail(f"could not gather facts: {_message(exc)}")
             return None
+        values = dict(facts.values)
         key = json.dumps(values, sort_keys=True, default=str)
         cached = _STATE.decisions.get(key)
         if cached is not None:
             return cached
         try:
-            decision = (_STATE.resolver or _core_resolver)(values)
+            decision = (_STATE.resolver or _core_resolver)(facts)
         except Exception as exc:
-            _fail(f"could not resolve a decision: {exc!r}")
+            _fail(f"could not resolve a decision: {_message(exc)}")
             return None
         _STATE.decisions[key] = decision
-        _STATE.facts[key] = dict(values)
+        _STATE.facts[key] = values
         if decision.fingerprint not in _STATE.logged:
             _STATE.logged.add(decision.fingerprint)
             logger.info(
@@ -297,6 +328,12 @@ def current_decision() -> DecisionLike | None:
             _STATE.agreed = True
             check_agreement(_entry(decision, values))
         return decision
+
+
+def _warn(message: str) -> None:
+    if message not in _STATE.warnings:
+        _STATE.warnings.append(message)
+        logger.warning("kernelpolicy: %s", message)
 
 
 def _fail(message: str) -> None:

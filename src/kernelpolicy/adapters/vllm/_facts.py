@@ -1,30 +1,23 @@
-"""Facts about a running vLLM process, read from vLLM's own config, platform, env and packages.
+"""Facts about a running vLLM process, read from vLLM's own config, platform and packages.
 
 Called lazily (at the first selection point), inside the vLLM process; imports vLLM then.
+These are the *derived* layer of the one fact pipeline (:mod:`kernelpolicy.facts.pipeline`):
+the environment variables rules read, ``KERNELPOLICY_FACTS`` and the defaults are added there,
+exactly as ``kernelpolicy explain`` adds them.
 """
 
 from __future__ import annotations
 
 import importlib.metadata as md
-import json
-import os
 import platform
-from collections.abc import Mapping
-from typing import Any, Final
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final
 
-__all__ = ["DEPLOY_ENV", "facts_from_vllm", "package_facts", "user_facts"]
+if TYPE_CHECKING:
+    from ...facts.model import CatalogModel
 
-#: Environment variables that steer vLLM's kernel choices; recorded as ``deploy.env.*`` when set.
-DEPLOY_ENV: Final = (
-    "VLLM_USE_DEEP_GEMM",
-    "VLLM_MOE_USE_DEEP_GEMM",
-    "VLLM_USE_DEEP_GEMM_E8M0",
-    "VLLM_DEEP_GEMM_WARMUP",
-    "VLLM_DISABLED_KERNELS",
-    "VLLM_TEST_FORCE_FP8_MARLIN",
-    "VLLM_USE_FLASHINFER_MOE_FP8",
-    "VLLM_BATCH_INVARIANT",
-)
+__all__ = ["facts_from_vllm", "package_facts"]
+
 _PACKAGES: Final = (
     ("vllm", "vllm"),
     ("torch", "torch"),
@@ -32,17 +25,6 @@ _PACKAGES: Final = (
     ("flashinfer", "flashinfer-python"),
     ("cutlass_dsl", "nvidia-cutlass-dsl"),
 )
-
-
-def user_facts() -> dict[str, object]:
-    """Operator-supplied facts: ``KERNELPOLICY_FACTS`` (a JSON object of fact keys)."""
-    raw = os.environ.get("KERNELPOLICY_FACTS")
-    if not raw:
-        return {}
-    data = json.loads(raw)
-    if not isinstance(data, Mapping):
-        raise ValueError("KERNELPOLICY_FACTS must be a JSON object of fact keys")
-    return {str(k): v for k, v in data.items()}
 
 
 def package_facts() -> dict[str, object]:
@@ -93,8 +75,25 @@ def _gpu_facts() -> dict[str, object]:
     return facts_from_capability(int(cap[0]), int(cap[1]), name)
 
 
-def facts_from_vllm(vllm_config: Any) -> dict[str, object]:
-    """Fact values (keyed by fact key) for the process's platform and *vllm_config*."""
+def _catalog_facts(model_config: Any, catalog: Sequence[CatalogModel]) -> Mapping[str, Any]:
+    """The catalog's extra facts for the served model (looked up by its id, as ``explain`` does)."""
+    names = [getattr(model_config, "model", None)]
+    served = getattr(model_config, "served_model_name", None)
+    names += list(served) if isinstance(served, (list, tuple)) else [served]
+    by_id = {m.id.lower(): m for m in catalog}
+    for name in names:
+        hit = by_id.get(str(name).strip().lower()) if isinstance(name, str) else None
+        if hit is not None:
+            return hit.facts
+    return {}
+
+
+def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> dict[str, object]:
+    """Fact values (keyed by fact key) for the process's platform and *vllm_config*.
+
+    :param catalog: the shipped model catalog; a served model found in it gets the catalog's
+        extra facts (e.g. the router weight's dtype), as with ``explain --model ID``.
+    """
     from ...facts.model import facts_from_config
 
     values: dict[str, object] = {}
@@ -108,6 +107,7 @@ def facts_from_vllm(vllm_config: Any) -> dict[str, object]:
         hf = model_config.hf_config
         config = hf.to_dict() if hasattr(hf, "to_dict") else dict(vars(hf))
         values.update(facts_from_config(config))
+        values.update(_catalog_facts(model_config, catalog))
     parallel = getattr(vllm_config, "parallel_config", None)
     if parallel is not None:
         tp = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
@@ -121,10 +121,6 @@ def facts_from_vllm(vllm_config: Any) -> dict[str, object]:
     linear_backend = getattr(kernel, "linear_backend", None)
     if linear_backend and linear_backend != "auto":
         values["deploy.linear_backend"] = str(linear_backend)
-    for name in DEPLOY_ENV:
-        if name in os.environ:
-            values[f"deploy.env.{name}"] = os.environ[name]
-    values.update(user_facts())
     return _known(values)
 
 

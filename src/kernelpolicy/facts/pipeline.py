@@ -1,0 +1,249 @@
+"""One fact pipeline: how a deployment's inputs become :class:`Facts`, for every caller.
+
+``kernelpolicy explain`` (and ``vllm audit``) and the vLLM plugin build their facts through
+:func:`build_facts`, from the same kinds of input, in the same order (later layers win):
+
+1. *derived* facts: what the caller reads itself (a GPU spec and a model config on the
+   command line; vLLM's own config, platform and packages in the plugin);
+2. the process environment (*environ*): ``deploy.env.<NAME>`` for every variable a loaded rule
+   reads (:func:`env_names`, derived from the policy, not listed by hand), then the JSON object
+   in ``KERNELPOLICY_FACTS``; both with source ``env``;
+3. explicit choices of the caller (``--fact``, ``--env``, ``--moe-backend``; source ``user``);
+4. defaults (tensor and expert parallel size 1) where nothing above set them.
+
+Problems in ``KERNELPOLICY_FACTS`` are one-line :class:`~kernelpolicy.errors.UsageError` messages
+that start with the variable's name. A key the vocabulary does not know is a warning (the key is ignored), or an
+error with ``KERNELPOLICY_STRICT=1``; a ``null`` value is an error (it would erase a detected fact).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import FactError, UsageError, did_you_mean
+from ._keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
+from ._record import Facts, normalise_value
+
+if TYPE_CHECKING:
+    from ..dsl.conditions import Condition
+    from ..policy import Policy
+
+__all__ = [
+    "FACTS_ENV",
+    "STRICT_ENV",
+    "BuiltFacts",
+    "build_facts",
+    "env_names",
+    "environ_facts",
+    "is_strict",
+]
+
+#: Operator facts for a deployment, as a JSON object of fact keys.
+FACTS_ENV: Final = "KERNELPOLICY_FACTS"
+#: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
+STRICT_ENV: Final = "KERNELPOLICY_STRICT"
+_TRUE: Final = ("1", "true", "yes", "on")
+_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1))
+
+
+@dataclass(frozen=True)
+class BuiltFacts:
+    """The facts of a deployment and the warnings found on the way (one line each)."""
+
+    facts: Facts
+    warnings: tuple[str, ...] = ()
+
+
+def is_strict(environ: Mapping[str, str]) -> bool:
+    """``KERNELPOLICY_STRICT`` is set to a true value in *environ*."""
+    return environ.get(STRICT_ENV, "").strip().lower() in _TRUE
+
+
+def _conditions(policy: Policy) -> Iterator[Condition]:
+    for by_id in policy.backends.values():
+        for backend in by_id.values():
+            yield backend.requires
+    for orders in policy.orders.values():
+        for order in orders:
+            yield order.when
+    for rule in policy.rules:
+        yield rule.when
+        yield rule.require
+        if rule.until is not None:
+            yield rule.until
+    for imp in policy.implications:
+        yield imp.when
+        if imp.unless is not None:
+            yield imp.unless
+
+
+_ENV_NAMES: dict[str, tuple[str, ...]] = {}
+
+
+def env_names(policy: Policy) -> tuple[str, ...]:
+    """Every environment variable a condition of *policy* reads (its ``deploy.env.*`` keys), sorted."""
+    cached = _ENV_NAMES.get(policy.digest)
+    if cached is not None:
+        return cached
+    from ..dsl.conditions import tests_of  # the DSL imports the fact vocabulary: import late
+
+    keys = {t.key for cond in _conditions(policy) for t in tests_of(cond)}
+    keys |= {key for imp in policy.implications for key in imp.sets}
+    names = {key[len(ENV_PREFIX) :] for key in keys if key.startswith(ENV_PREFIX)}
+    out = tuple(sorted(n for n in names if lookup_key(ENV_PREFIX + n) is not None))
+    if len(_ENV_NAMES) > 16:
+        _ENV_NAMES.clear()
+    _ENV_NAMES[policy.digest] = out
+    return out
+
+
+def _facts_json(raw: str) -> Mapping[str, Any]:
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        raise UsageError(f"{FACTS_ENV}: not valid JSON: {exc.msg.lower()} at {where}") from None
+    if not isinstance(data, Mapping):
+        raise UsageError(f"{FACTS_ENV}: expected a JSON object of fact keys, got a JSON {_json_kind(data)}")
+    return data
+
+
+def _json_kind(value: Any) -> str:
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if value is None:
+        return "null"
+    return "number"
+
+
+def _named(exc: FactError) -> UsageError:
+    """*exc* with the variable it came from in front (``KERNELPOLICY_FACTS: fact `k`: ...``)."""
+    return UsageError(f"{FACTS_ENV}: {exc}")
+
+
+def environ_facts(
+    environ: Mapping[str, str],
+    policy: Policy,
+    *,
+    strict: bool | None = None,
+) -> BuiltFacts:
+    """``deploy.env.*`` (variables the policy reads) and ``KERNELPOLICY_FACTS`` from *environ*.
+
+    :param strict: unknown keys in ``KERNELPOLICY_FACTS`` are errors; default: :func:`is_strict`.
+    :raises UsageError: ``KERNELPOLICY_FACTS`` is not a JSON object, holds a ``null``, a value
+        of the wrong kind, or (strict) a key the vocabulary does not know; the message names it.
+    """
+    strict = is_strict(environ) if strict is None else strict
+    values: dict[str, Any] = {}
+    for name in env_names(policy):
+        if name in environ:
+            values[ENV_PREFIX + name] = str(environ[name])
+    warnings: list[str] = []
+    raw = environ.get(FACTS_ENV, "")
+    for raw_key, value in (_facts_json(raw) if raw.strip() else {}).items():
+        key = str(raw_key)
+        if lookup_key(key) is None:
+            hint = did_you_mean(key, FACT_KEYS)
+            exc = FactError(key, "unknown fact key", help=f"did you mean `{hint[0]}`?" if hint else None)
+            if strict:
+                raise _named(exc)
+            warnings.append(f"{FACTS_ENV}: {exc}; ignored")
+            continue
+        if value is None:
+            raise _named(FactError(key, "`null` is not a value (leave the key out to keep the detected value)"))
+        try:
+            values[key] = normalise_value(key, value)
+        except FactError as exc:
+            raise _named(exc) from None
+    return BuiltFacts(Facts.from_values(values, source="env"), tuple(warnings))
+
+
+def _backend_id(path: str, name: str, policy: Policy) -> str:
+    """A backend id for *path*, accepting engine names as aliases (vLLM `cutlass` for MoE)."""
+    if name in BACKENDS[path]:
+        return name
+    for engine in policy.engines.values():
+        alias = engine.aliases.get(path, {}).get(name)
+        if alias is not None:
+            return alias
+    hint = did_you_mean(name, BACKENDS[path])
+    key = "deploy.moe_backend" if path == "moe" else "deploy.linear_backend"
+    raise FactError(
+        key,
+        f"`{name}` is not a {path} backend",
+        help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]),
+    )
+
+
+_BACKEND_KEYS: Final = (("deploy.moe_backend", "moe"), ("deploy.linear_backend", "dense"))
+
+
+def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:
+    renamed = {
+        key: _backend_id(path, str(facts.values[key]), policy)
+        for key, path in _BACKEND_KEYS
+        if key in facts.values and facts.values[key] not in BACKENDS[path]
+    }
+    if not renamed:
+        return facts
+    return Facts(
+        values={**facts.values, **renamed},
+        sources={**facts.sources, **{k: facts.sources[k] for k in renamed}},
+    )
+
+
+def build_facts(
+    policy: Policy,
+    *,
+    derived: Facts | None = None,
+    environ: Mapping[str, str] | None = None,
+    facts: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    moe_backend: str | None = None,
+    linear_backend: str | None = None,
+    strict: bool | None = None,
+) -> BuiltFacts:
+    """The facts of one deployment (see the module docstring for the layers and their order).
+
+    :param derived: what the caller read itself (GPU, model, packages, engine config).
+    :param environ: the process environment (``None``: none is read, as with ``--no-env``).
+    :param facts: explicit ``key: value`` facts (source ``user``).
+    :param env: explicit environment variables of the deployment (``--env``; source ``user``).
+    :param moe_backend: an explicit MoE backend (kernelpolicy id or engine alias).
+    :param linear_backend: an explicit dense backend.
+    :raises FactError: on a bad key, value or backend name.
+    """
+    out = derived if derived is not None else Facts.empty()
+    warnings: tuple[str, ...] = ()
+    if environ is not None:
+        from_env = environ_facts(environ, policy, strict=strict)
+        out = out.merged(from_env.facts)
+        warnings = from_env.warnings
+    user: dict[str, Any] = {k: normalise_value(k, v) for k, v in (facts or {}).items()}
+    for name, value in (env or {}).items():
+        user[ENV_PREFIX + name] = str(value)
+    if moe_backend is not None:
+        user["deploy.moe_backend"] = moe_backend
+    if linear_backend is not None:
+        user["deploy.linear_backend"] = linear_backend
+    if user:
+        out = out.merged(Facts.from_values(user, source="user"))
+    out = _with_backend_ids(out, policy)
+    defaults = {k: v for k, v in _DEFAULTS if k not in out}
+    if defaults:
+        out = Facts.from_values(defaults, source="default").merged(out)
+    if "quant.scheme" in out and "quant.moe_scheme" not in out and out.get("model.is_moe"):
+        out = out.merged(
+            Facts(
+                values={"quant.moe_scheme": out.get("quant.scheme")},
+                sources={"quant.moe_scheme": out.sources["quant.scheme"]},
+            )
+        )
+    return BuiltFacts(out, warnings)
