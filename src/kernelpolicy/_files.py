@@ -18,9 +18,10 @@ __all__ = ["ReadError", "is_regular", "read_bounded"]
 class ReadError(Exception):
     """Why a file was not read, in words (``no such file or directory``, ``a FIFO, ...``)."""
 
-    def __init__(self, reason: str, *, too_large: bool = False) -> None:
+    def __init__(self, reason: str, *, too_large: bool = False, errno: int | None = None) -> None:
         self.reason = reason
         self.too_large = too_large
+        self.errno = errno  #: the OS error number, where an OS call failed
         super().__init__(reason)
 
 
@@ -49,7 +50,9 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     try:
         st = os.stat(path)  # follows links; a link loop is ELOOP here
     except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
-        raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid file name") from None
+        if isinstance(exc, OSError):
+            raise ReadError(_why(exc), errno=exc.errno) from None
+        raise ReadError("not a valid file name") from None
     if not stat.S_ISREG(st.st_mode):
         raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
     if st.st_size > limit:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .providers import Context, Provider, ProviderResult, default_providers
-from .providers._cache import cache_key, default_cache_dir, read_cache, write_cache
+from .providers._cache import cache_key, default_cache_dir, device_identity, read_cache, write_cache
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -92,6 +92,7 @@ def _key_parts(
         "python": [ctx.python, sys.version],
         "driver": known.get("driver.version"),
         "device": raw.get("nvml", {}).get("device"),
+        "devices": device_identity(),  # read on every run, with or without NVML
         "versions": versions,
         "deep_gemm": [dg.get("external"), dg.get("vendored"), _mtimes(dg)],
         "env": {
@@ -111,6 +112,18 @@ def _mtimes(dg: Mapping[str, object]) -> list[int]:
             except (OSError, ValueError):
                 out.append(0)
     return out
+
+
+_GPU_IDENTITY = ("gpu.cc", "gpu.sm", "gpu.family")
+
+
+def _contradiction(stored: Mapping[str, ProviderResult], fresh: Mapping[str, object]) -> str | None:
+    """Pure: a cached GPU identity that contradicts what this run read itself, or ``None``."""
+    for name, res in stored.items():
+        for k in _GPU_IDENTITY:
+            if k in res.values and k in fresh and res.values[k] != fresh[k]:
+                return f"cached `{k}` = `{res.values[k]}` from `{name}`: this machine has `{fresh[k]}`"
+    return None
 
 
 def _run(provider: Provider, ctx: Context) -> ProviderResult:
@@ -186,8 +199,15 @@ def gather(
     elif refresh:
         status = "refresh"
     else:
-        read = read_cache(directory, key)
+        read = read_cache(directory, key, {p.name: tuple(p.provides) for p in costly})
         stored, status = read.results, read.status
+        problem = read.problem or _contradiction(stored, values)
+        if problem:
+            stored, status = {}, "invalid" if read.status != "unreadable" else status
+            notes.append(
+                f"cache: ignored {problem}; gathered again "
+                "(`kernelpolicy facts --refresh` rewrites the cache)"
+            )
     ran_any = False
     for p in costly:
         if p.name in stored:
