@@ -9,7 +9,7 @@ import kernelpolicy as kp
 from kernelpolicy.errors import FactError, UnknownGPUError, UnknownModelError
 from kernelpolicy.facts import Facts, parse_fact_text
 from kernelpolicy.facts.gpu import facts_from_spec
-from kernelpolicy.facts.model import facts_from_config
+from kernelpolicy.facts.model import ModelConfigError, facts_from_config
 
 
 @pytest.mark.parametrize(
@@ -178,13 +178,17 @@ def test_folder_without_config(tmp_path: Path, policy: kp.Policy) -> None:
 
 def test_unreadable_config(tmp_path: Path, policy: kp.Policy) -> None:
     (tmp_path / "config.json").write_text("{not json")
-    with pytest.raises(UnknownModelError, match="cannot read"):
+    with pytest.raises(ModelConfigError, match=r"config.json`: not valid JSON: .* at line 1"):
         kp.facts_for(gpu="sm90", model=str(tmp_path), policy=policy)
 
 
-def test_unknown_model_suggests(policy: kp.Policy) -> None:
+def test_unknown_model_suggests_typos_only(policy: kp.Policy) -> None:
     with pytest.raises(UnknownModelError, match="did you mean `Qwen/Qwen3.6-35B-A3B-FP8`"):
-        kp.facts_for(gpu="sm90", model="Qwen/Qwen3.6-35B-A3B-FP9", policy=policy)
+        kp.facts_for(gpu="sm90", model="Qwen/Qwen3.6-35B-A3B-FB8", policy=policy)
+    # other numbers name another model, not a misspelling of a catalog one
+    with pytest.raises(UnknownModelError) as err:
+        kp.facts_for(gpu="sm90", model="Qwen/Qwen3-30B-A3B-FP8", policy=policy)
+    assert "did you mean" not in str(err.value)
 
 
 def test_catalog_ids_are_case_insensitive(policy: kp.Policy) -> None:

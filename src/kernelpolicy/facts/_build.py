@@ -8,13 +8,11 @@ from typing import TYPE_CHECKING, Any
 from ._record import Facts
 from .gpu import facts_from_spec
 from .model import locate_model
-
-if TYPE_CHECKING:
-    from ._hub import HubOptions
 from .pipeline import _backend_id, build_facts
 
 if TYPE_CHECKING:
     from ..policy import Policy
+    from ._hub import HubOptions
 
 __all__ = ["backend_id", "derived_facts", "facts_for", "model_facts"]
 
@@ -33,7 +31,7 @@ def backend_id(path: str, name: str, policy: Policy) -> str:
     return _backend_id(path, name, policy)
 
 
-def derived_facts(*, gpu: str | None, model: str | None, policy: Policy) -> Facts:
+def derived_facts(*, gpu: str | None, model: str | None, policy: Policy, hub: HubOptions | None = None) -> Facts:
     """What a GPU spec and a model (catalog id, folder or config.json) say, before any override."""
     out = Facts.empty()
     if gpu is not None:
@@ -53,6 +51,7 @@ def facts_for(
     linear_backend: str | None = None,
     policy: Policy | None = None,
     environ: Mapping[str, str] | None = None,
+    hub: HubOptions | None = None,
 ) -> Facts:
     """Facts for a deployment, most authoritative last: GPU spec, model, *environ*, overrides.
 
@@ -72,7 +71,7 @@ def facts_for(
         policy = load_policy()
     return build_facts(
         policy,
-        derived=derived_facts(gpu=gpu, model=model, policy=policy),
+        derived=derived_facts(gpu=gpu, model=model, policy=policy, hub=hub),
         environ=environ,
         facts=facts,
         env=env,

@@ -355,3 +355,53 @@ FACT_KEYS["deploy.allow_rules"] = FactKey(
     (),
     "[deep_gemm-no-sm120-sf-layout]",
 )
+# --- model configs (issue #10): what config.json's typed parser reads (facts/_quant.py) ----
+_ALL += [
+    FactKey(
+        "model.experts_per_token",
+        Kind.INT,
+        "experts each token is routed to: config.json `num_experts_per_tok`",
+        (),
+        "8",
+    ),
+    FactKey(
+        "quant.method_known",
+        Kind.BOOL,
+        "kernelpolicy parses this `quant_method` (fp8, compressed-tensors, modelopt, mxfp4, mxfp8,"
+        " gptq/awq and their Marlin forms); false for any other method or an unrecognised scheme",
+        (),
+        "true",
+    ),
+    FactKey(
+        "quant.activation_scheme",
+        _E,
+        "how activation scales are found: `static` (calibrated, in the checkpoint) or `dynamic`"
+        " (per forward); config.json `activation_scheme`, compressed-tensors `input_activations.dynamic`",
+        ("static", "dynamic"),
+        "dynamic",
+    ),
+    FactKey(
+        "quant.group_size",
+        Kind.INT,
+        "weight quantization group size: compressed-tensors/ModelOpt `group_size` (16 for NVFP4,"
+        " 32 for MX formats), GPTQ/AWQ `group_size` (-1: per channel)",
+        (),
+        "16",
+    ),
+    FactKey(
+        "quant.weight_bits",
+        Kind.INT,
+        "bits per weight of the linear layers (8 for FP8, 4 for FP4 and W4A*); from the quant config",
+        (),
+        "4",
+    ),
+    FactKey(
+        "quant.activation_bits",
+        Kind.INT,
+        "bits per activation entering the GEMM (16 for weight-only W4A16/W8A16, 8 for W4A8/FP8)",
+        (),
+        "8",
+    ),
+]
+# --- end of model configs -----------------------------------------------------------------
+

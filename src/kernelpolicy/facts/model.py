@@ -1,44 +1,37 @@
-"""Model facts from a Hugging Face ``config.json``, a local folder, or the shipped catalog.
+"""Model facts from a local checkpoint, the Hugging Face cache or Hub, or the shipped catalog.
 
-The catalog (``rules/models.yaml``) stores config.json excerpts, so a catalog model and a
-local checkpoint go through the same parser.
+A model is found as vLLM finds it: a local folder or config.json; else a Hub id in the local
+Hugging Face cache; else the shipped catalog (``rules/models.yaml``, config.json excerpts of
+well-known checkpoints, the offline fallback); else its metadata files fetched from the Hub
+(unless ``HF_HUB_OFFLINE``). Every config goes through one typed parser (``_quant``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
-from ..errors import UnknownModelError, did_you_mean
+from ..errors import UnknownModelError
+from ._hub import HubOptions, fetch_metadata, is_repo_id, read_cached
+from ._quant import ModelConfigError, config_facts
 
 __all__ = [
     "CatalogModel",
+    "ModelConfigError",
+    "ModelSource",
     "facts_from_config",
     "find_model",
+    "locate_model",
     "parse_catalog",
-    "quant_facts",
+    "typo_of",
 ]
 
-_EXPERT_KEYS: Final = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
-_ACTIVATIONS: Final = {
-    "silu": "silu",
-    "swiglu": "silu",
-    "gelu": "gelu",
-    "gelu_pytorch_tanh": "gelu",
-    "gelu_new": "gelu",
-    "relu2": "relu2",
-    "relu_squared": "relu2",
-    "swigluoai": "swigluoai",
-}
-_DTYPES: Final = {
-    "bfloat16": "bfloat16",
-    "float16": "float16",
-    "float32": "float32",
-    "bf16": "bfloat16",
-}
+#: config files larger than this are refused (real config.json files are a few kB)
+MAX_CONFIG_BYTES: Final = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -66,150 +59,136 @@ def parse_catalog(entries: Sequence[Mapping[str, Any]]) -> tuple[CatalogModel, .
     )
 
 
-def _text_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The text model's config: ``text_config`` of multimodal checkpoints, else the whole."""
-    for key in ("text_config", "language_config", "llm_config"):
-        sub = config.get(key)
-        if isinstance(sub, Mapping) and sub.get("model_type"):
-            return {**{k: v for k, v in config.items() if k != key}, **sub}
-    return config
+@dataclass(frozen=True)
+class ModelSource:
+    """Where a model's config came from, and what it says."""
+
+    config: Mapping[str, Any]
+    source: str  #: ``config.json`` (a local path), ``hf-cache``, ``hub`` or ``catalog``
+    file: str  #: the config's path (or catalog id), for messages
+    quant_file: Mapping[str, Any] | None = None  #: ModelOpt's hf_quant_config.json
+    quant_file_name: str = "hf_quant_config.json"
+    facts: Mapping[str, Any] = field(default_factory=dict)  #: the catalog's extra facts
+
+    def model_facts(self) -> dict[str, object]:
+        """``model.*`` and ``quant.*`` facts of the config (and its hf_quant_config.json)."""
+        return config_facts(
+            self.config, file=self.file, quant_file=self.quant_file, quant_file_name=self.quant_file_name
+        )
 
 
-def quant_facts(qc: Mapping[str, Any] | None) -> dict[str, object]:
-    """``quant.*`` facts from a ``quantization_config`` mapping (``None``: unquantized)."""
-    if not qc:
-        return {"quant.scheme": "none"}
-    method = str(qc.get("quant_method", "")).lower()
-    out: dict[str, object] = {"quant.method": method}
-    scheme: str | None = None
-    block = qc.get("weight_block_size")
-    if method in ("fp8", "deepseek_fp8", "ptpc_fp8"):
-        if block:
-            scheme = "fp8_block"
-        elif method == "ptpc_fp8":
-            scheme = "fp8_channel"
-        else:
-            scheme = "fp8_tensor"
-    elif method == "fbgemm_fp8":
-        scheme = "fp8_channel"
-    elif method in ("compressed-tensors", "compressed_tensors"):
-        scheme, block = _compressed_tensors(qc)
-    elif method in ("modelopt", "modelopt_fp4", "modelopt_mxfp8"):
-        algo = str(qc.get("quant_algo") or qc.get("quantization", {}).get("quant_algo", "")).upper()
-        scheme = {
-            "FP8": "fp8_tensor",
-            "FP8_PER_CHANNEL_PER_TOKEN": "fp8_channel",
-            "FP8_PB_WO": "fp8_block",
-            "NVFP4": "nvfp4",
-            "MXFP8": "mxfp8",
-        }.get(algo)
-    elif method == "mxfp4":
-        scheme = "none"  # gpt-oss: linears stay BF16, experts are MXFP4
-        out["quant.moe_scheme"] = "mxfp4"
-    elif method in ("gptq", "awq", "gptq_marlin", "awq_marlin"):
-        scheme = "w4a16" if int(qc.get("bits", 4)) == 4 else "w8a16"
-    if scheme is not None:
-        out["quant.scheme"] = scheme
-    if block:
-        out["quant.block"] = [int(b) for b in block]
-    fmt = qc.get("scale_fmt")
-    if fmt is not None:
-        out["quant.scale_fmt"] = "ue8m0" if str(fmt).lower() == "ue8m0" else "fp32"
-    elif scheme is not None and scheme.startswith("fp8"):
-        out["quant.scale_fmt"] = "fp32"
-    expert = str(qc.get("expert_dtype") or qc.get("experts_dtype") or "").lower()
-    if expert in ("fp4", "mxfp4"):
-        out["quant.moe_scheme"] = "mxfp4"
-    elif expert == "nvfp4":
-        out["quant.moe_scheme"] = "nvfp4"
-    return out
+def facts_from_config(config: Mapping[str, Any], *, file: str = "config.json") -> dict[str, object]:
+    """``model.*`` and ``quant.*`` facts from a Hugging Face config.json mapping.
+
+    :raises ModelConfigError: a field kernelpolicy reads has the wrong type or value.
+    """
+    return config_facts(config, file=file)
 
 
-def _compressed_tensors(qc: Mapping[str, Any]) -> tuple[str | None, list[int] | None]:
-    groups = qc.get("config_groups") or {}
-    for group in groups.values() if isinstance(groups, Mapping) else ():
-        w = group.get("weights") or {}
-        bits, typ = int(w.get("num_bits", 0)), str(w.get("type", ""))
-        strategy = str(w.get("strategy", "")).lower()
-        if typ == "float" and bits == 8:
-            if strategy == "block":
-                return "fp8_block", list(w.get("block_structure") or [128, 128])
-            if strategy == "channel":
-                return "fp8_channel", None
-            return "fp8_tensor", None
-        if typ == "float" and bits == 4:
-            return ("nvfp4" if int(w.get("group_size") or 16) == 16 else "mxfp4"), None
-        if typ == "int" and bits in (4, 8):
-            return ("w4a16" if bits == 4 else "w8a16"), None
-    return None, None
+def read_json(path: Path) -> Mapping[str, Any]:
+    """A JSON object from *path*; one clear error naming the file otherwise."""
+    name = str(path)
+    try:
+        if path.stat().st_size > MAX_CONFIG_BYTES:
+            raise ModelConfigError(name, "", f"larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB")
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ModelConfigError(name, "", f"cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    except UnicodeDecodeError:
+        raise ModelConfigError(name, "", "not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ModelConfigError(name, "", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    except RecursionError:
+        raise ModelConfigError(name, "", "nested too deeply to be a model config") from None
+    if not isinstance(data, Mapping):
+        raise ModelConfigError(name, "", "not a JSON object")
+    return data
 
 
-def facts_from_config(config: Mapping[str, Any]) -> dict[str, object]:
-    """``model.*`` and ``quant.*`` facts from a Hugging Face config.json mapping."""
-    text = _text_config(config)
-    out: dict[str, object] = {}
-    if text.get("model_type"):
-        out["model.type"] = str(text["model_type"])
-    archs = config.get("architectures") or text.get("architectures")
-    if archs:
-        out["model.architecture"] = str(archs[0])
-    if isinstance(text.get("hidden_size"), int):
-        out["model.hidden_size"] = text["hidden_size"]
-    experts = next((text[k] for k in _EXPERT_KEYS if isinstance(text.get(k), int)), None)
-    is_moe = bool(experts and experts > 1)
-    out["model.is_moe"] = is_moe
-    if is_moe:
-        out["model.num_experts"] = experts
-    width = text.get("moe_intermediate_size") if is_moe else None
-    width = width or text.get("intermediate_size")
-    if isinstance(width, int):
-        out["model.intermediate_size"] = width
-    act = text.get("hidden_act") or text.get("hidden_activation")
-    if isinstance(act, str):
-        out["model.activation"] = _ACTIVATIONS.get(act.lower(), "other")
-    dtype = text.get("torch_dtype") or text.get("dtype") or config.get("torch_dtype")
-    if is_moe and isinstance(dtype, str) and dtype in _DTYPES:
-        # the gate weight is stored in the checkpoint dtype unless the catalog says otherwise
-        out["model.router_dtype"] = _DTYPES[dtype]
-    qc = config.get("quantization_config") or text.get("quantization_config")
-    q = quant_facts(qc if isinstance(qc, Mapping) else None)
-    expert = str(text.get("expert_dtype") or "").lower()
-    if "quant.moe_scheme" not in q and expert in ("fp4", "mxfp4", "nvfp4"):
-        q["quant.moe_scheme"] = "nvfp4" if expert == "nvfp4" else "mxfp4"
-    if "quant.scale_fmt" not in q and text.get("scale_fmt"):
-        q["quant.scale_fmt"] = "ue8m0" if str(text["scale_fmt"]).lower() == "ue8m0" else "fp32"
-    out.update(q)
-    if "quant.scheme" in out and "quant.moe_scheme" not in out and is_moe:
-        out["quant.moe_scheme"] = out["quant.scheme"]
-    return out
+def _from_files(files: Mapping[str, str], source: str) -> ModelSource:
+    config_path = Path(files["config.json"])
+    quant = files.get("hf_quant_config.json")
+    return ModelSource(
+        config=read_json(config_path),
+        source=source,
+        file=str(config_path),
+        quant_file=read_json(Path(quant)) if quant else None,
+        quant_file_name=str(quant or "hf_quant_config.json"),
+    )
+
+
+def _local(path: Path, spec: str) -> ModelSource:
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise UnknownModelError(spec, "the folder has no `config.json`")
+        files = {name: str(path / name) for name in ("config.json", "hf_quant_config.json") if (path / name).is_file()}
+        return _from_files(files, "config.json")
+    return _from_files({"config.json": str(path)}, "config.json")
+
+
+def _distance(a: str, b: str) -> int:
+    """Optimal-string-alignment edit distance (a transposition counts once)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb))
+            if i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
+
+
+def typo_of(spec: str, names: Sequence[str]) -> list[str]:
+    """Known *names* that *spec* is a typo of: at most two edits, and the same numbers.
+
+    ``Qwen/Qwen3.6-35B-A3B-FP8`` is not suggested for ``Qwen/Qwen3-30B-A3B-FP8``: different
+    numbers name a different model, not a misspelling.
+    """
+    digits = re.findall(r"\d+", spec)
+    low = spec.lower()
+    return [n for n in names if re.findall(r"\d+", n) == digits and _distance(low, n.lower()) <= 2]
+
+
+def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | None = None) -> ModelSource:
+    """The config of *spec*: a folder, a config.json, or a Hub id (cache, catalog, then the Hub).
+
+    :raises UnknownModelError: *spec* cannot be found (one line saying where it was looked for).
+    :raises ModelConfigError: its config cannot be read or has a wrong field.
+    """
+    path = Path(spec).expanduser()
+    if path.exists():
+        return _local(path, spec)
+    hub = hub or HubOptions.from_env()
+    by_id = {m.id.lower(): m for m in catalog}
+    hit = by_id.get(spec.strip().lower())
+    extra = hit.facts if hit is not None else {}
+    repo = is_repo_id(spec)
+    if repo:
+        cached = read_cached(spec, hub)
+        if cached is not None:
+            return replace(_from_files(cached, "hf-cache"), facts=extra)
+    if hit is not None and hub.revision in (None, "main"):
+        return ModelSource(config=hit.config, source="catalog", file=f"rules/models.yaml: {hit.id}", facts=extra)
+    typos = typo_of(spec, [m.id for m in catalog])
+    if not repo:
+        raise UnknownModelError(spec, "no such folder or config.json, and not a Hugging Face id (`org/name`)", typos)
+    if hub.offline:
+        raise UnknownModelError(
+            spec,
+            f"not in the Hugging Face cache `{hub.cache_dir}` and HF_HUB_OFFLINE is set"
+            f" (fetch it once online, or give a local folder)",
+            typos,
+        )
+    try:
+        files = fetch_metadata(spec, hub)
+    except UnknownModelError as exc:
+        raise UnknownModelError(spec, exc.reason, typos) from None
+    return replace(_from_files(files, "hub"), facts=extra)
 
 
 def find_model(spec: str, catalog: Sequence[CatalogModel]) -> tuple[Mapping[str, Any], Mapping[str, Any], str]:
-    """The config of *spec* (a folder, a config.json, or a catalog id).
-
-    Returns ``(config, extra_facts, source)`` where *source* is ``config.json`` or ``catalog``.
-
-    :raises UnknownModelError: when *spec* is none of those.
-    """
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        path = path / "config.json"
-        if not path.is_file():
-            raise UnknownModelError(spec, "the folder has no `config.json`")
-    if path.is_file():
-        try:
-            config = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise UnknownModelError(spec, f"cannot read `{path}`: {exc}") from None
-        if not isinstance(config, Mapping):
-            raise UnknownModelError(spec, f"`{path}` is not a JSON object")
-        return config, {}, "config.json"
-    by_id = {m.id.lower(): m for m in catalog}
-    hit = by_id.get(spec.strip().lower())
-    if hit is None:
-        raise UnknownModelError(
-            spec,
-            "not a local folder or config.json, and not in the shipped catalog (kernelpolicy never downloads configs)",
-            did_you_mean(spec, [m.id for m in catalog]),
-        )
-    return hit.config, hit.facts, "catalog"
+    """``(config, extra_facts, source)`` of *spec* (see :func:`locate_model`)."""
+    found = locate_model(spec, catalog)
+    return found.config, found.facts, found.source

@@ -1,0 +1,152 @@
+"""Model ids resolved as vLLM resolves them: the local Hugging Face cache, then the Hub.
+
+Only the small metadata files a decision needs are ever read or fetched (:data:`METADATA_FILES`),
+never weights. The environment is read when a model is resolved, not at import, with the Hub
+client's meaning: ``HF_HUB_CACHE`` (else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``),
+``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and ``HF_TOKEN``; vLLM's ``--download-dir`` and
+``--revision`` override the cache folder and the revision. ``huggingface_hub`` is imported only
+when a model id has to be looked up.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+from ..errors import UnknownModelError
+
+__all__ = ["METADATA_FILES", "HubOptions", "fetch_metadata", "is_repo_id", "read_cached"]
+
+#: The files a decision reads: config.json (required) and ModelOpt's hf_quant_config.json.
+METADATA_FILES: Final = ("config.json", "hf_quant_config.json")
+_REPO_ID: Final = re.compile(r"[A-Za-z0-9][\w.-]{0,95}/[A-Za-z0-9][\w.-]{0,95}\Z")
+_TRUE: Final = ("1", "on", "yes", "true")
+#: Seconds to wait for the Hub's answer to one metadata request.
+TIMEOUT_S: Final = 10.0
+
+
+def is_repo_id(spec: str) -> bool:
+    """*spec* has the shape of a Hub repository id (``org/name``)."""
+    return bool(_REPO_ID.match(spec)) and ".." not in spec and not spec.endswith(".json")
+
+
+@dataclass(frozen=True)
+class HubOptions:
+    """Where and how model ids are looked up (see the module docstring)."""
+
+    cache_dir: Path
+    offline: bool = False
+    endpoint: str = "https://huggingface.co"
+    token: str | None = None
+    revision: str | None = None
+
+    @classmethod
+    def from_env(
+        cls,
+        environ: Mapping[str, str] | None = None,
+        *,
+        revision: str | None = None,
+        download_dir: str | None = None,
+    ) -> HubOptions:
+        env = os.environ if environ is None else environ
+        if download_dir:
+            cache = Path(download_dir).expanduser()
+        elif env.get("HF_HUB_CACHE"):
+            cache = Path(env["HF_HUB_CACHE"]).expanduser()
+        else:
+            home = env.get("HF_HOME") or str(Path(env.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface")
+            cache = Path(home).expanduser() / "hub"
+        offline = (env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE") or "").strip().lower() in _TRUE
+        return cls(
+            cache_dir=cache,
+            offline=offline,
+            endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
+            token=env.get("HF_TOKEN") or None,
+            revision=revision,
+        )
+
+
+def read_cached(repo_id: str, hub: HubOptions) -> dict[str, str] | None:
+    """The metadata files of *repo_id* found in the local cache (``None``: config.json is not there)."""
+    folder = hub.cache_dir / ("models--" + repo_id.replace("/", "--"))
+    if not folder.is_dir():  # spares the Hub client's import for every catalog id
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    found: dict[str, str] = {}
+    for name in METADATA_FILES:
+        path = try_to_load_from_cache(repo_id, name, cache_dir=str(hub.cache_dir), revision=hub.revision)
+        if isinstance(path, str):
+            found[name] = path
+    return found if "config.json" in found else None
+
+
+def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
+    """Download *repo_id*'s metadata files into the cache; their local paths by file name.
+
+    :raises UnknownModelError: the repository, the revision or its config.json does not exist,
+        the repository is gated or private, or the Hub cannot be reached.
+    """
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        HfHubHTTPError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    found: dict[str, str] = {}
+    for name in METADATA_FILES:
+        try:
+            found[name] = hf_hub_download(
+                repo_id,
+                name,
+                revision=hub.revision,
+                cache_dir=str(hub.cache_dir),
+                endpoint=hub.endpoint,
+                token=hub.token,
+                etag_timeout=TIMEOUT_S,
+            )
+        except GatedRepoError:
+            who = "the token in HF_TOKEN has no access" if hub.token else "set HF_TOKEN to a token with access"
+            raise UnknownModelError(repo_id, f"a gated repository on `{hub.endpoint}` (401): {who}") from None
+        except RepositoryNotFoundError as exc:
+            code = _status(exc)
+            hint = "" if hub.token else "; if it is private or gated, set HF_TOKEN"
+            raise UnknownModelError(repo_id, f"no such repository on `{hub.endpoint}` ({code}){hint}") from None
+        except RevisionNotFoundError:
+            raise UnknownModelError(repo_id, f"no revision `{hub.revision}` on `{hub.endpoint}` (404)") from None
+        except LocalEntryNotFoundError as exc:
+            raise _unreachable(repo_id, hub, exc) from None
+        except EntryNotFoundError:
+            if name == "config.json":
+                raise UnknownModelError(repo_id, "the repository has no `config.json`") from None
+        except HfHubHTTPError as exc:
+            code = _status(exc)
+            if code == 401:
+                raise UnknownModelError(repo_id, f"`{hub.endpoint}` refused the token in HF_TOKEN (401)") from None
+            raise UnknownModelError(repo_id, f"`{hub.endpoint}` answered {code} for `{name}`") from None
+        except (OSError, ValueError) as exc:
+            raise _unreachable(repo_id, hub, exc) from None
+    return found
+
+
+def _unreachable(repo_id: str, hub: HubOptions, exc: Exception) -> UnknownModelError:
+    cause = exc.__cause__ or exc.__context__ or exc
+    return UnknownModelError(
+        repo_id,
+        f"not in the Hugging Face cache `{hub.cache_dir}`, and `{hub.endpoint}` cannot be reached"
+        f" ({cause.__class__.__name__})",
+    )
+
+
+def _status(exc: Exception) -> int | str:
+    response = getattr(exc, "response", None)
+    code = getattr(response, "status_code", None)
+    return int(code) if isinstance(code, int) else "?"

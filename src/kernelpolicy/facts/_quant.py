@@ -1,0 +1,538 @@
+"""Typed Hugging Face configs: the fields of ``config.json`` and its quantization config that
+decide a kernel, as pydantic models, and the ``model.*`` / ``quant.*`` facts they give.
+
+Only the fields kernelpolicy reads are declared (every other key is ignored), and each is
+strictly typed: ``num_local_experts: 8.0`` or ``"many"`` is an error naming the file and the
+field, never a dense model by accident. Quantization configs are told apart by
+``quant_method`` as vLLM tells them apart (``fp8``, ``compressed-tensors``, ``modelopt``,
+``mxfp4``, ``mxfp8``, ``gptq``/``awq`` and their Marlin forms); any other method is a fact
+(``quant.method_known: false``), not an error.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..errors import KernelPolicyError
+
+__all__ = [
+    "KNOWN_METHODS",
+    "CompressedTensorsConfig",
+    "Fp8Config",
+    "HfConfig",
+    "ModelConfigError",
+    "ModelOptConfig",
+    "Mxfp4Config",
+    "WeightOnlyIntConfig",
+    "config_facts",
+    "quant_config_facts",
+]
+
+#: How deep a config may nest before it is refused (real configs nest three or four levels).
+MAX_DEPTH: Final = 32
+
+
+class ModelConfigError(KernelPolicyError, ValueError):
+    """A config.json (or quantization config) whose field has the wrong type or value."""
+
+    def __init__(self, file: str, field: str, message: str) -> None:
+        self.file = file
+        self.field = field
+        self.message = message
+        super().__init__(file, field, message)
+
+    def __str__(self) -> str:
+        where = f"field `{self.field}`: " if self.field else ""
+        return f"`{self.file}`: {where}{self.message}"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, populate_by_name=True)
+
+
+_Blocks = list[int]
+
+
+# ----------------------------------------------------------------------------- config.json
+
+
+class HfConfig(_Strict):
+    """The fields of a (text) model config that decide a kernel."""
+
+    model_type: str | None = None
+    architectures: list[str] | None = None
+    hidden_size: int | None = None
+    intermediate_size: int | None = None
+    moe_intermediate_size: int | None = None
+    #: routed experts, under every name a model family uses (ERNIE-VL lists one per modality)
+    num_experts: int | list[int] | None = None
+    num_local_experts: int | list[int] | None = None
+    n_routed_experts: int | list[int] | None = None
+    moe_num_experts: int | list[int] | None = None
+    num_experts_per_tok: int | None = None
+    hidden_act: str | None = None
+    hidden_activation: str | None = None
+    torch_dtype: str | None = None
+    dtype: str | None = None
+    scoring_func: str | None = None
+    topk_method: str | None = None
+    n_group: int | None = None
+    norm_topk_prob: bool | None = None
+    expert_dtype: str | None = None
+    experts_dtype: str | None = None
+    scale_fmt: str | None = None
+    quantization_config: dict[str, Any] | None = None
+    compression_config: dict[str, Any] | None = None
+
+
+# ----------------------------------------------------------------------------- quantization
+
+
+class Fp8Config(_Strict):
+    """vLLM's ``fp8`` (and ``ptpc_fp8``, ``fbgemm_fp8``): per-tensor, per-channel or block scales."""
+
+    quant_method: Literal["fp8", "ptpc_fp8", "fbgemm_fp8"]
+    activation_scheme: Literal["static", "dynamic"] | None = None
+    weight_block_size: _Blocks | None = Field(default=None, min_length=2, max_length=2)
+    ignored_layers: list[str] | None = None
+    modules_to_not_convert: list[str] | None = None
+    scale_fmt: str | None = None
+
+
+class CtArgs(_Strict):
+    """compressed-tensors ``weights`` / ``input_activations`` of one config group."""
+
+    num_bits: int
+    type: Literal["float", "int"]
+    strategy: Literal["tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"] | None = None
+    group_size: int | None = None
+    block_structure: _Blocks | None = Field(default=None, min_length=2, max_length=2)
+    dynamic: bool | Literal["local"] | None = None
+    symmetric: bool | None = None
+
+
+class CtGroup(_Strict):
+    targets: list[str] = Field(default_factory=list)
+    weights: CtArgs | None = None
+    input_activations: CtArgs | None = None
+
+
+class CompressedTensorsConfig(_Strict):
+    """``compressed-tensors`` (llm-compressor): config groups, each with its targets."""
+
+    quant_method: Literal["compressed-tensors", "compressed_tensors"]
+    config_groups: dict[str, CtGroup] = Field(default_factory=dict)
+    ignore: list[str] = Field(default_factory=list)
+    format: str | None = None
+
+
+class ModelOptLayer(_Strict):
+    quant_algo: str
+    group_size: int | None = None
+
+
+class ModelOptConfig(_Strict):
+    """NVIDIA ModelOpt (``hf_quant_config.json`` or ``quant_method: modelopt``)."""
+
+    quant_method: Literal["modelopt", "modelopt_fp4", "modelopt_mxfp8"]
+    quant_algo: str | None = None
+    group_size: int | None = None
+    kv_cache_quant_algo: str | None = None
+    exclude_modules: list[str] | None = None
+    #: per-layer algorithms of a ``MIXED_PRECISION`` checkpoint
+    quantized_layers: dict[str, ModelOptLayer] | None = None
+
+
+class Mxfp4Config(_Strict):
+    """``mxfp4`` (gpt-oss) and ``mxfp8``: OCP microscaling, block 32, E8M0 scales."""
+
+    quant_method: Literal["mxfp4", "mxfp8"]
+    modules_to_not_convert: list[str] | None = None
+
+
+class WeightOnlyIntConfig(_Strict):
+    """GPTQ / AWQ integer weights (W4A16, W8A16), run by Marlin or their own kernels."""
+
+    quant_method: Literal["gptq", "awq", "gptq_marlin", "awq_marlin"]
+    bits: int = Field(alias="w_bit", default=4)
+    group_size: int | None = Field(default=None, alias="q_group_size")
+    desc_act: bool | None = None
+    sym: bool | None = None
+    checkpoint_format: str | None = None
+
+
+_MODELS: Final[dict[str, type[_Strict]]] = {
+    "fp8": Fp8Config,
+    "ptpc_fp8": Fp8Config,
+    "fbgemm_fp8": Fp8Config,
+    "compressed-tensors": CompressedTensorsConfig,
+    "compressed_tensors": CompressedTensorsConfig,
+    "modelopt": ModelOptConfig,
+    "modelopt_fp4": ModelOptConfig,
+    "modelopt_mxfp8": ModelOptConfig,
+    "mxfp4": Mxfp4Config,
+    "mxfp8": Mxfp4Config,
+    "gptq": WeightOnlyIntConfig,
+    "awq": WeightOnlyIntConfig,
+    "gptq_marlin": WeightOnlyIntConfig,
+    "awq_marlin": WeightOnlyIntConfig,
+}
+#: The ``quant_method`` values whose FP8/FP4 kernels kernelpolicy decides.
+KNOWN_METHODS: Final = tuple(_MODELS)
+
+#: ModelOpt's ``quant_algo`` names as schemes (vLLM's ``modelopt.py``).
+_MODELOPT_ALGOS: Final = {
+    "FP8": "fp8_tensor",
+    "FP8_PER_CHANNEL_PER_TOKEN": "fp8_channel",
+    "FP8_PB_WO": "fp8_block",
+    "NVFP4": "nvfp4",
+    "MXFP8": "mxfp8",
+    "W4A8_AWQ": "w4a8",
+    "W4A16_AWQ": "w4a16",
+}
+_ACTIVATIONS: Final = {
+    "silu": "silu",
+    "swiglu": "silu",
+    "gelu": "gelu",
+    "gelu_pytorch_tanh": "gelu",
+    "gelu_new": "gelu",
+    "relu2": "relu2",
+    "relu_squared": "relu2",
+    "swigluoai": "swigluoai",
+}
+_DTYPES: Final = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32", "bf16": "bfloat16"}
+_TEXT_KEYS: Final = ("text_config", "language_config", "llm_config")
+#: ``(weight bits, activation bits)`` of the linear layers per scheme; ``w4a8`` has no
+#: ``quant.scheme`` value of its own and is told by these two facts.
+_BITS: Final = {
+    "fp8_block": (8, 8),
+    "fp8_tensor": (8, 8),
+    "fp8_channel": (8, 8),
+    "mxfp8": (8, 8),
+    "nvfp4": (4, 4),
+    "mxfp4": (4, 4),
+    "w4a16": (4, 16),
+    "w8a16": (8, 16),
+    "w4a8": (4, 8),
+}
+_MODELOPT_DOMAIN: Final = ("FP8", "FP8_PB_WO", "FP8_PER_CHANNEL_PER_TOKEN", "NVFP4", "MXFP8", "MIXED_PRECISION")
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _depth_ok(value: object, limit: int = MAX_DEPTH) -> bool:
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return False
+        if isinstance(node, Mapping):
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend((v, depth + 1) for v in node)
+    return True
+
+
+def _field(loc: tuple[int | str, ...], prefix: str) -> str:
+    path = ".".join(str(p) for p in loc if not (isinstance(p, str) and p in ("int", "list[int]", "str")))
+    return f"{prefix}{path}" if path else prefix.rstrip(".")
+
+
+def _validate(model: type[_Strict], data: Mapping[str, Any], file: str, prefix: str) -> Any:
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "bool"))))
+        field = _field(loc, prefix)
+        got = err.get("input")
+        shown = repr(got) if isinstance(got, str) else str(got)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        raise ModelConfigError(file, field, f"{_reason(err['type'], err['msg'])} (got `{shown}`)") from None
+
+
+def _reason(kind: str, msg: str) -> str:
+    if kind.startswith("int") and kind != "int_from_float":
+        return "expected an integer"
+    if kind == "int_from_float":
+        return "expected an integer, not a float"
+    if kind.startswith("list"):
+        return "expected a list"
+    if kind.startswith("string"):
+        return "expected a string"
+    if kind.startswith("dict") or kind == "model_type":
+        return "expected a mapping"
+    if kind.startswith("bool"):
+        return "expected true or false"
+    return msg[:1].lower() + msg[1:]
+
+
+def _text_config(config: Mapping[str, Any], file: str) -> tuple[Mapping[str, Any], str]:
+    """The text model's config (``text_config`` of multimodal wrappers), and its field prefix."""
+    for key in _TEXT_KEYS:
+        sub = config.get(key)
+        if sub is None:
+            continue
+        if not isinstance(sub, Mapping):
+            raise ModelConfigError(file, key, f"expected a mapping (got `{type(sub).__name__}`)")
+        if sub.get("model_type") or any(k in sub for k in ("hidden_size", "num_experts", "num_local_experts")):
+            return {**{k: v for k, v in config.items() if k != key}, **sub}, f"{key}."
+    return config, ""
+
+
+# ----------------------------------------------------------------------------- facts
+
+
+def _experts(value: int | list[int] | None) -> int | None:
+    if isinstance(value, list):
+        return max(value) if value else None
+    return value
+
+
+def _routing(text: HfConfig) -> str | None:
+    """The routing method (``model.moe_routing``) where config.json fixes it; else ``None``
+    (``rules/known/moe_routing.yaml`` implies it from ``model.type``)."""
+    model_type = text.model_type or ""
+    if model_type.startswith("llama4"):
+        return "llama4"
+    if text.scoring_func == "sigmoid":
+        if text.n_group or text.topk_method == "noaux_tc":
+            return "deepseek_v3"
+        if model_type.startswith("minimax"):
+            return "minimax"
+        return None
+    if text.norm_topk_prob is True:
+        return "renormalize_naive"
+    if text.norm_topk_prob is False:
+        return "default"
+    return None
+
+
+def config_facts(
+    config: Mapping[str, Any],
+    *,
+    file: str = "config.json",
+    quant_file: Mapping[str, Any] | None = None,
+    quant_file_name: str = "hf_quant_config.json",
+) -> dict[str, object]:
+    """``model.*`` and ``quant.*`` facts from a config.json mapping (and hf_quant_config.json).
+
+    :raises ModelConfigError: a field kernelpolicy reads has the wrong type or value.
+    """
+    if not _depth_ok(config):
+        raise ModelConfigError(file, "", f"nested deeper than {MAX_DEPTH} levels")
+    raw_text, prefix = _text_config(config, file)
+    text: HfConfig = _validate(HfConfig, raw_text, file, prefix)
+    outer: HfConfig = _validate(HfConfig, config, file, "") if prefix else text
+    out: dict[str, object] = {}
+    if text.model_type:
+        out["model.type"] = text.model_type
+    archs = outer.architectures or text.architectures
+    if archs:
+        out["model.architecture"] = archs[0]
+    if text.hidden_size is not None:
+        out["model.hidden_size"] = text.hidden_size
+    counts = (text.num_experts, text.n_routed_experts, text.num_local_experts, text.moe_num_experts)
+    experts = next((n for n in map(_experts, counts) if n is not None), None)
+    is_moe = bool(experts and experts > 1)
+    out["model.is_moe"] = is_moe
+    if is_moe:
+        out["model.num_experts"] = experts
+        if text.num_experts_per_tok is not None:
+            out["model.experts_per_token"] = text.num_experts_per_tok
+        routing = _routing(text)
+        if routing is not None:
+            out["model.moe_routing"] = routing
+    width = (text.moe_intermediate_size if is_moe else None) or text.intermediate_size
+    if width is not None:
+        out["model.intermediate_size"] = width
+    act = text.hidden_act or text.hidden_activation
+    if act is not None:
+        out["model.activation"] = _ACTIVATIONS.get(act.lower(), "other")
+    dtype = text.torch_dtype or text.dtype or outer.torch_dtype or outer.dtype
+    if dtype in _DTYPES:
+        out["model.activation_dtype"] = _DTYPES[dtype]
+        if is_moe:  # the gate weight is stored in the checkpoint dtype unless the catalog says otherwise
+            out["model.router_dtype"] = _DTYPES[dtype]
+    qc = outer.quantization_config or text.quantization_config or outer.compression_config
+    q_file, q_prefix = file, "quantization_config."
+    if qc is None and quant_file is not None:
+        qc, q_file, q_prefix = _modelopt_file(quant_file, quant_file_name)
+    q = quant_config_facts(qc, file=q_file, prefix=q_prefix)
+    expert = (text.expert_dtype or text.experts_dtype or "").lower()
+    if "quant.moe_scheme" not in q and expert in ("fp4", "mxfp4", "nvfp4"):
+        q["quant.moe_scheme"] = "nvfp4" if expert == "nvfp4" else "mxfp4"
+    if "quant.scale_fmt" not in q and text.scale_fmt:
+        q["quant.scale_fmt"] = "ue8m0" if text.scale_fmt.lower() == "ue8m0" else "fp32"
+    out.update(q)
+    if "quant.scheme" in out and "quant.moe_scheme" not in out and is_moe:
+        out["quant.moe_scheme"] = out["quant.scheme"]
+    return out
+
+
+def _modelopt_file(data: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str, str]:
+    """``hf_quant_config.json`` (``{"producer": ..., "quantization": {...}}``) as a quant config."""
+    body = data.get("quantization")
+    if not isinstance(body, Mapping):
+        raise ModelConfigError(name, "quantization", "expected a mapping")
+    return {"quant_method": "modelopt", **body}, name, "quantization."
+
+
+def quant_config_facts(
+    qc: Mapping[str, Any] | None, *, file: str = "config.json", prefix: str = "quantization_config."
+) -> dict[str, object]:
+    """``quant.*`` facts from a quantization config mapping (``None``: unquantized).
+
+    :raises ModelConfigError: a field kernelpolicy reads has the wrong type or value.
+    """
+    if qc is None:
+        return {"quant.scheme": "none", "quant.modelopt_algo": "none"}
+    if not isinstance(qc, Mapping):
+        raise ModelConfigError(file, prefix.rstrip("."), "expected a mapping")
+    raw = qc.get("quant_method")
+    if not isinstance(raw, str):
+        raise ModelConfigError(file, f"{prefix}quant_method", "expected a string naming the method")
+    method = raw.lower().replace("compressed_tensors", "compressed-tensors")
+    out: dict[str, object] = {"quant.method": method}
+    model = _MODELS.get(method)
+    if model is None:
+        out["quant.method_known"] = False
+        return out
+    out["quant.method_known"] = True
+    parsed = _validate(model, {**qc, "quant_method": method}, file, prefix)
+    if isinstance(parsed, Fp8Config):
+        out.update(_fp8(parsed))
+    elif isinstance(parsed, CompressedTensorsConfig):
+        out.update(_compressed_tensors(parsed, file, prefix))
+    elif isinstance(parsed, ModelOptConfig):
+        out.update(_modelopt(parsed, file, prefix))
+    elif isinstance(parsed, Mxfp4Config):
+        if method == "mxfp4":
+            out.update({"quant.scheme": "none", "quant.moe_scheme": "mxfp4"})  # gpt-oss: BF16 linears
+        else:
+            out["quant.scheme"] = "mxfp8"
+        out["quant.scale_fmt"] = "ue8m0"
+    elif isinstance(parsed, WeightOnlyIntConfig):
+        out.update(_weight_only(parsed, file, prefix))
+    if not isinstance(parsed, ModelOptConfig):
+        out["quant.modelopt_algo"] = "none"
+    scheme = out.get("quant.scheme")
+    if scheme == "w4a8":
+        del out["quant.scheme"]
+    if isinstance(scheme, str) and scheme in _BITS:
+        out["quant.weight_bits"], out["quant.activation_bits"] = _BITS[scheme]
+    if "quant.scale_fmt" not in out and isinstance(scheme, str) and scheme.startswith("fp8"):
+        out["quant.scale_fmt"] = "fp32"
+    return out
+
+
+def _fp8(c: Fp8Config) -> dict[str, object]:
+    out: dict[str, object] = {}
+    if c.weight_block_size is not None:
+        _positive(c.weight_block_size, "weight_block_size")
+        out.update({"quant.scheme": "fp8_block", "quant.block": list(c.weight_block_size)})
+    else:
+        out["quant.scheme"] = "fp8_tensor" if c.quant_method == "fp8" else "fp8_channel"
+    if c.activation_scheme is not None:
+        out["quant.activation_scheme"] = c.activation_scheme
+    if c.scale_fmt is not None:
+        out["quant.scale_fmt"] = "ue8m0" if c.scale_fmt.lower() == "ue8m0" else "fp32"
+    return out
+
+
+def _positive(values: list[int], field: str, file: str = "config.json") -> None:
+    if any(v <= 0 for v in values):
+        raise ModelConfigError(file, field, f"expected positive sizes (got `{values}`)")
+
+
+def _ct_scheme(w: CtArgs, a: CtArgs | None) -> tuple[str | None, list[int] | None]:
+    if w.type == "float" and w.num_bits == 8:
+        if w.strategy == "block":
+            return "fp8_block", list(w.block_structure or [128, 128])
+        if w.strategy == "group" and w.group_size == 32:
+            return "mxfp8", None
+        return ("fp8_channel" if w.strategy == "channel" else "fp8_tensor"), None
+    if w.type == "float" and w.num_bits == 4:
+        return ("nvfp4" if (w.group_size or 16) == 16 else "mxfp4"), None
+    if w.type == "int" and w.num_bits == 4:
+        return ("w4a8" if a is not None and a.num_bits == 8 else "w4a16"), None
+    if w.type == "int" and w.num_bits == 8 and a is None:
+        return "w8a16", None
+    return None, None
+
+
+def _compressed_tensors(c: CompressedTensorsConfig, file: str, prefix: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    linear = [(n, g) for n, g in c.config_groups.items() if g.weights is not None]
+    # the group that targets plain Linear layers decides; a group naming experts sets the MoE scheme
+    dense = next(((n, g) for n, g in linear if "Linear" in g.targets), linear[0] if linear else None)
+    if dense is None:
+        return {"quant.method_known": False}
+    name, group = dense
+    assert group.weights is not None
+    if group.weights.block_structure is not None:
+        _positive(group.weights.block_structure, f"{prefix}config_groups.{name}.weights.block_structure", file)
+    scheme, block = _ct_scheme(group.weights, group.input_activations)
+    if scheme is None:
+        out["quant.method_known"] = False
+        return out
+    out["quant.scheme"] = scheme
+    if block is not None:
+        out["quant.block"] = block
+    if group.weights.group_size is not None:
+        out["quant.group_size"] = group.weights.group_size
+    acts = group.input_activations
+    if acts is not None and acts.dynamic is not None:
+        out["quant.activation_scheme"] = "static" if acts.dynamic is False else "dynamic"
+    for _n, g in linear:
+        if g is not group and g.weights is not None and any("expert" in t for t in g.targets):
+            moe, _ = _ct_scheme(g.weights, g.input_activations)
+            if moe is not None:
+                out["quant.moe_scheme"] = moe
+    return out
+
+
+def _modelopt(c: ModelOptConfig, file: str, prefix: str) -> dict[str, object]:
+    out: dict[str, object] = {}
+    algo = (c.quant_algo or "").upper()
+    if c.quant_method == "modelopt_fp4" and not algo:
+        algo = "NVFP4"
+    out["quant.modelopt_algo"] = algo if algo in _MODELOPT_DOMAIN else "other"
+    if algo == "MIXED_PRECISION":
+        layers = c.quantized_layers or {}
+        moe = Counter(v.quant_algo.upper() for k, v in layers.items() if "expert" in k)
+        dense = Counter(v.quant_algo.upper() for k, v in layers.items() if "expert" not in k)
+        if not layers:
+            raise ModelConfigError(file, f"{prefix}quantized_layers", "a MIXED_PRECISION checkpoint lists its layers")
+        algo = (dense or moe).most_common(1)[0][0]
+        if moe:
+            moe_scheme = _MODELOPT_ALGOS.get(moe.most_common(1)[0][0])
+            if moe_scheme is not None:
+                out["quant.moe_scheme"] = moe_scheme
+    scheme = _MODELOPT_ALGOS.get(algo)
+    if scheme is None:
+        out["quant.method_known"] = False
+        return out
+    out["quant.scheme"] = scheme
+    if scheme == "fp8_block":
+        out["quant.block"] = [128, 128]
+    if c.group_size is not None:
+        out["quant.group_size"] = c.group_size
+    if scheme.startswith("fp8"):
+        out["quant.activation_scheme"] = "dynamic" if scheme != "fp8_tensor" else "static"
+    return out
+
+
+def _weight_only(c: WeightOnlyIntConfig, file: str, prefix: str) -> dict[str, object]:
+    if c.bits not in (4, 8):
+        raise ModelConfigError(file, f"{prefix}bits", f"expected 4 or 8 (got `{c.bits}`)")
+    out: dict[str, object] = {"quant.scheme": "w4a16" if c.bits == 4 else "w8a16"}
+    if c.group_size is not None:
+        out["quant.group_size"] = c.group_size
+    return out
