@@ -259,16 +259,69 @@ def test_oracle_names_differ_per_release(fake_vllm: dict[str, Any]) -> None:
     assert fake_vllm["mxfp4"].select_mxfp4_moe_backend(FusedMoEConfig())[0] is Mxfp4MoeBackend.DEEPGEMM_MXFP4
 
 
-def test_oracle_refusal_raises_adapter_error(fake_vllm: dict[str, Any]) -> None:
+def test_oracle_refusal_falls_back_to_the_next_valid_candidate(
+    fake_vllm: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """vLLM refusing the decided backend never stops a start-up that works without the plugin."""
+    plugin.set_resolver(lambda values: DSV4_GB10)  # marlin chosen, emulation viable after it
+    plugin.register()
+    fake_vllm["calls"]["refuse"] = ("MARLIN",)
+    backend, _ = fake_vllm["q_mxfp4"].select_deepseek_v4_mxfp4_moe_backend(FusedMoEConfig())
+    # the decided marlin, then the next valid candidate (emulation) are refused: vLLM's own pick stands
+    assert fake_vllm["calls"]["mxfp4"] == ["marlin", "emulation", "auto"]
+    assert backend is Mxfp4MoeBackend.DEEPGEMM_MXFP4
+    (fallback,) = plugin.status()["fallbacks"]
+    assert fallback["decided"] == "marlin" and fallback["path"] == "moe"
+    assert fallback["used"] == "DEEPGEMM_MXFP4 (vLLM's own)"
+    assert "refused `marlin`" in fallback["reason"] and "`emulation`" in fallback["reason"]
+    warnings = [r.message for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and "`marlin`" in warnings[0], warnings
+
+
+def test_oracle_refusal_falls_back_in_decision_order(fake_vllm: dict[str, Any]) -> None:
+    decision = _moe_decision(
+        "flashinfer_b12x",
+        ("flashinfer_b12x", "chosen"),
+        ("deep_gemm", "rejected"),
+        ("triton", "viable"),
+        ("marlin", "viable"),
+    )
+    plugin.set_resolver(lambda values: decision)
+    plugin.register()
+    fake_vllm["calls"]["refuse"] = ("B12X_MXFP4_MXFP8",)
+    backend, _ = fake_vllm["mxfp4"].select_mxfp4_moe_backend(FusedMoEConfig())
+    assert backend is Mxfp4MoeBackend.TRITON, "the first viable candidate after the decided one"
+    (fallback,) = plugin.status()["fallbacks"]
+    assert fallback == {**fallback, "decided": "flashinfer_b12x", "used": "triton"}
+    assert any("moe uses `triton`" in w and "`flashinfer_b12x`" in w for w in plugin.status()["warnings"])
+
+
+def test_oracle_refusal_stops_start_up_when_strict(fake_vllm: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
     plugin.set_resolver(lambda values: DSV4_GB10)
     plugin.register()
     fake_vllm["calls"]["refuse"] = ("MARLIN",)
-    with pytest.raises(plugin.AdapterError, match="MXFP4 oracle refused"):
+    with pytest.raises(plugin.AdapterError, match="MXFP4 MoE oracle refused the decided MoE backend `marlin`"):
         fake_vllm["q_mxfp4"].select_deepseek_v4_mxfp4_moe_backend(FusedMoEConfig())
     # a rejected pick with nothing the oracle can name instead
     plugin.set_resolver(lambda values: _moe_decision("flashinfer_cutedsl", ("deep_gemm", "rejected")))
-    with pytest.raises(plugin.AdapterError, match="which kernelpolicy rejects"):
+    with pytest.raises(plugin.AdapterError, match="can select no backend the decision allows"):
         fake_vllm["mxfp8"].select_mxfp8_moe_backend(FusedMoEConfig())
+
+
+def test_fp8_oracle_refusal_falls_back(fake_vllm: dict[str, Any]) -> None:
+    def select(config: Any, *args: Any, **kwargs: Any) -> Any:
+        if config.moe_backend == "triton":
+            raise ValueError("triton is not supported for this configuration")
+        return (config.moe_backend.upper(), None)
+
+    decision = _moe_decision("triton", ("deep_gemm", "rejected"), ("triton", "chosen"), ("marlin", "viable"))
+    plugin.set_resolver(lambda values: decision)
+    fake_vllm["oracle"].select_fp8_moe_backend = select
+    fake_vllm["fp8"].select_fp8_moe_backend = select
+    plugin.register()
+    assert fake_vllm["fp8"].select_fp8_moe_backend(FusedMoEConfig(), None, None) == ("MARLIN", None)
+    assert plugin.status()["fallbacks"][0]["used"] == "marlin"
 
 
 def test_oracle_patches_are_idempotent_and_reversible(fake_vllm: dict[str, Any]) -> None:

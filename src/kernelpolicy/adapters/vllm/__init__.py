@@ -42,7 +42,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from ...facts.pipeline import is_strict
+from ...facts.pipeline import STRICT_ENV, is_strict
 from ._agree import AgreementError, agreement_report, check_agreement
 from ._names import (
     DENSE_BLOCK_KERNELS,
@@ -227,6 +227,7 @@ def unpatch() -> None:
         _STATE.facts.clear()
         _STATE.logged.clear()
         _STATE.warnings.clear()
+        _STATE.fallbacks.clear()
         _STATE.agreed = False
         _STATE.registered = False
         _STATE.points = None
@@ -431,23 +432,26 @@ def _patch_moe(points: VllmPatchPoints) -> None:
     def select_fp8_moe_backend(config: Any, *args: Any, **kwargs: Any) -> Any:
         decision = current_decision()
         chosen = _backend(decision, "moe") if decision is not None else None
-        if chosen is None:
+        if decision is None or chosen is None:
             return original(config, *args, **kwargs)
-        name = MOE_CLI_NAMES.get(chosen)
-        if name is None:
-            _fail(f"no vLLM --moe-backend name for the decided MoE backend {chosen!r}")
+        if MOE_CLI_NAMES.get(chosen) is None:
+            _fail(f"no vLLM --moe-backend name for the decided MoE backend `{chosen}`")
             return original(config, *args, **kwargs)
-        if getattr(config, "moe_backend", name) != name:
-            config = dataclasses.replace(config, moe_backend=name)
-        if chosen == "vllm_cutlass":
-            if len(args) >= 3:
-                args = (*args[:2], True, *args[3:])
-            else:
-                kwargs["allow_vllm_cutlass"] = True
-        try:
-            return original(config, *args, **kwargs)
-        except (ValueError, NotImplementedError) as exc:
-            raise AdapterError(f"kernelpolicy decided MoE backend {chosen!r} but vLLM refused it: {exc}") from exc
+
+        def attempt(backend: str) -> Callable[[], Any] | None:
+            name = MOE_CLI_NAMES.get(backend)
+            if name is None:
+                return None
+            cfg = _with_moe_backend(config, name)
+            a, kw = args, dict(kwargs)
+            if backend == "vllm_cutlass":
+                if len(a) >= 3:
+                    a = (*a[:2], True, *a[3:])
+                else:
+                    kw["allow_vllm_cutlass"] = True
+            return lambda: original(cfg, *a, **kw)
+
+        return _first_accepted("FP8 MoE oracle", decision, chosen, attempt, lambda: original(config, *args, **kwargs))
 
     wrapper = _mark(select_fp8_moe_backend, original)
     _set(oracle, "select_fp8_moe_backend", wrapper, "moe")
@@ -467,42 +471,108 @@ def _viable(decision: DecisionLike, path: str) -> list[str]:
     ]
 
 
-def _force(oracle: MoeOracle, original: Any, chosen: str, name: str, config: Any, args: Any, kwargs: Any) -> Any:
-    if getattr(config, "moe_backend", name) != name:
-        config = dataclasses.replace(config, moe_backend=name)
-    try:
-        return original(config, *args, **kwargs)
-    except (ValueError, NotImplementedError) as exc:
+_REFUSALS: Final = (ValueError, NotImplementedError)
+
+
+def _with_moe_backend(config: Any, name: str) -> Any:
+    if getattr(config, "moe_backend", name) == name:
+        return config
+    return dataclasses.replace(config, moe_backend=name)
+
+
+def _picked(result: Any) -> str | None:
+    """The backend member name an oracle returned (``(backend, experts)`` or the backend)."""
+    member = result[0] if isinstance(result, tuple) and result else result
+    name = getattr(member, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _first_accepted(
+    where: str,
+    decision: DecisionLike,
+    chosen: str,
+    attempt: Callable[[str], Callable[[], Any] | None],
+    native: Callable[[], Any],
+    *,
+    first: bool = True,
+) -> Any:
+    """The decided MoE backend, or else the decision's next valid candidate vLLM accepts.
+
+    *attempt* gives, for a kernelpolicy backend id, the call that makes vLLM select it (or
+    ``None`` where *where* has no name for it). vLLM refusing the decided backend stops
+    start-up under ``KERNELPOLICY_STRICT=1``; otherwise the next viable candidates are tried in
+    the decision's order, and when vLLM accepts none of them its own choice (*native*) stands.
+    Each fallback is one warning naming both backends, kept in :func:`status`.
+    """
+    order = ([chosen] if first else []) + [b for b in _viable(decision, "moe") if b != chosen]
+    refused: list[str] = []
+    for backend in order:
+        call = attempt(backend)
+        if call is None:
+            continue
+        try:
+            result = call()
+        except _REFUSALS as exc:
+            reason = _message(exc)
+            if _strict():
+                raise AdapterError(
+                    f"kernelpolicy: vLLM's {where} refused the decided MoE backend `{backend}` "
+                    f"({STRICT_ENV} is set, so start-up stops): {reason}"
+                ) from exc
+            refused.append(f"`{backend}` ({reason})")
+            continue
+        if backend != chosen or refused:
+            _fallback(decision, chosen, backend, where, refused)
+        return result
+    if _strict() and not first:
         raise AdapterError(
-            f"kernelpolicy decided MoE backend {chosen!r} but vLLM's {oracle.scheme.upper()} oracle refused it: {exc}"
-        ) from exc
+            f"kernelpolicy: vLLM's {where} can select no backend the decision allows "
+            f"(decided `{chosen}`; {STRICT_ENV} is set, so start-up stops)"
+        )
+    result = native()
+    picked = _picked(result) or "its own choice"
+    _fallback(decision, chosen, f"{picked} (vLLM's own)", where, refused)
+    return result
+
+
+def _fallback(decision: DecisionLike, chosen: str, used: str, where: str, refused: list[str]) -> None:
+    why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
+    record = {"path": "moe", "decided": chosen, "used": used, "where": where, "reason": why}
+    with _STATE.lock:
+        if record in _STATE.fallbacks:
+            return
+        _STATE.fallbacks.append(record)
+    used_text = used if "(" in used else f"`{used}`, the decision's next valid candidate"
+    message = f"vLLM's {where} {why}; moe uses {used_text} instead of the decided `{chosen}`"
+    _STATE.warnings.append(message)
+    logger.warning("kernelpolicy: %s (fingerprint=%s)", message, decision.fingerprint)
 
 
 def _oracle_wrapper(oracle: MoeOracle, original: Any) -> Any:
     names = MOE_ORACLE_NAMES[oracle.scheme]
+    where = f"{oracle.scheme.upper()} MoE oracle"
 
     def select(config: Any, *args: Any, **kwargs: Any) -> Any:
         decision = current_decision()
         chosen = _backend(decision, "moe") if decision is not None else None
         if decision is None or chosen is None:
             return original(config, *args, **kwargs)
-        name = names.get(chosen)
-        if name is not None and name in oracle.names:
-            return _force(oracle, original, chosen, name, config, args, kwargs)
+
+        def attempt(backend: str) -> Callable[[], Any] | None:
+            name = names.get(backend)
+            if name is None or name not in oracle.names:
+                return None
+            cfg = _with_moe_backend(config, name)
+            return lambda: original(cfg, *args, **kwargs)
+
+        if attempt(chosen) is not None:
+            return _first_accepted(where, decision, chosen, attempt, lambda: original(config, *args, **kwargs))
         # this oracle cannot name the decided backend: vLLM's pick stands unless it is rejected
         result = original(config, *args, **kwargs)
-        member = result[0] if isinstance(result, tuple) and result else result
-        picked = oracle_moe_id_of(oracle.scheme, getattr(member, "name", None))
+        picked = oracle_moe_id_of(oracle.scheme, _picked(result))
         if picked is None or picked not in _rejected(decision, "moe"):
             return result
-        for other in _viable(decision, "moe"):
-            alt = names.get(other)
-            if alt is not None and alt in oracle.names:
-                return _force(oracle, original, other, alt, config, args, kwargs)
-        raise AdapterError(
-            f"vLLM's {oracle.scheme.upper()} MoE oracle picked {picked!r}, which kernelpolicy rejects, "
-            f"and it has no name for the decided backend {chosen!r} or any viable one"
-        )
+        return _first_accepted(where, decision, chosen, attempt, lambda: result, first=False)
 
     return _mark(select, original)
 
@@ -691,5 +761,6 @@ def status() -> dict[str, Any]:
         "release": _STATE.points.release if _STATE.points else None,
         "patched": list(_STATE.patched),
         "decisions": decisions,
+        "fallbacks": [dict(f) for f in _STATE.fallbacks],
         "warnings": list(_STATE.warnings),
     }
