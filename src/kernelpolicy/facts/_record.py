@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, PrivateAttr
 from ..errors import FactError, did_you_mean
 from ._keys import FACT_KEYS, Kind, lookup_key
 
-__all__ = ["SOURCES", "FactValue", "Facts", "normalise_value", "parse_fact_text", "typed_value"]
+__all__ = ["SOURCES", "FactValue", "Facts", "check_values", "normalise_value", "parse_fact_text", "typed_value"]
 
 FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
 
@@ -69,7 +69,24 @@ def normalise_value(key: str, value: Any) -> FactValue:
                 help=f"did you mean `{hint[0]}`?" if hint else None,
             )
         return value
+    if kind is Kind.ENUM:
+        raise FactError(key, f"`{value!r}` is not one of {', '.join(fk.domain)}")
     raise FactError(key, f"`{value!r}` is not a valid {kind.value}")
+
+
+def check_values(values: Mapping[Any, Any]) -> dict[str, FactValue]:
+    """Every key and value of *values* checked (:func:`normalise_value`), in canonical form.
+
+    :raises FactError: for the first key that is not a fact key or value that does not fit it.
+    """
+    out: dict[str, FactValue] = {}
+    for key, value in values.items():
+        if not isinstance(key, str):
+            raise FactError(str(key), "a fact key is a string such as `gpu.sm`")
+        if value is None:
+            raise FactError(key, "`None` is not a value: leave the key out for an unknown fact")
+        out[key] = normalise_value(key, value)
+    return out
 
 
 def typed_value(key: str, value: FactValue) -> Any:
@@ -125,6 +142,26 @@ class Facts(BaseModel):
     _typed: dict[str, Any] | None = PrivateAttr(default=None)
     _key: tuple[tuple[str, FactValue], ...] | None = PrivateAttr(default=None)
     _hash: int | None = PrivateAttr(default=None)
+
+    def __init__(self, **data: Any) -> None:
+        """``Facts(values=..., sources=...)``: every key and value checked against the vocabulary,
+        every value given a source, and the GPU facts in agreement.
+
+        :raises FactError: with the message the command line gives for the same input.
+        """
+        values, sources = data.get("values"), data.get("sources")
+        if isinstance(values, Mapping) and isinstance(sources, Mapping):
+            data["values"] = check_values(values)
+            for key in data["values"]:
+                if not isinstance(sources.get(key), str):
+                    raise FactError(key, "has no source", help="give `sources` a string for every key of `values`")
+            extra = [k for k in sources if k not in data["values"]]
+            if extra:
+                raise FactError(str(extra[0]), "has a source but no value")
+            from .gpu import check_gpu_facts
+
+            check_gpu_facts(data["values"], sources)
+        super().__init__(**data)
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:

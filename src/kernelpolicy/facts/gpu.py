@@ -7,10 +7,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ..errors import UnknownGPUError, did_you_mean
+from ..errors import FactError, UnknownGPUError, did_you_mean
 from ._keys import GPU_SMS
 
-__all__ = ["GpuProduct", "facts_from_capability", "facts_from_spec", "parse_products"]
+__all__ = ["GpuProduct", "check_gpu_facts", "facts_from_capability", "facts_from_spec", "parse_products"]
 
 _CC_RE: Final = re.compile(r"\A(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d)|(\d))?([af])?\Z", re.I)
 
@@ -96,3 +96,54 @@ def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str,
     if product.unified_memory is not None:
         out["gpu.unified_memory"] = product.unified_memory
     return out
+
+
+
+def _cc_of(sm: str) -> tuple[int, int]:
+    digits = sm.removeprefix("sm")
+    return int(digits[:-1]), int(digits[-1])
+
+
+def _product(name: str, products: Sequence[GpuProduct]) -> GpuProduct | None:
+    want = _norm(name)
+    return next((p for p in products if want in {_norm(a) for a in (p.name, *p.aliases)}), None)
+
+
+def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct]) -> list[tuple[str, str, str]]:
+    """Pairs of GPU facts that contradict each other: ``(key, other key, what other implies)``."""
+    out: list[tuple[str, str, str]] = []
+    sm, family, cc, name = (values.get(k) for k in ("gpu.sm", "gpu.family", "gpu.cc", "gpu.name"))
+    product = _product(name, products) if isinstance(name, str) else None
+    if product is not None:
+        major, minor = _cc_of(product.sm)
+        if isinstance(sm, str) and sm != product.sm:
+            out.append(("gpu.sm", "gpu.name", f"an {product.sm} GPU"))
+        elif isinstance(cc, str) and cc != f"{major}.{minor}":
+            out.append(("gpu.cc", "gpu.name", f"an {product.sm} GPU"))
+    if isinstance(sm, str) and sm in GPU_SMS:
+        major, minor = _cc_of(sm)
+        if isinstance(family, str) and family != f"sm{major}0":
+            out.append(("gpu.family", "gpu.sm", f"family sm{major}0"))
+        if isinstance(cc, str) and cc != f"{major}.{minor}":
+            out.append(("gpu.cc", "gpu.sm", f"cc {major}.{minor}"))
+    elif isinstance(cc, str) and isinstance(family, str) and family != f"sm{cc.split('.')[0]}0":
+        out.append(("gpu.family", "gpu.cc", f"family sm{cc.split('.')[0]}0"))
+    return out
+
+
+def check_gpu_facts(
+    values: Mapping[str, object], sources: Mapping[str, str], products: Sequence[GpuProduct] = ()
+) -> None:
+    """Pure: the GPU facts that derive from each other agree (``gpu.sm``, ``gpu.family``,
+    ``gpu.cc``, and ``gpu.name`` where it names a product of the GPU catalog).
+
+    :raises FactError: naming the fact a user gave (``--fact``) where one of the two was.
+    """
+    for key, other, implied in _disagreements(values, products):
+        blamed, by = (other, key) if sources.get(other) == "user" and sources.get(key) != "user" else (key, other)
+        note = f" ({implied})" if blamed == key else ""
+        raise FactError(
+            blamed,
+            f"`{values[blamed]}` contradicts `{by}` = `{values[by]}`{note}",
+            help="name the GPU once, with --gpu",
+        )
