@@ -98,6 +98,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
 
     from ..facts import Facts
     from ..facts._build import derived_facts
+    from ..facts.gpu import check_gpu_facts
     from ..facts.pipeline import build_facts
 
     given = _parse_facts(args.fact)
@@ -140,6 +141,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
         facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
     if "quant.scheme" not in facts and args.model is None and not args.model_type:
         raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
+    check_gpu_facts(facts.values, facts.sources, policy.gpus)
     return facts
 
 
