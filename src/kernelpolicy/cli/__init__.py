@@ -18,7 +18,9 @@ from ..errors import KernelPolicyError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
-SUBCOMMANDS = ("_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_schema", "_fmt", "_matrix", "_completion")
+SUBCOMMANDS = (
+    "_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_schema", "_fmt", "_matrix", "_completion", "_fleet",
+)  # fmt: skip
 
 
 def _parser() -> argparse.ArgumentParser:

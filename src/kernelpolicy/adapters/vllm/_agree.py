@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["AgreementError", "agreement_report", "check_agreement"]
+__all__ = ["AgreementError", "agreement_report", "check_agreement", "fact_differences"]
 
 
 class AgreementError(RuntimeError):
@@ -31,16 +31,25 @@ def agreement_report(per_rank: Sequence[Mapping[str, Any]]) -> str | None:
     for fingerprint, ranks in groups.items():
         first = by_rank[ranks[0]]
         lines.append(f"  ranks {ranks}: {first.get('summary')} [{fingerprint[:19]}]")
-    keys: set[str] = set()
-    for item in per_rank:
-        keys.update(dict(item.get("facts") or {}))
-    differing = []
-    for key in sorted(keys):
-        values = {int(i.get("rank", -1)): (i.get("facts") or {}).get(key) for i in per_rank}
-        if len({repr(v) for v in values.values()}) > 1:
-            differing.append(f"  fact {key}: " + ", ".join(f"rank {r}={v!r}" for r, v in values.items()))
-    lines += differing or ["  (the facts agree; the policy files differ between ranks)"]
+    by_label = {f"rank {int(i.get('rank', -1))}": dict(i.get("facts") or {}) for i in per_rank}
+    lines += ["  " + line for line in fact_differences(by_label, between="ranks")]
     return "\n".join(lines)
+
+
+def fact_differences(facts_by: Mapping[str, Mapping[str, Any]], *, between: str) -> list[str]:
+    """One line per fact whose value differs between the members of *facts_by*.
+
+    *facts_by* maps a member's label (``rank 0``, ``group A``) to its facts; a member without
+    the key counts as ``None``. When every fact agrees, one line says the policy files differ
+    between *between* (``ranks``, ``groups``): the only other input of a fingerprint.
+    """
+    keys = sorted({key for facts in facts_by.values() for key in facts})
+    lines = []
+    for key in keys:
+        values = {label: facts.get(key) for label, facts in facts_by.items()}
+        if len({repr(v) for v in values.values()}) > 1:
+            lines.append(f"fact {key}: " + ", ".join(f"{label}={v!r}" for label, v in values.items()))
+    return lines or [f"(the facts agree; the policy files differ between {between})"]
 
 
 def check_agreement(entry: Mapping[str, Any], group: Any = None) -> list[dict[str, Any]] | None:

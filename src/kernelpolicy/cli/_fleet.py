@@ -1,0 +1,126 @@
+"""``kernelpolicy fleet``: every node's decision, before a multi-node launch.
+
+On a Ray cluster one task per alive node gathers that node's facts and decides with its own
+policy files and environment (:mod:`kernelpolicy.fleet._ray`); ``--from`` reads
+``kernelpolicy facts --json`` files collected by other means and decides each here. Exit
+status: 0 every node agrees, 1 they disagree, 2 bad input (no Ray, no cluster, an unreadable
+file), 3 a path has no backend, 4 a live node gave no decision (its row says why).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from ..errors import UsageError
+from ._common import split_assignment
+
+if TYPE_CHECKING:
+    import argparse
+
+    from ..fleet import NodeAnswer
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: Any) -> None:
+    """Add the ``fleet`` subcommand to *subparsers* (from ``add_subparsers``)."""
+    p = subparsers.add_parser(
+        "fleet",
+        help="every node's decision on a Ray cluster (or from facts files), grouped",
+        description="Ask every alive node of a Ray cluster for its facts and its decision for "
+        "--model (its own policy files and environment), group the nodes by decision "
+        "fingerprint and list the facts that differ. Exit 0 agree, 1 disagree, 2 bad input, "
+        "3 a path has no backend, 4 a node gave no decision.",
+    )
+    p.add_argument("--model", required=True, metavar="ID_OR_PATH", help="the model to decide for")
+    p.add_argument("--address", metavar="ADDR", help="the Ray cluster (default: $RAY_ADDRESS, else `auto`)")
+    p.add_argument(
+        "--timeout", type=float, default=120.0, metavar="S", help="seconds to wait for every node (default 120)"
+    )
+    p.add_argument("--probe", action="store_true", help="also run the live probes on every node (as `facts --probe`)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (kernelpolicy.fleet/1)")
+    p.add_argument(
+        "--fact",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a fact of the deployment, on every node (repeatable)",
+    )
+    p.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="an environment variable of the deployment, on every node (repeatable)",
+    )
+    p.add_argument(
+        "--from",
+        dest="files",
+        nargs="+",
+        metavar="FILE",
+        help="decide from `kernelpolicy facts --json` files instead of asking a cluster (this machine's policy)",
+    )
+    p.set_defaults(run=run)
+
+
+def _request(args: argparse.Namespace) -> dict[str, Any]:
+    from ..facts._record import parse_fact_text
+
+    facts = {}
+    for item in args.fact:
+        key, value = split_assignment(item, "KEY")
+        facts[key] = parse_fact_text(key, value)
+    env = dict(split_assignment(e, "NAME") for e in args.env)
+    return {"model": args.model, "probe": bool(args.probe), "timeout": args.timeout, "facts": facts, "env": env}
+
+
+def _from_files(files: list[str], request: dict[str, Any]) -> tuple[dict[str, Any], list[NodeAnswer]]:
+    from ..fleet import answer_from_payload
+    from ..fleet._node import decide, machine_from_json
+
+    rows = []
+    for name in files:
+        try:
+            text = Path(name).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
+            raise UsageError(f"`{name}`: cannot read it: {reason}") from None
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"`{name}`:{exc.lineno}:{exc.colno}: not JSON: {exc.msg.lower()}") from None
+        if not isinstance(data, dict):
+            raise UsageError(f"`{name}`: not the output of `kernelpolicy facts --json` (a JSON object)")
+        machine = machine_from_json(data, name)
+        payload = decide(machine, model=request["model"], environ=None, facts=request["facts"], env=request["env"])
+        rows.append(
+            answer_from_payload(name, None, {**payload, "gpu": data.get("gpu"), "gpu_reason": data.get("gpu_reason")})
+        )
+    return {"source": f"{len(files)} facts file(s)"}, rows
+
+
+def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """Run ``kernelpolicy fleet``; returns the exit status (bad input raises :class:`UsageError`)."""
+    from ..fleet import build_report, render_text
+
+    stream = out or sys.stdout
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout `{args.timeout:g}` must be a positive number of seconds")
+    if args.files and (args.address or args.probe):
+        raise UsageError("--from decides from files; --address and --probe ask a cluster: give one or the other")
+    request = _request(args)
+    if args.files:
+        cluster, rows = _from_files(list(args.files), request)
+    else:
+        from ..fleet._ray import audit
+
+        cluster, rows = audit(request, address=args.address, timeout=args.timeout)
+    report = build_report(rows, {**cluster, "model": args.model})
+    if args.json:
+        stream.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
+    else:
+        stream.write(render_text(report) + "\n")
+    return report.exit

@@ -1,0 +1,118 @@
+"""What one node answers: its facts and the decision its own policy files and environment give.
+
+Runs on the node (inside the fleet task) and, for ``kernelpolicy fleet --from``, on facts
+files collected by other means. The answer is plain JSON, so no kernelpolicy object crosses
+between versions. The facts are those of ``kernelpolicy facts`` (:func:`kernelpolicy.facts.machine.gather`)
+beneath the deployment's (the model, the environment variables rules read,
+``KERNELPOLICY_FACTS``, explicit ``--fact``/``--env``), exactly as ``explain --gpu auto`` layers them.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+from .._version import __version__
+from ..errors import KernelPolicyError, UsageError
+
+__all__ = ["decide", "machine_from_json", "node_payload"]
+
+
+def machine_from_json(data: Mapping[str, Any], where: str) -> Any:
+    """A :class:`~kernelpolicy.facts.machine.MachineFacts` from ``kernelpolicy facts --json`` output.
+
+    :raises UsageError: naming *where* when *data* is not that schema.
+    """
+    from ..facts.machine import SCHEMA, MachineFacts
+
+    if data.get("schema") != SCHEMA or not isinstance(data.get("facts"), Mapping):
+        raise UsageError(f"`{where}`: not the output of `kernelpolicy facts --json` (schema `{SCHEMA}`)")
+    sources = data.get("sources")
+    notes = data.get("notes")
+    return MachineFacts(
+        values=dict(data["facts"]),
+        sources={str(k): str(v) for k, v in sources.items()} if isinstance(sources, Mapping) else {},
+        notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
+        gpu=None,
+        gpu_reason=str(data.get("gpu_reason") or ""),
+    )
+
+
+def _path(p: Any) -> dict[str, Any]:
+    if p.kernels is not None:
+        return {"kernels": list(p.kernels)}
+    out: dict[str, Any] = {"backend": p.backend, "present": bool(p.applicable)}
+    if p.rule:
+        out["rule"] = p.rule
+    if p.reason and p.backend is None:
+        out["reason"] = p.reason
+    return out
+
+
+def decide(
+    machine: Any,
+    *,
+    model: str,
+    environ: Mapping[str, str] | None,
+    facts: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The ``ok`` answer for *machine*'s facts and *model*, under the policy this process loads.
+
+    :param environ: the node's environment (``None`` for a facts file: it recorded none).
+    :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model).
+    """
+    from ..dsl.loader import POLICY_ENV, discover, load_policy
+    from ..facts import facts_for
+    from ..facts.machine import to_facts
+    from ..resolver import resolve
+
+    policy = load_policy()
+    deployment = facts_for(model=model, facts=facts, env=env, policy=policy, environ=environ)
+    decision = resolve(to_facts(machine).merged(deployment), policy)
+    files = [s.display for s in discover() if s.layer != "shipped"]
+    return {
+        "status": "ok",
+        "kernelpolicy": __version__,
+        "facts": decision.facts.to_json_dict(),
+        "sources": dict(sorted(decision.facts.sources.items())),
+        "notes": list(machine.notes),
+        "policy": {"digest": policy.digest, "files": files, POLICY_ENV: os.environ.get(POLICY_ENV)},
+        "decision": {
+            "fingerprint": decision.fingerprint,
+            "ok": decision.ok,
+            "paths": {name: _path(decision.paths[name]) for name in ("dense", "moe", "router", "warmup")},
+            "warnings": list(decision.warnings),
+        },
+    }
+
+
+def node_payload(request: Mapping[str, Any]) -> dict[str, Any]:
+    """Gather this node's facts and decide; a bad input of the node is an ``error`` answer.
+
+    *request* holds ``model``, ``probe``, ``timeout`` (seconds each probe may take), and the
+    driver's explicit ``facts`` and ``env``.
+    """
+    from ..facts.machine import gather
+    from ..facts.providers import Context
+
+    environ = dict(os.environ)
+    base = {"host": socket.gethostname(), "cuda_visible_devices": environ.get("CUDA_VISIBLE_DEVICES")}
+    machine = gather(
+        probe=bool(request.get("probe")),
+        context=Context(env=environ, timeout_s=float(request.get("timeout") or 300.0)),
+    )
+    try:
+        answer = decide(
+            machine,
+            model=str(request["model"]),
+            environ=environ,
+            facts=request.get("facts") or None,
+            env=request.get("env") or None,
+        )
+    except KernelPolicyError as exc:
+        reason = exc.one_line().removeprefix("error: ")
+        return {**base, "status": "error", "kernelpolicy": __version__, "error": reason}
+    return {**base, **answer, "gpu": machine.gpu.to_json() if machine.gpu else None, "gpu_reason": machine.gpu_reason}

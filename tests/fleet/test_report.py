@@ -1,0 +1,181 @@
+"""The fleet report without Ray: grouping, the differing facts, exit status, ``--from`` files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import kernelpolicy as kp
+from kernelpolicy.adapters.vllm._agree import agreement_report
+from kernelpolicy.cli import main
+from kernelpolicy.facts.gpu import facts_from_spec
+from kernelpolicy.fleet import NodeAnswer, answer_from_payload, build_report, render_text
+
+MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
+
+
+def _payload(fp: str, facts: dict[str, Any], dense: str = "cutlass", ok: bool = True) -> dict[str, Any]:
+    return {
+        "status": "ok",
+        "kernelpolicy": "0.1.0",
+        "facts": facts,
+        "decision": {
+            "fingerprint": fp,
+            "ok": ok,
+            "paths": {
+                "dense": {"backend": dense if ok else None, "present": True},
+                "moe": {"backend": "triton", "present": True, "rule": "r1"},
+                "router": {"backend": "cublas", "present": True},
+                "warmup": {"kernels": []},
+            },
+        },
+    }
+
+
+def _node(node_id: str, fp: str, sm: str, **kw: Any) -> NodeAnswer:
+    return answer_from_payload(node_id, "10.0.0.1", _payload(fp, {"gpu.sm": sm, "driver.version": "580.65"}, **kw))
+
+
+def test_groups_largest_first_and_differing_facts_in_the_rank_report_words() -> None:
+    nodes = [
+        _node("n3", "sha256:bb", "sm120", dense="flashinfer_cutlass"),
+        _node("n1", "sha256:aa", "sm90"),
+        _node("n2", "sha256:aa", "sm90"),
+    ]
+    report = build_report(nodes, {"source": "test", "model": MODEL})
+    assert [(g.label, [n.node_id for n in g.nodes]) for g in report.groups] == [("A", ["n1", "n2"]), ("B", ["n3"])]
+    assert report.differing == ("fact gpu.sm: group A='sm90', group B='sm120'",)
+    assert report.exit == 1 and report.decisions_differ
+    # the same words as the plugin's rank agreement report, for the same facts
+    ranks = agreement_report(
+        [
+            {"rank": 0, "fingerprint": "a", "summary": "s", "facts": {"gpu.sm": "sm90", "driver.version": "580.65"}},
+            {"rank": 1, "fingerprint": "b", "summary": "s", "facts": {"gpu.sm": "sm120", "driver.version": "580.65"}},
+        ]
+    )
+    assert ranks is not None and "  fact gpu.sm: rank 0='sm90', rank 1='sm120'" in ranks.splitlines()
+    text = render_text(report)
+    assert "  fact gpu.sm: group A='sm90', group B='sm120'" in text.splitlines()
+    assert "B  1 node [n3]: dense=flashinfer_cutlass moe=triton [r1] router=cublas warmup=none [sha256:bb]" in text
+    assert text.rstrip().endswith("2 groups, the decisions differ (exit 1)")
+
+
+def test_same_facts_different_fingerprint_blames_the_policy_files() -> None:
+    report = build_report([_node("n1", "sha256:aa", "sm90"), _node("n2", "sha256:cc", "sm90")], {"model": MODEL})
+    assert report.differing == ("(the facts agree; the policy files differ between groups)",)
+    assert not report.decisions_differ
+    assert "same backends, the facts or policy files differ (exit 1)" in render_text(report)
+
+
+def test_exit_status_precedence() -> None:
+    ok = _node("n1", "sha256:aa", "sm90")
+    timeout = NodeAnswer("n2", None, "timeout", "no answer within 5s")
+    dead = NodeAnswer("n3", None, "dead", "listed dead by the cluster")
+    no_backend = _node("n4", "sha256:aa", "sm90", ok=False)
+    assert build_report([ok], {}).exit == 0
+    assert build_report([ok, dead], {}).exit == 0  # dead before the audit: listed, not counted
+    assert build_report([ok, timeout], {}).exit == 4
+    assert build_report([no_backend], {}).exit == 3
+    assert build_report([no_backend, timeout], {}).exit == 4
+    assert build_report([ok, _node("n5", "sha256:bb", "sm120"), timeout], {}).exit == 1
+    text = render_text(build_report([ok, timeout, dead], {"model": MODEL}))
+    assert "timeout: no answer within 5s" in text and "dead: listed dead by the cluster" in text
+    assert "1 node(s) did not answer (exit 4)" in text
+
+
+@pytest.mark.parametrize(
+    ("payload", "status", "reason"),
+    [
+        ({"status": "missing", "error": "kernelpolicy is not importable"}, "missing", "kernelpolicy is not importable"),
+        ({"status": "ok", "facts": {}}, "error", "unreadable answer (no decision or facts)"),
+        ("garbage", "error", "unreadable answer (str)"),
+        ({"status": "weird"}, "error", "status `weird`"),
+    ],
+)
+def test_answers_are_checked_not_trusted(payload: Any, status: str, reason: str) -> None:
+    node = answer_from_payload("n1", None, payload)
+    assert (node.status, node.reason) == (status, reason)
+
+
+def _facts_file(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str, gpu: dict[str, Any]) -> Path:
+    assert main(["facts", "--json", "--no-cache"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    data["facts"].update(gpu)
+    path = tmp_path / name
+    path.write_text(json.dumps(data))
+    return path
+
+
+def test_from_files_groups_and_differs(tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: kp.Policy) -> None:
+    h200 = _facts_file(tmp_path, capsys, "h200.json", facts_from_spec("H200", policy.gpus))
+    h200b = _facts_file(tmp_path, capsys, "h200b.json", facts_from_spec("H200", policy.gpus))
+    spark = _facts_file(tmp_path, capsys, "spark.json", facts_from_spec("GB10", policy.gpus))
+    code = main(["fleet", "--model", MODEL, "--json", "--from", str(h200), str(h200b), str(spark)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1 and report["exit"] == 1
+    groups = {g["label"]: g["nodes"] for g in report["groups"]}
+    assert groups == {"A": [str(h200), str(h200b)], "B": [str(spark)]}
+    assert "fact gpu.sm: group A='sm90', group B='sm121'" in report["differing_facts"]
+    # each file decides as `explain` would for its GPU
+    explained = kp.resolve(kp.facts_for(gpu="GB10", model=MODEL, policy=kp.load_policy()), kp.load_policy())
+    spark_row = next(n for n in report["nodes"] if n["id"] == str(spark))
+    assert spark_row["decision"]["paths"]["moe"]["backend"] == explained.paths["moe"].backend
+    assert main(["fleet", "--model", MODEL, "--from", str(h200), str(h200b)]) == 0
+    assert "every node that answered agrees (exit 0)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("{not json", "`FILE`:1:2: not JSON: expecting property name enclosed in double quotes"),
+        ('{"schema": "x"}', "`FILE`: not the output of `kernelpolicy facts --json` (schema `kernelpolicy.machine/1`)"),
+        ("[]", "`FILE`: not the output of `kernelpolicy facts --json` (a JSON object)"),
+    ],
+)
+def test_from_bad_files_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, message: str
+) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    assert main(["fleet", "--model", MODEL, "--from", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message.replace("FILE", str(bad)) in err
+
+
+def test_bad_arguments_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "--model", MODEL, "--timeout", "0"]) == 2
+    assert "--timeout `0` must be a positive number of seconds" in capsys.readouterr().err
+    assert main(["fleet", "--model", MODEL, "--from", str(tmp_path / "x.json"), "--address", "a:1"]) == 2
+    assert "give one or the other" in capsys.readouterr().err
+    assert main(["fleet", "--model", MODEL, "--from", str(tmp_path / "missing.json")]) == 2
+    assert f"`{tmp_path / 'missing.json'}`: cannot read it: no such file or directory" in capsys.readouterr().err
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_core_and_cli_do_not_import_ray() -> None:
+    done = _python(
+        "import sys, kernelpolicy, kernelpolicy.fleet, kernelpolicy.fleet._node\n"
+        "from kernelpolicy.cli import main\n"
+        "try:\n    main(['fleet', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m == 'ray' or m.startswith('ray.')))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_missing_ray_is_one_line() -> None:
+    done = _python(
+        "import sys; sys.modules['ray'] = None\n"
+        "from kernelpolicy.cli import main\n"
+        f"sys.exit(main(['fleet', '--model', {MODEL!r}]))"
+    )
+    assert done.returncode == 2
+    assert done.stderr == "kernelpolicy: error: ray is not installed (pip install 'kernelpolicy[ray]')\n"
