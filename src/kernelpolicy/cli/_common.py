@@ -100,15 +100,22 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     from ..facts._build import derived_facts
     from ..facts.gpu import check_gpu_facts
     from ..facts.pipeline import build_facts
+    from ._serve import apply_quantization, check_allow, check_engine, env_warnings, hub_options, read_deployment
 
-    given = _parse_facts(args.fact)
+    deployment = read_deployment(args)  # vLLM's flags, its --config file and a serve line
+    vars(args).update(vars(deployment.args))
+    given = {**deployment.facts, **_parse_facts(args.fact)}
     env = dict(split_assignment(e, "NAME") for e in args.env)
+    for note in (*deployment.notes, *env_warnings(list(env), policy)):
+        print(f"kernelpolicy: warning: {note}", file=sys.stderr)
     if args.engine:
         name, sep, version = args.engine.partition("==")
         if name.strip() != "vllm" or not sep:
             raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
+        check_engine(version)
         given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
     if args.allow:
+        check_allow(args.allow, policy)
         given["deploy.allow_rules"] = tuple(args.allow)
     if args.model and (args.model_type or args.quant):
         raise UsageError("give either --model or --model-type/--quant, not both")
@@ -116,7 +123,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     environ = None if getattr(args, "no_env", False) or not read_env else os.environ
     built = build_facts(
         policy,
-        derived=derived_facts(gpu=gpu, model=args.model, policy=policy),
+        derived=derived_facts(gpu=gpu, model=args.model, policy=policy, hub=hub_options(args)),
         environ=environ,
         facts=given,
         env=env,
@@ -125,7 +132,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     )
     for warning in built.warnings:
         print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
-    facts = built.facts
+    facts = apply_quantization(built.facts, deployment.quantization)
     if args.gpu == "auto":
         facts = _auto_gpu(policy).merged(facts)
     if args.model_type or args.quant:

@@ -7,6 +7,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ._common import add_fact_options, facts_from_args, load_policy_from_args
+from ._serve import add_vllm_options
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -23,6 +24,7 @@ def add_parser(sub: Any) -> None:
         description="Decide the backend of every path (dense, moe, router, warmup) and explain it.",
     )
     add_fact_options(p)
+    add_vllm_options(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the decision as JSON")
     out.add_argument("--summary", action="store_true",

@@ -91,7 +91,7 @@ def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
     :raises UnknownModelError: the repository, the revision or its config.json does not exist,
         the repository is gated or private, or the Hub cannot be reached.
     """
-    from huggingface_hub import hf_hub_download
+    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import (
         EntryNotFoundError,
         GatedRepoError,
@@ -101,9 +101,13 @@ def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
         RevisionNotFoundError,
     )
 
+    unreachable: tuple[type[Exception], ...] = (OSError, ValueError, *_transport_errors())
     found: dict[str, str] = {}
     for name in METADATA_FILES:
         try:
+            if name == "config.json":  # one HEAD without the client's retries: a clear error fast
+                url = hf_hub_url(repo_id, name, revision=hub.revision, endpoint=hub.endpoint)
+                get_hf_file_metadata(url, token=hub.token, timeout=TIMEOUT_S)
             found[name] = hf_hub_download(
                 repo_id,
                 name,
@@ -132,9 +136,22 @@ def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
             if code == 401:
                 raise UnknownModelError(repo_id, f"`{hub.endpoint}` refused the token in HF_TOKEN (401)") from None
             raise UnknownModelError(repo_id, f"`{hub.endpoint}` answered {code} for `{name}`") from None
-        except (OSError, ValueError) as exc:
+        except unreachable as exc:
             raise _unreachable(repo_id, hub, exc) from None
     return found
+
+
+def _transport_errors() -> tuple[type[Exception], ...]:
+    """The HTTP client's connection errors (httpx in huggingface_hub 1.x, httpx2 in 2.x)."""
+    import importlib
+
+    found: list[type[Exception]] = []
+    for module in ("httpx2", "httpx"):
+        try:
+            found.append(importlib.import_module(module).TransportError)
+        except (ImportError, AttributeError):
+            continue
+    return tuple(found)
 
 
 def _unreachable(repo_id: str, hub: HubOptions, exc: Exception) -> UnknownModelError:
