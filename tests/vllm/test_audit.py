@@ -97,7 +97,7 @@ def test_audit_without_the_venv_is_one_line_with_the_build_hint(tmp_path: Path) 
     assert proc.stdout == ""
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert "no vLLM `0.26.0` venv" in lines[0] and "scripts/vllm-venv.sh 0.26.0" in lines[0]
+    assert "no vLLM `0.26.0` venv" in lines[0] and "kernelpolicy vllm venv 0.26.0" in lines[0]
 
 
 @pytest.mark.parametrize(

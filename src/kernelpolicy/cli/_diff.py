@@ -43,7 +43,10 @@ def run(args: argparse.Namespace) -> int:
     shipped = not args.bare
     old = load_policy([args.old], shipped=shipped, default_policy=shipped, environ=False)
     new = load_policy([args.new], shipped=shipped, default_policy=shipped, environ=False)
-    report = diff(old, new, jobs=args.jobs)
+    from ..progress import progress
+
+    with progress("comparing every domain cell"):
+        report = diff(old, new, jobs=args.jobs)
     grouped = report.grouped()
     if args.json:
         out = {

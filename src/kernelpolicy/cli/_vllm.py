@@ -39,7 +39,7 @@ EXIT_DIVERGENT: Final = 1
 EXIT_BAD_INPUT: Final = 2
 SCHEMA: Final = "kernelpolicy.vllm-audit/1"
 _PATHS: Final = ("dense", "moe", "router", "warmup")
-_VENV_HINT: Final = "scripts/vllm-venv.sh"
+_VENV_HINT: Final = "kernelpolicy vllm venv"
 
 # Runs in the target venv with only the standard library: package versions (as the plugin's
 # facts_from_vllm reads them) and the vendored DeepGEMM build, without importing vLLM.
@@ -77,6 +77,9 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--timeout", type=float, default=400.0, metavar="S", help="limit for the vLLM probe (s)")
     a.add_argument("--json", action="store_true", help="print the audit as JSON")
     a.set_defaults(run=run)
+    from . import _venv
+
+    _venv.add_parser(vsub)
 
 
 # ----------------------------------------------------------------------------- comparing
@@ -276,19 +279,22 @@ def run(args: argparse.Namespace) -> int:
     decision = resolve(facts, policy)
     cc, name = _gpu_of(facts)
     env = dict(split_assignment(e, "NAME") for e in args.env)
+    from ..progress import progress
+
     try:
-        native = simulate(
-            python,
-            cc,
-            config,
-            env=env,
-            moe_backend=args.moe_backend,
-            plugin=args.plugin,
-            facts={k: v for k, v in facts.values.items() if k in given} or None,
-            router_dtype=_router_dtype(facts),
-            gpu_name=name,
-            timeout=args.timeout,
-        )
+        with progress(f"running vLLM's selectors in {python}"):
+            native = simulate(
+                python,
+                cc,
+                config,
+                env=env,
+                moe_backend=args.moe_backend,
+                plugin=args.plugin,
+                facts={k: v for k, v in facts.values.items() if k in given} or None,
+                router_dtype=_router_dtype(facts),
+                gpu_name=name,
+                timeout=args.timeout,
+            )
     except SimulationError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         print(f"kernelpolicy: error: the vLLM probe failed: {first}", file=sys.stderr)

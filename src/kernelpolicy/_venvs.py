@@ -1,0 +1,128 @@
+"""Cached virtual environments holding one vLLM release each (``kernelpolicy vllm venv X.Y.Z``).
+
+A venv lives where :func:`kernelpolicy.testing.vllm.default_venv_python` says (the venvs folder
+of kernelpolicy's cache). A marker file is written only after the install and an import check
+succeeded, so an interrupted build is removed and built again on the next call; concurrent
+builders of one version wait on a lock file. ``uv`` builds it when it is on ``PATH`` (much
+faster), ``python -m venv`` and pip otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Final
+
+from .errors import UsageError
+
+__all__ = ["MARKER", "VenvError", "build_commands", "ensure_venv", "venv_python"]
+
+MARKER: Final = ".kernelpolicy-ok"
+_VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
+#: Packages installed beside vLLM (the plugin reads the GPU through NVML).
+_EXTRA: Final = ("nvidia-ml-py",)
+_CHECK: Final = (
+    "import importlib.metadata as md, sys\n"
+    "got = md.version('vllm')\n"
+    "sys.exit(0 if got == sys.argv[1] else f'installed vllm {got}, wanted {sys.argv[1]}')\n"
+)
+
+Runner = Callable[[Sequence[str]], int]
+
+
+class VenvError(UsageError):
+    """A venv could not be built (the one line says which step failed)."""
+
+
+def venv_python(version: str) -> Path:
+    """The python of the cached venv of vLLM *version* (it may not exist yet)."""
+    from .testing.vllm import default_venv_python
+
+    if not _VERSION.match(version):
+        raise UsageError(f"`{version}` is not a vLLM version (X.Y or X.Y.Z)")
+    return default_venv_python(version)
+
+
+def build_commands(version: str, venv: Path, *, uv: str | None, base_python: str) -> list[list[str]]:
+    """Pure: the commands that build the venv of vLLM *version* at *venv*."""
+    python = str(venv / "bin" / "python")
+    packages = [f"vllm=={version}", *_EXTRA]
+    if uv:
+        return [
+            [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],
+            [uv, "pip", "install", "--python", python, *packages],
+            [python, "-c", _CHECK, version],
+        ]
+    return [
+        [base_python, "-m", "venv", str(venv)],
+        [python, "-m", "pip", "install", "--disable-pip-version-check", *packages],
+        [python, "-c", _CHECK, version],
+    ]
+
+
+def _run(cmd: Sequence[str]) -> int:
+    # the build's own output goes to stderr: stdout is the python path only
+    return subprocess.run(list(cmd), stdout=sys.stderr, check=False).returncode
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        yield
+        return
+    with path.open("w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def ensure_venv(
+    version: str,
+    *,
+    base_python: str | None = None,
+    use_uv: bool | None = None,
+    runner: Runner = _run,
+    note: Callable[[str], None] = lambda _text: None,
+) -> Path:
+    """The python of the venv of vLLM *version*, built first when it is missing or incomplete.
+
+    *use_uv*: ``None`` uses uv when it is on ``PATH``. *note* hears each step's name.
+
+    :raises VenvError: naming the step that failed.
+    """
+    python = venv_python(version)
+    venv = python.parent.parent
+    marker = venv / MARKER
+    if marker.is_file() and python.is_file():
+        return python
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(venv.parent / f".vllm-{version}.lock"):
+        if marker.is_file() and python.is_file():  # another process built it meanwhile
+            return python
+        if venv.exists():
+            note("removing an incomplete venv")
+            shutil.rmtree(venv)
+        uv = shutil.which("uv") if use_uv is None or use_uv else None
+        if use_uv and uv is None:
+            raise VenvError("`uv` is not on PATH", help="install uv, or leave out --uv to use pip")
+        base = base_python or os.environ.get("KERNELPOLICY_VENV_BASE_PYTHON") or sys.executable
+        steps = ("creating the venv", f"installing vllm=={version}", "checking the install")
+        for step, cmd in zip(steps, build_commands(version, venv, uv=uv, base_python=base), strict=True):
+            note(step)
+            code = runner(cmd)
+            if code != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise VenvError(f"building the vLLM `{version}` venv failed while {step} (exit status {code})",
+                                help=f"command: {' '.join(cmd[:4])} ...")
+        marker.write_text(f"vllm=={version}\n", encoding="utf-8")
+    return python

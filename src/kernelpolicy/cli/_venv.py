@@ -1,0 +1,43 @@
+"""``kernelpolicy vllm venv X.Y.Z``: build (or find) the cached venv of one vLLM release, the one
+``kernelpolicy vllm audit --vllm X.Y.Z`` runs in; prints its python path (the only stdout line)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(vsub: Any) -> None:
+    """Add ``venv`` to the ``vllm`` command's subparsers."""
+    p: argparse.ArgumentParser = vsub.add_parser(
+        "venv",
+        help="build (once) the cached venv of one vLLM release; print its python",
+        description="Create, or reuse, a virtual environment with vllm==X.Y.Z from the package index "
+        "in kernelpolicy's cache (uv when it is on PATH, pip otherwise), and print its python path. "
+        "An interrupted build is removed and redone on the next call. Exit status: 0 built or found, "
+        "2 the build failed.",
+    )
+    p.add_argument("version", metavar="X.Y.Z", help="the vLLM release")
+    p.add_argument("--python", metavar="BASE_PYTHON", help="the python the venv is made from")
+    tool = p.add_mutually_exclusive_group()
+    tool.add_argument("--uv", dest="use_uv", action="store_const", const=True, help="use uv (fail without it)")
+    tool.add_argument("--pip", dest="use_uv", action="store_const", const=False, help="use venv and pip")
+    p.set_defaults(run=run, use_uv=None)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._venvs import ensure_venv
+    from ..progress import progress
+
+    with progress(f"vllm {args.version}") as bar:
+        python = ensure_venv(
+            args.version,
+            base_python=args.python,
+            use_uv=args.use_uv,
+            note=lambda step: bar.note(f"vllm {args.version}: {step}"),
+        )
+    sys.stdout.write(f"{python}\n")
+    return 0

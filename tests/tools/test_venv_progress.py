@@ -1,0 +1,110 @@
+"""`kernelpolicy vllm venv` (the build steps, uv or pip, the marker) and terminal-only progress."""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from kernelpolicy import _venvs
+from kernelpolicy.cli import main
+from kernelpolicy.errors import UsageError
+from kernelpolicy.progress import progress
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(_venvs, "venv_python", lambda v: tmp_path / f"vllm-{v}" / "bin" / "python")
+    return tmp_path
+
+
+def _fake(calls: list[list[str]], fail_at: int | None = None) -> _venvs.Runner:
+    def run(cmd: Sequence[str]) -> int:
+        calls.append(list(cmd))
+        if len(calls) - 1 == fail_at:
+            return 7
+        if "venv" in cmd:  # the venv step makes the python
+            target = Path(cmd[-1]) / "bin" / "python"
+            target.parent.mkdir(parents=True)
+            target.write_text("")
+        return 0
+
+    return run
+
+
+@pytest.mark.parametrize("use_uv", [False, True])
+def test_builds_once_then_reuses(cache: Path, monkeypatch: pytest.MonkeyPatch, use_uv: bool) -> None:
+    monkeypatch.setattr(_venvs.shutil, "which", lambda name: "/usr/bin/uv" if name == "uv" else None)
+    calls: list[list[str]] = []
+    python = _venvs.ensure_venv("0.26.0", use_uv=use_uv, runner=_fake(calls), base_python="python3")
+    assert python == cache / "vllm-0.26.0" / "bin" / "python"
+    assert (cache / "vllm-0.26.0" / _venvs.MARKER).read_text() == "vllm==0.26.0\n"
+    assert len(calls) == 3
+    assert calls[0][0] == ("/usr/bin/uv" if use_uv else "python3")
+    assert "vllm==0.26.0" in calls[1] and calls[2][-1] == "0.26.0"
+    assert _venvs.ensure_venv("0.26.0", runner=_fake(calls)) == python
+    assert len(calls) == 3  # reused: nothing ran
+
+
+def test_a_failed_step_leaves_nothing_and_says_which(cache: Path) -> None:
+    calls: list[list[str]] = []
+    with pytest.raises(_venvs.VenvError, match=r"while installing vllm==0.30.0 \(exit status 7\)"):
+        _venvs.ensure_venv("0.30.0", use_uv=False, runner=_fake(calls, fail_at=1))
+    assert not (cache / "vllm-0.30.0").exists()
+
+
+def test_an_incomplete_venv_is_rebuilt(cache: Path) -> None:
+    stale = cache / "vllm-0.27.1" / "bin"
+    stale.mkdir(parents=True)
+    (stale / "python").write_text("")  # no marker: an interrupted build
+    steps: list[str] = []
+    _venvs.ensure_venv("0.27.1", use_uv=False, runner=_fake([]), note=steps.append)
+    assert steps[0] == "removing an incomplete venv"
+
+
+def test_bad_version_and_missing_uv(cache: Path, monkeypatch: pytest.MonkeyPatch,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(_venvs.shutil, "which", lambda name: None)
+    with pytest.raises(UsageError, match="not on PATH"):
+        _venvs.ensure_venv("0.26.0", use_uv=True, runner=_fake([]))
+    monkeypatch.undo()
+    assert main(["vllm", "venv", "0.26.0; rm -rf /"]) == 2
+    assert "is not a vLLM version" in capsys.readouterr().err
+
+
+def test_pip_commands_are_what_the_script_ran() -> None:
+    cmds = _venvs.build_commands("0.33.0", Path("/c/vllm-0.33.0"), uv=None, base_python="python3")
+    assert cmds[0] == ["python3", "-m", "venv", "/c/vllm-0.33.0"]
+    assert cmds[1][:3] == ["/c/vllm-0.33.0/bin/python", "-m", "pip"] and "vllm==0.33.0" in cmds[1]
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    import kernelpolicy.progress as prog
+
+    monkeypatch.setattr(prog, "_DELAY", 0.0)
+    monkeypatch.setattr(prog, "_TICK", 0.01)
+    pipe, tty = io.StringIO(), _Tty()
+    with progress("checking", pipe):
+        time.sleep(0.05)
+    assert pipe.getvalue() == ""
+    with progress("checking", tty) as bar:
+        time.sleep(0.05)
+        bar.note("checking: coverage")
+        time.sleep(0.05)
+    text = tty.getvalue()
+    assert "kernelpolicy: checking " in text and "checking: coverage" in text
+    assert text.endswith("\r") and text.rstrip("\r").split("\r")[-1].strip() == ""  # erased at the end
+
+
+def test_check_prints_no_progress_into_a_pipe(capfd: pytest.CaptureFixture[str]) -> None:
+    root = Path(__file__).resolve().parents[2] / "tests" / "check"
+    main(["check", "--bare", "--jobs", "1", str(root / "base"), str(root / "dead-rule.yaml")])
+    assert "kernelpolicy: checking" not in capfd.readouterr().err
