@@ -126,7 +126,6 @@ class _ServeParser(argparse.ArgumentParser):
 
 def _serve_parser() -> argparse.ArgumentParser:
     p = _ServeParser(prog="vllm serve", add_help=False, allow_abbrev=False)
-    p.add_argument("positional_model", nargs="?")
     for flag in VLLM_FLAGS:
         if flag.store_true:
             p.add_argument(*flag.names, dest=flag.dest, action="store_true", default=None)
@@ -201,6 +200,7 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
         rest = rest[2:]
     elif len(rest) >= 3 and rest[0].startswith("python") and rest[1] == "-m" and rest[2] in _ENTRYPOINTS:
         rest = rest[3:]
+    positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
     rest = [_dashes(t) for t in rest]
     parser = _serve_parser()
     ns, unknown = parser.parse_known_args(rest)
@@ -210,10 +210,8 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
         from_file, unknown_file = parser.parse_known_args(_config_tokens(values["vllm_config"]))
         values = {**{k: v for k, v in vars(from_file).items() if v is not None}, **values}
         unknown += unknown_file
-    if "positional_model" in values:
-        positional = values.pop("positional_model")
-        if values.setdefault("model", positional) != positional:
-            raise UsageError(f"serve line: two models, `{positional}` and `--model {values['model']}`")
+    if positional is not None and values.setdefault("model", positional) != positional:
+        raise UsageError(f"serve line: two models, `{positional}` and `--model {values['model']}`")
     ignored = tuple(t for t in unknown if t.startswith("-"))
     return _Serve(values, env, ignored)
 

@@ -156,6 +156,8 @@ def _transport_errors() -> tuple[type[Exception], ...]:
 
 def _unreachable(repo_id: str, hub: HubOptions, exc: Exception) -> UnknownModelError:
     cause = exc.__cause__ or exc.__context__ or exc
+    if "OfflineMode" in cause.__class__.__name__:  # HF_HUB_OFFLINE as the Hub client read it at import
+        return UnknownModelError(repo_id, f"not in the Hugging Face cache `{hub.cache_dir}` and HF_HUB_OFFLINE is set")
     return UnknownModelError(
         repo_id,
         f"not in the Hugging Face cache `{hub.cache_dir}`, and `{hub.endpoint}` cannot be reached"

@@ -1,0 +1,152 @@
+"""A deployment in vLLM's words (serve line, --config file, flag spellings) decides the same
+as kernelpolicy's native flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelpolicy.cli import main
+
+from . import configs as c
+from .conftest import write_cache
+
+MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
+    code = main(["explain", "--no-env", "--json", *argv])
+    out = capsys.readouterr()
+    return code, (json.loads(out.out) if out.out.strip() else {}), out.err
+
+
+def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
+    for key in ("facts", "paths", "overrides", "assumptions", "fingerprint"):
+        assert a[key] == b[key], key
+
+
+@pytest.mark.parametrize(
+    ("native", "serve"),
+    [
+        (
+            ["--model", MODEL, "--fact", "deploy.tp=2"],
+            ["vllm", "serve", MODEL, "-tp", "2", "--moe-backend", "auto"],
+        ),
+        (
+            ["--model", MODEL, "--moe-backend", "triton", "--env", "VLLM_USE_DEEP_GEMM=0"],
+            ["VLLM_USE_DEEP_GEMM=0", "vllm", "serve", MODEL, "--moe-backend", "triton"],
+        ),
+        (
+            ["--model", MODEL, "--fact", "deploy.tp=2", "--fact", "deploy.ep=4"],
+            ["vllm", "serve", "--model", MODEL, "--tensor-parallel-size", "2", "-dp", "2", "--enable-expert-parallel"],
+        ),
+        (
+            ["--model", MODEL, "--moe-backend", "vllm_cutlass"],
+            ["vllm", "serve", MODEL, "--moe_backend=cutlass"],  # vLLM's name and its underscore spelling
+        ),
+        (
+            ["--model", MODEL, "--fact", "deploy.kv_cache_dtype=fp8", "--fact", "deploy.max_num_batched_tokens=8192"],
+            ["vllm serve " + MODEL + " --kv-cache-dtype fp8 --max-num-batched-tokens 8192"],  # quoted as one
+        ),
+    ],
+)
+def test_serve_line_decides_as_native_flags(
+    capsys: pytest.CaptureFixture[str], native: list[str], serve: list[str]
+) -> None:
+    code_a, a, err_a = _run(capsys, "--gpu", "GB10", *native)
+    code_b, b, err_b = _run(capsys, "--gpu", "GB10", "--", *serve)
+    assert (code_a, err_a) == (code_b, err_b)
+    _same(a, b)
+
+
+@pytest.mark.parametrize(
+    ("native", "vllm_flags"),
+    [
+        (["--fact", "deploy.tp=4"], ["-tp", "4"]),
+        (["--fact", "model.activation_dtype=float16"], ["--dtype", "half"]),
+        (["--fact", "deploy.tp=2", "--fact", "deploy.ep=2"], ["--tensor-parallel-size", "2", "-ep"]),
+    ],
+)
+def test_vllm_flag_spellings_are_explain_options(
+    capsys: pytest.CaptureFixture[str], native: list[str], vllm_flags: list[str]
+) -> None:
+    _, a, _ = _run(capsys, "--gpu", "H100", "--model", MODEL, *native)
+    _, b, err = _run(capsys, "--gpu", "H100", "--model", MODEL, *vllm_flags)
+    assert err == ""
+    _same(a, b)
+
+
+def test_vllm_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text(f"model: {MODEL}\ntensor_parallel_size: 2\nenable-expert-parallel: true\nmax-model-len: 8192\n")
+    _, a, _ = _run(capsys, "--gpu", "B200", "--model", MODEL, "--fact", "deploy.tp=2", "--fact", "deploy.ep=2")
+    _, b, err = _run(capsys, "--gpu", "B200", "--config", str(config))
+    _same(a, b)
+    assert "`--max-model-len`" in err  # a flag that decides no kernel is named, not silently dropped
+    # the serve line wins over its --config file, as in vLLM
+    _, d, _ = _run(capsys, "--gpu", "B200", "--", "vllm", "serve", "--config", str(config), "-tp", "4")
+    assert d["facts"]["deploy.tp"] == 4 and d["facts"]["deploy.ep"] == 4
+
+
+def test_bad_config_file_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("- a list\n")
+    code, _, err = _run(capsys, "--gpu", "B200", "--model", MODEL, "--config", str(config))
+    assert code == 2 and err.count("\n") == 1 and f"--config `{config}`: expected a mapping" in err
+
+
+def test_serve_line_and_option_disagree(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "H100", "-tp", "2", "--", "vllm", "serve", MODEL, "-tp", "4")
+    assert code == 2 and "--tensor-parallel-size given twice: `2` as an option and `4` in the serve line" in err
+
+
+def test_not_a_serve_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "H100", "--", "vllm", "bench", MODEL)
+    assert code == 2 and "serve line: expected `vllm serve MODEL [FLAGS]`" in err
+
+
+def test_quantization_flag_matches_the_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--quantization", "fp8")
+    assert code == 0, err
+    code, _, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--quantization", "awq")
+    assert code == 2 and "--quantization `awq` does not match the checkpoint's quantization `fp8`" in err
+
+
+def test_online_fp8_of_an_unquantized_checkpoint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_cache(tmp_path, "meta-llama/Llama-4-Scout-17B-16E-Instruct", {"config.json": c.LLAMA4_SCOUT})
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    serve = ["vllm", "serve", "meta-llama/Llama-4-Scout-17B-16E-Instruct", "--quantization", "fp8"]
+    _, d, err = _run(capsys, "--gpu", "H100", "--", *serve)
+    assert d["facts"]["quant.scheme"] == "fp8_tensor", err
+    assert d["facts"]["quant.moe_scheme"] == "fp8_tensor"
+    assert d["sources"]["quant.scheme"] == "user"
+
+
+def test_misspelt_vllm_variable_warns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--env", "VLLM_USE_DEEPGEMM=1")
+    assert code == 0
+    assert err == (
+        "kernelpolicy: warning: --env `VLLM_USE_DEEPGEMM`: no rule reads this vLLM variable"
+        " (did you mean `VLLM_USE_DEEP_GEMM`?)\n"
+    )
+    _, _, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--env", "VLLM_USE_DEEP_GEMM=0")
+    assert err == ""
+
+
+def test_unknown_allow_rule_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "GB10", "--model", MODEL, "--allow", "deep_gemm-no-sm120-sf-layuot")
+    assert code == 2 and "did you mean `deep_gemm-no-sm120-sf-layout`?" in err
+    code, _, err = _run(capsys, "--gpu", "GB10", "--model", MODEL, "--allow", "catalog.moe.flashinfer_trtllm")
+    assert code == 0, err
+
+
+def test_unknown_engine_release_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "GB10", "--model", MODEL, "--engine", "vllm==0.99.0")
+    assert code == 2 and "--engine `vllm==0.99.0`: not a vLLM release kernelpolicy knows" in err
+    code, _, err = _run(capsys, "--gpu", "GB10", "--model", MODEL, "--engine", "vllm==0.26.0")
+    assert code == 0, err
