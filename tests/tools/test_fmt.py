@@ -1,0 +1,117 @@
+"""`kernelpolicy fmt`: canonical layout, idempotent, comments and data kept, `--check` for CI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+pytest.importorskip("ruamel.yaml")
+
+from kernelpolicy.cli import main
+from kernelpolicy.fmt import SCHEMA_HEADER, format_text
+
+ROOT = Path(__file__).resolve().parents[2]
+SHIPPED = sorted(p for d in ("rules", "policy") for p in (ROOT / d).rglob("*.yaml"))
+
+MESSY = """\
+# operator policy
+rules:
+  - because: GB10 runs Triton MoE here   # why
+    severity: perf
+    refs:
+      - vllm#1
+      - vllm#2
+    id: prefer-triton
+    prefer:
+      - triton
+      - marlin
+    when:
+      gpu.sm: sm121
+      quant.moe_scheme: [fp8_block, mxfp4]
+    paths: [moe]
+order: []
+backends:
+  - requires:
+      any:
+        - gpu.family: sm90
+        - gpu.family: sm100
+    paths: [moe]
+    backend: triton
+"""
+
+CANONICAL = """\
+# operator policy
+backends:
+  - backend: triton
+    paths: [moe]
+    requires:
+      any:
+        - {gpu.family: sm90}
+        - {gpu.family: sm100}
+order: []
+rules:
+  - id: prefer-triton
+    when: {gpu.sm: sm121, quant.moe_scheme: [fp8_block, mxfp4]}
+    paths: [moe]
+    prefer: [triton, marlin]
+    severity: perf
+    because: GB10 runs Triton MoE here   # why
+    refs: [vllm#1, vllm#2]
+"""
+
+
+def test_canonical_layout() -> None:
+    assert format_text(MESSY) == CANONICAL
+    assert format_text(CANONICAL) == CANONICAL
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.name)
+def test_shipped_files_keep_data_and_comments_and_format_is_idempotent(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    once = format_text(text, file=path)
+    assert format_text(once, file=path) == once
+    assert yaml.safe_load(once) == yaml.safe_load(text)
+    comments = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("#")]
+    assert [c for c in comments if c not in once] == []
+    assert once.startswith(SCHEMA_HEADER)  # the checkout has schemas/ above it
+
+
+@pytest.mark.skip(reason="enabled after the final fmt pass (the lead runs `kernelpolicy fmt rules policy`)")
+def test_shipped_files_are_formatted(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fmt", "--check", str(ROOT / "rules"), str(ROOT / "policy")]) == 0, capsys.readouterr().out
+
+
+def test_schema_header_found_kept_or_given(tmp_path: Path) -> None:
+    (tmp_path / "schemas").mkdir()
+    (tmp_path / "schemas" / "rules.schema.json").write_text("{}")
+    f = tmp_path / "policy" / "prod.yaml"
+    f.parent.mkdir()
+    assert format_text("rules: []\n", file=f) == f"{SCHEMA_HEADER}../schemas/rules.schema.json\nrules: []\n"
+    kept = f"{SCHEMA_HEADER}https://example.org/r.json\nrules: []\n"
+    assert format_text(kept, file=f) == kept
+    assert format_text("rules: []\n", schema="s.json") == f"{SCHEMA_HEADER}s.json\nrules: []\n"
+    assert format_text("rules: []\n", file=Path("/nowhere/p.yaml")) == "rules: []\n"
+
+
+def test_check_changes_nothing_and_fails_then_fmt_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "p.yaml"
+    f.write_text(MESSY, encoding="utf-8")
+    assert main(["fmt", "--check", "--diff", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert f"would reformat {f}" in out and "+    prefer: [triton, marlin]" in out
+    assert f.read_text(encoding="utf-8") == MESSY
+    assert main(["fmt", str(tmp_path)]) == 0
+    assert f.read_text(encoding="utf-8") == CANONICAL
+    assert main(["fmt", "--check", str(f)]) == 0
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "bad.yaml"
+    f.write_text("rules:\n  - id: x\n    when: {a: [\n", encoding="utf-8")
+    assert main(["fmt", str(f)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and f"{f}:" in err and "not valid YAML" in err
+    assert main(["fmt", str(tmp_path / "missing.yaml")]) == 2
+    assert "no such file or folder" in capsys.readouterr().err
