@@ -179,3 +179,22 @@ def test_missing_ray_is_one_line() -> None:
     )
     assert done.returncode == 2
     assert done.stderr == "kernelpolicy: error: ray is not installed (pip install 'kernelpolicy[ray]')\n"
+
+
+def test_head_row_decides_with_this_shells_environment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, policy: kp.Policy
+) -> None:
+    h200 = _facts_file(tmp_path, capsys, "h200.json", facts_from_spec("H200", policy.gpus))
+    # the shell `vllm serve` runs from says it is a Blackwell box; vLLM does not copy this to workers
+    monkeypatch.setenv("KERNELPOLICY_FACTS", json.dumps(facts_from_spec("sm120", policy.gpus)))
+    code = main(["fleet", "--model", MODEL, "--json", "--head", "--from", str(h200)])
+    report = json.loads(capsys.readouterr().out)
+    assert code == 1
+    head = report["nodes"][0]
+    assert head["id"] == "head-shell" and head["facts"]["gpu.sm"] == "sm120"
+    assert head["sources"]["gpu.sm"] == "env"
+    assert "fact gpu.sm: group A='sm90', group B='sm120'" in report["differing_facts"]
+    monkeypatch.delenv("KERNELPOLICY_FACTS")
+    monkeypatch.setenv("KERNELPOLICY_FACTS", json.dumps(facts_from_spec("H200", policy.gpus)))
+    assert main(["fleet", "--model", MODEL, "--head", "--from", str(h200)]) == 0
+    capsys.readouterr()

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
 
     from ..fleet import NodeAnswer
 
-__all__ = ["add_parser", "run"]
+__all__ = ["HEAD_ROW", "add_parser", "run"]
+
+#: The node id of ``--head``'s row.
+HEAD_ROW = "head-shell"
 
 
 def add_parser(subparsers: Any) -> None:
@@ -55,6 +58,12 @@ def add_parser(subparsers: Any) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="an environment variable of the deployment, on every node (repeatable)",
+    )
+    p.add_argument(
+        "--head",
+        action="store_true",
+        help="also decide in this process, with this shell's environment, as `vllm serve` started "
+        "from this shell would (run it where you run `vllm serve`: its answers reach every worker)",
     )
     p.add_argument(
         "--from",
@@ -102,6 +111,16 @@ def _from_files(files: list[str], request: dict[str, Any]) -> tuple[dict[str, An
     return {"source": f"{len(files)} facts file(s)"}, rows
 
 
+def _here(request: dict[str, Any]) -> NodeAnswer:
+    """This process's row: the machine and the environment of the shell that runs ``vllm serve``."""
+    import socket
+
+    from ..fleet import answer_from_payload
+    from ..fleet._shim import run_on_node
+
+    return answer_from_payload(HEAD_ROW, socket.gethostname(), run_on_node(request))
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     """Run ``kernelpolicy fleet``; returns the exit status (bad input raises :class:`UsageError`)."""
     from ..fleet import build_report, render_text
@@ -118,6 +137,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
         from ..fleet._ray import audit
 
         cluster, rows = audit(request, address=args.address, timeout=args.timeout)
+    if args.head:
+        rows.insert(0, _here(request))
     report = build_report(rows, {**cluster, "model": args.model})
     if args.json:
         stream.write(json.dumps(report.to_json(), indent=2, default=str) + "\n")
