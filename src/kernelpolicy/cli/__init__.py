@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from .._version import __version__
 from ..errors import KernelPolicyError
@@ -23,8 +24,17 @@ SUBCOMMANDS = (
 )  # fmt: skip
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors in one line on stderr (argparse prints the whole usage first); every
+    subcommand's parser is of this class too (``add_subparsers`` uses the parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        raise SystemExit(2)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="kernelpolicy",
         description="Decide, check and explain the kernel backend of every code path.",
     )
@@ -47,22 +57,53 @@ class _Exit(Exception):
         self.code = code
 
 
+def _closed_stdout() -> bool:
+    """Whether there is no standard output to write to (``kernelpolicy ... >&-``)."""
+    return sys.stdout is None
+
+
+def _silence_stdout() -> None:
+    """After a broken pipe: point stdout at the null device, so the exit flush cannot fail."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
+    """Run the command line; returns the exit status (0, 1 findings, 2 bad input, 3 no backend).
+
+    Whatever goes wrong ends in one line on stderr, never a traceback (unless
+    ``KERNELPOLICY_DEBUG=1`` asks for one).
+    """
+    if _closed_stdout():
+        print("kernelpolicy: error: standard output is closed: nowhere to write the result", file=sys.stderr)
+        return 2
     parser = _parser()
     try:
         args = parser.parse_args(argv)
-    except SystemExit as exc:  # argparse already printed its one-line usage error
+    except SystemExit as exc:  # argparse printed its one-line usage error (or --help)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     try:
         code: int = args.run(args)
+        sys.stdout.flush()  # a full disk or a closed pipe is reported here, not at exit
     except KernelPolicyError as exc:
         print(f"kernelpolicy: {exc.one_line()}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
+        _silence_stdout()
         return 0
+    except OSError as exc:  # the machine, not the input nor a bug: a full disk, a missing device
+        why = (exc.strerror or str(exc)).lower()
+        if exc.filename:
+            print(f"kernelpolicy: error: `{exc.filename}`: {why}", file=sys.stderr)
+        else:
+            print(f"kernelpolicy: error: cannot write the output: {why}", file=sys.stderr)
+            _silence_stdout()
+        return 2
     except Exception as exc:  # a bug: one line, unless asked for the traceback
         if os.environ.get("KERNELPOLICY_DEBUG"):
             raise

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from .._paths import expand_user
 from ..errors import UnknownModelError
 from ._hub import HubOptions, fetch_metadata, is_repo_id, read_cached
 from ._quant import ModelConfigError, config_facts
@@ -157,7 +158,7 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
     :raises UnknownModelError: *spec* cannot be found (one line saying where it was looked for).
     :raises ModelConfigError: its config cannot be read or has a wrong field.
     """
-    path = Path(spec).expanduser()
+    path = expand_user(spec)  # `~nouser/x` stays as written (no such home folder)
     if path.exists():
         return _local(path, spec)
     hub = hub or HubOptions.from_env()
