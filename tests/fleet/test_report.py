@@ -198,3 +198,19 @@ def test_head_row_decides_with_this_shells_environment(
     monkeypatch.setenv("KERNELPOLICY_FACTS", json.dumps(facts_from_spec("H200", policy.gpus)))
     assert main(["fleet", "--model", MODEL, "--head", "--from", str(h200)]) == 0
     capsys.readouterr()
+
+
+def test_this_shells_vllm_variables_apply_on_every_node(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, policy: kp.Policy
+) -> None:
+    h200 = _facts_file(tmp_path, capsys, "h200.json", facts_from_spec("H200", policy.gpus))
+    monkeypatch.setenv("VLLM_USE_DEEP_GEMM", "0")  # vLLM copies it from the driver to every worker
+    monkeypatch.setenv("VLLM_NOT_READ_BY_ANY_RULE", "1")
+    assert main(["fleet", "--model", MODEL, "--json", "--from", str(h200)]) == 0
+    row = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert row["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "0"
+    assert row["sources"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "user"
+    assert not any("VLLM_NOT_READ_BY_ANY_RULE" in key for key in row["facts"])
+    # an explicit --env wins over the shell
+    assert main(["fleet", "--model", MODEL, "--json", "--env", "VLLM_USE_DEEP_GEMM=1", "--from", str(h200)]) == 0
+    assert json.loads(capsys.readouterr().out)["nodes"][0]["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "1"

@@ -10,7 +10,9 @@ file), 3 a path has no backend, 4 a live node gave no decision (its row says why
 from __future__ import annotations
 
 import json
+import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -75,6 +77,14 @@ def add_parser(subparsers: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The ``VLLM_*`` variables rules read, from this shell: vLLM copies them to every worker."""
+    from ..dsl.loader import load_policy
+    from ..facts.pipeline import env_names
+
+    return {n: environ[n] for n in env_names(load_policy()) if n.startswith("VLLM_") and n in environ}
+
+
 def _request(args: argparse.Namespace) -> dict[str, Any]:
     from ..facts._record import parse_fact_text
 
@@ -82,7 +92,7 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
     for item in args.fact:
         key, value = split_assignment(item, "KEY")
         facts[key] = parse_fact_text(key, value)
-    env = dict(split_assignment(e, "NAME") for e in args.env)
+    env = {**_forwarded_env(os.environ), **dict(split_assignment(e, "NAME") for e in args.env)}
     return {"model": args.model, "probe": bool(args.probe), "timeout": args.timeout, "facts": facts, "env": env}
 
 
