@@ -1,0 +1,48 @@
+"""``kernelpolicy matrix``: the support matrix (catalog GPU x catalog model x path) of the rules."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..errors import UsageError
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "matrix",
+        help="the support matrix: every catalog GPU x catalog model x path, with the deciding rule",
+        description="Resolve every catalog model on every catalog GPU and print, per path, the chosen "
+        "backend and the rule that decided it: markdown (docs/matrix.md), a self-contained HTML page "
+        "with filters, or JSON. --policy FILE adds an operator policy on top of the shipped rules.",
+    )
+    p.add_argument("--format", choices=("md", "html", "json"), default="md", help="md (default), html or json")
+    p.add_argument("--out", metavar="FILE", type=Path, help="write to FILE instead of stdout")
+    p.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..dsl.loader import load_policy
+    from ..matrix import build, to_html, to_markdown
+
+    cells = build(load_policy(args.policy, environ=False))
+    if args.format == "md":
+        text = to_markdown(cells)
+    elif args.format == "html":
+        text = to_html(cells)
+    else:
+        text = json.dumps({"schema": "kernelpolicy.matrix/1", "cells": [asdict(c) for c in cells]}, indent=1) + "\n"
+    if args.out is None:
+        sys.stdout.write(text)
+        return 0
+    if not args.out.parent.is_dir():
+        raise UsageError(f"--out `{args.out}`: no such folder `{args.out.parent}`")
+    args.out.write_text(text, encoding="utf-8")
+    return 0

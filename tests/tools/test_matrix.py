@@ -1,0 +1,134 @@
+"""`kernelpolicy matrix`: cells agree with `resolve`, docs/matrix.md is in sync, and the HTML page
+works in a real headless Chromium (cells, hover text, filters, a screenshot kept)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kernelpolicy as kp
+from kernelpolicy.cli import main
+from kernelpolicy.matrix import PATHS, Cell, build, color, to_html, to_markdown
+
+from ._webdriver import Browser, find_browser
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def cells(policy: kp.Policy) -> list[Cell]:
+    return build(policy)
+
+
+def test_every_gpu_model_and_path_has_a_cell(policy: kp.Policy, cells: list[Cell]) -> None:
+    assert len(cells) == len(policy.gpus) * len(policy.models) * len(PATHS)
+    assert len({(c.gpu, c.model, c.path) for c in cells}) == len(cells)
+
+
+def test_cells_are_what_resolve_decides(policy: kp.Policy, cells: list[Cell]) -> None:
+    for c in cells[:: max(len(cells) // 60, 1)]:  # a spread sample
+        d = kp.resolve(kp.facts_for(gpu=c.gpu, model=c.model, policy=policy), policy)
+        p = d.paths[c.path]
+        assert (c.present, c.backend, c.rule) == (p.applicable, p.backend if p.applicable else None, p.rule)
+        if c.rule:
+            file, _, line = c.origin.rpartition(":")
+            assert c.rule in (ROOT / file).read_text(encoding="utf-8").splitlines()[int(line) - 1]
+            assert c.reason
+
+
+def test_docs_matrix_is_in_sync(cells: list[Cell]) -> None:
+    current = (ROOT / "docs" / "matrix.md").read_text(encoding="utf-8")
+    assert current == to_markdown(cells), "docs/matrix.md is out of date: run `kernelpolicy matrix --out docs/matrix.md`"
+
+
+def test_markdown_names_the_deciding_rule(cells: list[Cell]) -> None:
+    text = to_markdown(cells)
+    decided = next(c for c in cells if c.rule and c.present)
+    section = text.split(f"## {decided.model}\n", 1)[1].split("\n## ", 1)[0]
+    row = next(ln for ln in section.splitlines() if ln.startswith(f"| {decided.gpu} |"))
+    assert f"`{decided.backend}` ({decided.rule})" in row
+
+
+def test_command_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["matrix", "--format", "json", "--out", str(tmp_path / "m.json")]) == 0
+    data = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))
+    assert data["schema"] == "kernelpolicy.matrix/1" and data["cells"]
+    assert main(["matrix", "--out", str(tmp_path / "no" / "m.md")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+
+
+def test_colours_are_stable_and_distinct(cells: list[Cell]) -> None:
+    backends = sorted({c.backend for c in cells if c.backend})
+    assert color("triton") == color("triton")
+    assert len({color(b) for b in backends}) == len(backends)
+
+
+# --------------------------------------------------------------------------- the page in Chromium
+
+
+@pytest.fixture(scope="module")
+def browser() -> Browser:
+    found = find_browser()
+    if found is None:
+        pytest.skip("no chromium and chromedriver on PATH (Debian: apt-get install chromium chromium-driver)")
+    b = Browser(*found)
+    yield b
+    b.close()
+
+
+def _visible(b: Browser, css: str) -> int:
+    return int(b.js(
+        f"return Array.from(document.querySelectorAll({json.dumps(css)})).filter(e => e.offsetParent !== null).length;"
+    ))
+
+
+def test_html_page_in_headless_chromium(browser: Browser, cells: list[Cell], tmp_path_factory: pytest.TempPathFactory,
+                                        request: pytest.FixtureRequest) -> None:
+    out = tmp_path_factory.mktemp("matrix")
+    page = out / "matrix.html"
+    page.write_text(to_html(cells), encoding="utf-8")
+    browser.get(page.as_uri())
+    gpus = list(dict.fromkeys(c.gpu for c in cells))
+    rows = len({(c.model, c.path) for c in cells})
+    assert browser.js("return document.title;") == "kernelpolicy support matrix"
+    assert _visible(browser, "tbody tr") == rows
+    assert _visible(browser, "td.cell") == len(cells)
+
+    # a decided cell: its backend, its colour, and the rule, reason and refs on hover
+    c = next(c for c in cells if c.rule and c.refs)
+    info = browser.js(
+        "var r = document.querySelector('tr[data-model=\"' + arguments[0] + '\"][data-path=\"' + arguments[1] + '\"]');"
+        "var td = r.querySelector('td[data-gpu=\"' + arguments[2] + '\"]');"
+        "return [td.textContent, td.title, getComputedStyle(td).backgroundColor];",
+        c.model, c.path, c.gpu,
+    )
+    assert info[0] == c.backend
+    assert c.rule in info[1] and c.refs[0] in info[1] and c.origin in info[1]
+    hexcol = color(c.backend)
+    assert info[2] == "rgb({}, {}, {})".format(*(int(hexcol[i:i + 2], 16) for i in (1, 3, 5)))
+
+    # filter by path: only MoE rows stay
+    browser.click(browser.find('#f-path option[value="moe"]'))
+    assert _visible(browser, "tbody tr") == rows // len(PATHS)
+    assert browser.js("return Array.from(document.querySelectorAll('tbody tr')).filter("
+                      "e => e.offsetParent !== null && e.dataset.path !== 'moe').length;") == 0
+    # filter by GPU: one column stays
+    browser.click(browser.find(f'#f-gpu option[value="{gpus[0]}"]'))
+    assert _visible(browser, "thead th[data-gpu]") == 1
+    assert _visible(browser, "td.cell") == rows // len(PATHS)
+    # filter by quant: only rows of that scheme
+    quant = next(c.quant for c in cells if c.path == "moe" and c.present)
+    browser.click(browser.find(f'#f-quant option[value="{quant}"]'))
+    expected = len({c.model for c in cells if c.path == "moe" and c.quant == quant})
+    assert _visible(browser, "tbody tr") == expected
+    assert browser.js("return document.getElementById('count').textContent;") == f"{expected} rows"
+
+    shot = out / "matrix-filtered.png"
+    browser.screenshot(shot)
+    browser.click(browser.find("#f-reset"))
+    assert _visible(browser, "tbody tr") == rows
+    browser.screenshot(out / "matrix.png")
+    assert (out / "matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    print(f"screenshots: {out}")  # kept by pytest under its base temp folder (-s shows the path)
