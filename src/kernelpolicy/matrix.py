@@ -76,7 +76,8 @@ def build(policy: Policy) -> list[Cell]:
                 if not p.applicable:
                     cells.append(Cell(gpu.name, gpu.sm, model.id, quant, path, None, False, reason=p.reason or ""))
                     continue
-                rule, reason, refs = p.rule, p.reason or "", ()
+                rule, reason = p.rule, p.reason or ""
+                refs: tuple[str, ...] = ()
                 if rule:
                     lost = next((c for c in p.candidates if rule in c.rules), None)
                     if lost is not None:
