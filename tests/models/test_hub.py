@@ -16,7 +16,7 @@ from kernelpolicy.facts.model import locate_model
 from . import configs as c
 from .conftest import COMMIT, HubServer, write_cache
 
-NEW_ID = "Qwen/Qwen3-30B-A3B-FP8"  # not in the shipped catalog
+NEW_ID = "Qwen/Qwen3-30B-A3B-Instruct-2507-FP8"  # not in the shipped catalog
 
 
 def _decision(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object], str]:
@@ -116,10 +116,10 @@ def test_online_fetches_metadata_only(hub: HubServer, capsys: pytest.CaptureFixt
 
 def test_online_modelopt_file(hub: HubServer, policy: kp.Policy) -> None:
     hub.add(
-        "nvidia/DeepSeek-R1-FP4",
+        "nvidia/DeepSeek-V3-0324-FP4",  # not in the catalog: the Hub answers
         {"config.json": c.NVIDIA_DEEPSEEK_R1_FP4, "hf_quant_config.json": c.NVIDIA_DEEPSEEK_R1_FP4_HF_QUANT},
     )
-    f = kp.facts_for(gpu="sm100", model="nvidia/DeepSeek-R1-FP4", policy=policy)
+    f = kp.facts_for(gpu="sm100", model="nvidia/DeepSeek-V3-0324-FP4", policy=policy)
     assert f.get("quant.moe_scheme") == "nvfp4" and f.sources["quant.moe_scheme"] == "hub"
 
 
