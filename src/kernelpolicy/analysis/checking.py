@@ -13,7 +13,9 @@ from ..dsl._source import SourceFile
 from ..errors import PolicyError
 from ..policy import Policy
 from .coverage import Coverage, PathGroup, Violation, verify
+from .domain import build_domain
 from .findings import Finding, from_diagnostic
+from .implications import implication_conflicts
 from .locate import Locator
 from .static import analyse
 
@@ -46,8 +48,14 @@ class CheckReport:
 
 
 def check(files: Sequence[SourceFile], *, coverage: bool = True, explicit: bool = False,
-          jobs: int | None = None) -> CheckReport:
-    """Load *files* (every schema problem at once), analyse them and verify their domain."""
+          jobs: int | None = None, subject: Sequence[str] | None = None) -> CheckReport:
+    """Load *files* (every schema problem at once), analyse them and verify their domain.
+
+    :param subject: the files under check (``display`` names), when the others (the shipped
+        rules, say) are only the ground they stand on: warnings about rules outside them are
+        not the operator's to fix and are left out; errors are kept, located in *subject*
+        wherever one of its rules is involved.
+    """
     from ..dsl.loader import load_files
 
     start = time.perf_counter()
@@ -62,9 +70,14 @@ def check(files: Sequence[SourceFile], *, coverage: bool = True, explicit: bool 
     report.findings = [from_diagnostic(d) for d in policy.warnings]
     cov = verify(policy, explicit=explicit, jobs=jobs) if coverage else None
     report.findings += analyse(policy, cov, locator)
+    report.findings += implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)
+        report.findings += unused_unsupported(policy, cov)
         report.coverage = cov
+    if subject is not None:
+        mine = set(subject)
+        report.findings = [f for f in report.findings if f.level == "error" or not f.file or f.file in mine]
     report.findings.sort(key=lambda f: (f.level != "error", f.file == "", f.file, f.line, f.column, f.code))
     report.seconds = time.perf_counter() - start
     return report
@@ -91,14 +104,7 @@ def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[
         where = shown + (f"; and {more} more groups" if more > 0 else "")
         pg, first = items[0]
         if code == "no-backend":
-            message = f"path `{path}` has no valid backend in {_cells(cells)}"
-            why = "; ".join(
-                f"`{c.backend}` {c.reason or 'is rejected'}" for c in pg.candidates
-            )
-            f = Finding(code, message, "error", help=f"in {first.group.label()}: {why}" if why else None,
-                        cell=where, cells=cells)
-            entry = next(iter(policy.backends.get(path, {}).values()), None)
-            out.append(locator.locate(f, "backend", owner=entry.rule_id) if entry else f)
+            out.append(_no_backend(policy, locator, path, pg, first, where, cells))
             continue
         if code == "contradiction":
             ids = [s for s in _sources(first.message) if s in policy.by_id]
@@ -111,6 +117,43 @@ def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[
                     cell=where, cells=cells)
         out.append(locator.locate(f, "deny", "require", "requires") if rules else f)
     return out
+
+
+def _no_backend(
+    policy: Policy, locator: Locator, path: str, pg: PathGroup, first: Violation, where: str, cells: int
+) -> Finding:
+    """A hole, pointed at the rule that made it: an operator's rule where one rejects a backend
+    there (operators never edit shipped rules), else the rule that rejects the last backend the
+    catalog allows, else the path's catalog."""
+    rejecting = [
+        policy.by_id[r] for c in pg.candidates for r in c.rules if r in policy.by_id and policy.by_id[r].kind != "use"
+    ]
+    why = "; ".join(f"`{c.backend}` {c.reason or 'is rejected'}" for c in pg.candidates)
+    helps = [f"in {first.group.label()}: {why}"]
+    culprit = next((r for r in rejecting if r.layer != "shipped"), None) or (rejecting[-1] if rejecting else None)
+    if culprit is not None:
+        helps.append(
+            f"rule `{culprit.id}` rejects a backend there: narrow its `when` so a backend is left, or, if no "
+            "kernel runs there at all, declare the cells in an `unsupported` entry"
+        )
+    f = Finding("no-backend", f"path `{path}` has no valid backend in {_cells(cells)}", "error",
+                rule=culprit.id if culprit else None, help="; ".join(helps), cell=where, cells=cells)
+    if culprit is not None:
+        return locator.locate(f, "when", culprit.kind)
+    entry = next(iter(policy.backends.get(path, {}).values()), None)
+    return locator.locate(f, "backend", owner=entry.rule_id) if entry else f
+
+
+def unused_unsupported(policy: Policy, cov: Coverage) -> list[Finding]:
+    """``unsupported`` entries that cover no cell without a backend: the backend exists there."""
+    used = {u for pg in cov.results for u in pg.known}
+    return [
+        Finding("unsupported-unused", f"`unsupported` entry `{u.id}` covers no cell where path "
+                f"{' or '.join(f'`{p}`' for p in u.paths)} lacks a backend", "warning", u.origin.file,
+                u.origin.line, 1, u.id, help="a backend runs wherever it holds: remove it, or fix its `when`",
+                field="when")
+        for u in policy.unsupported if u.id not in used
+    ]
 
 
 def _cells(n: int) -> str:

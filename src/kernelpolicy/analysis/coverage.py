@@ -39,13 +39,15 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Final
 
 from ..decision import Candidate, Decision
 from ..dsl.conditions import evaluate, tests_of
 from ..facts._record import Facts
-from ..policy import Policy, Rule
+from ..policy import Implication, Policy, Rule, Unsupported
 from ..resolver import ContradictionError, resolve
+from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, effect_outcomes, gravity, imply, met, rule_state
 from .domain import (
     Dimension,
     Domain,
@@ -61,9 +63,7 @@ from .domain import (
 
 __all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
 
-PATHS: Final = ("dense", "moe", "router")
-_OVERRIDABLE: Final = frozenset({"accuracy", "perf", "support"})
-_GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
+PATHS: Final = DECIDED_PATHS
 
 
 @dataclass(frozen=True)
@@ -95,6 +95,8 @@ class PathGroup:
     sole: frozenset[str] = frozenset()
     #: ... as the gravest reason in some cell (the rule the decision names)
     first: frozenset[str] = frozenset()
+    #: ``unsupported`` declarations that cover the group (the path has no backend, knowingly)
+    known: tuple[str, ...] = ()
 
 
 @dataclass
@@ -120,30 +122,31 @@ class _Judge:
 
     conds: tuple[Any, ...]
     fn: Callable[[Mapping[str, frozenset[Any]]], frozenset[bool]]
+    extra: frozenset[str] = frozenset()  #: keys it reads besides those of ``conds``
 
     def settled(self, possible: Mapping[str, frozenset[Any]]) -> bool:
         return len(self.fn(possible)) == 1
 
+    def reads(self) -> set[str]:
+        return {t.key for c in self.conds for t in tests_of(c)} | self.extra
 
-def _truth(c: Any, possible: Mapping[str, frozenset[Any]], lenient: bool) -> frozenset[bool]:
-    """How the resolver reads *c*: true counts (``lenient``: anything but false counts)."""
-    return frozenset((o is not False) if lenient else (o is True) for o in outcomes(c, possible))
+
+def _met(c: Any, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
+    """Whether requirement *c* counts as met, over a group (see :func:`kernelpolicy.semantics.met`)."""
+    return frozenset(met(o) for o in outcomes(c, possible))
+
+
+def _holds(c: Any, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
+    """Whether an ``order``'s condition *c* holds (true only), over a group."""
+    return frozenset(o is True for o in outcomes(c, possible))
 
 
 def rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
-    """Whether *r* takes effect: rejects its backend (deny, require) or applies (use, prefer).
-
-    This is the resolver's documented reading of the three truth values: an undecided
-    ``when`` counts for crash rules only; an undecided requirement is assumed met; a rule
-    retires only when ``until`` is true.
-    """
-    retired = _truth(r.until, possible, False) if r.until is not None else frozenset({False})
-    crash = r.severity == "crash" and r.kind in ("deny", "require")
-    applies = frozenset((not u) and w for u in retired for w in _truth(r.when, possible, crash))
-    if r.kind != "require" or applies == {False}:
-        return applies
-    unmet = frozenset(not m for m in _truth(r.require, possible, True))
-    return frozenset(a and b for a in applies for b in unmet)
+    """Whether *r* takes effect over a group: rejects its backend (deny, require) or applies
+    (use, prefer), read through :mod:`kernelpolicy.semantics` like the resolver reads it."""
+    until = outcomes(r.until, possible) if r.until is not None else (None,)
+    require = outcomes(r.require, possible) if r.kind == "require" else (True,)
+    return effect_outcomes(r, outcomes(r.when, possible), until, require)
 
 
 def _rule_judge(r: Rule) -> _Judge:
@@ -151,8 +154,30 @@ def _rule_judge(r: Rule) -> _Judge:
     return _Judge(conds, lambda p: rule_effect(r, p))
 
 
-def _cond_judge(c: Any, lenient: bool) -> _Judge:
-    return _Judge((c,), lambda p: _truth(c, p, lenient))
+def _closed_judge(implications: tuple[Implication, ...], keys: frozenset[str]) -> _Judge | None:
+    """Whether a group's cells are *closed*: no implication sets one of *keys* (the domain's
+    dimensions) that the cell leaves unknown. Only closed cells are states the resolver decides
+    from; every input reaches one (``None``: no implication sets a dimension)."""
+    setters = [(imp, tuple(k for k in imp.sets if k in keys)) for imp in implications]
+    setters = [(imp, ks) for imp, ks in setters if ks]
+    if not setters:
+        return None
+
+    def fn(possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
+        some: frozenset[bool] = frozenset({False})  # some implication fires on an unknown key
+        for imp, ks in setters:
+            fires = {w is True for w in outcomes(imp.when, possible)}
+            blocked = {u is True for u in outcomes(imp.unless, possible)} if imp.unless is not None else {False}
+            vals = [possible.get(k, frozenset({None})) for k in ks]
+            unknown = {True} if any(None in v for v in vals) else set()
+            if all(any(x is not None for x in v) for v in vals):
+                unknown.add(False)
+            step = {f and not b and u for f in fires for b in blocked for u in unknown}
+            some = frozenset(a or x for a in some for x in step)
+        return frozenset(not x for x in some)
+
+    conds = tuple(c for imp, _ in setters for c in (imp.when, imp.unless) if c is not None)
+    return _Judge(conds, fn, frozenset(k for _, ks in setters for k in ks))
 
 
 class _Walker:
@@ -164,6 +189,12 @@ class _Walker:
         self.index = {d.name: i for i, d in enumerate(domain.dims)}
         self.implied = implied_sources(policy)
         self.resolves = 0
+        #: per model kind (MoE or not), whether cells are closed (only for a walk of closed states)
+        self.closed: dict[bool, _Judge | None] = {}
+        if original is not None:
+            for moe in (True, False):
+                keys = frozenset(k for d in domain.dims if moe or not d.moe_only for k in d.keys)
+                self.closed[moe] = _closed_judge(original.implications, keys)
 
     # -- what shapes a path's order and explicit pick
     def uses_of(self, deny: Rule, path: str) -> list[Rule]:
@@ -174,7 +205,7 @@ class _Walker:
         ]
 
     def order_conditions(self, path: str) -> tuple[list[_Judge], list[Rule]]:
-        conds = [_cond_judge(o.when, False) for o in self.policy.orders.get(path, ())]
+        conds = [_Judge((o.when,), partial(_holds, o.when)) for o in self.policy.orders.get(path, ())]
         rules: list[Rule] = []
         use_targets: set[str] = set()
         for r in self.policy.rules:
@@ -198,9 +229,9 @@ class _Walker:
         """The open dimension to split on next, among those the first undecided condition
         reads: the one that leaves the smallest share of its children with an undecided
         condition (one step of lookahead), then the earliest."""
-        keys = {t.key for c in pending[0].conds for t in tests_of(c)}
+        keys = pending[0].reads()
         if not open_keys(keys, fixed, self.key_dim, self.implied):
-            keys = {t.key for j in pending for c in j.conds for t in tests_of(c)}
+            keys = {k for j in pending for k in j.reads()}
         names = {
             self.key_dim[k].name
             for k in open_keys(keys, fixed, self.key_dim, self.implied)
@@ -300,13 +331,73 @@ class _Walker:
             yield from self._split(path, name, fixed, moe, conds, order_rules)
             return
         typed = decision.facts.typed()
-        when = {r.id: _applies(r, typed) for r in self.policy.rules}
+        when = {r.id: _state(r, typed) for r in self.policy.rules}
         found = tuple(_check(path, group, decision, when, self.policy))
-        if found and self.original is not None and not _reachable(group, self.original):
-            found = ()  # a state implications would complete: its inputs resolve elsewhere
+        closed_here = not found or self._closure_inside(group, moe)
+        pending = self._violation_pending(path, found, moe, possible, closed_here)
+        name = self._next_split(pending, fixed, moe, possible)
+        if name is not None:
+            yield from self._split(path, name, fixed, moe, conds, order_rules)
+            return
+        known: tuple[str, ...] = ()
+        closed = self.closed.get(moe)
+        if not closed_here and closed is not None and closed.fn(possible) == {False}:
+            found = ()  # no cell of the group is a state the resolver decides from
+        elif any(v.code == "no-backend" for v in found):
+            known = tuple(u.id for u in self.unsupported(path) if _holds(u.when, possible) == {True})
+            if known:
+                found = tuple(v for v in found if v.code != "no-backend")
         pd = decision.paths[path]
         fires, sole, first = self._usage(path, pd.candidates, pd.explicit is not None, possible)
-        yield PathGroup(path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first)
+        yield PathGroup(
+            path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first, known
+        )
+
+    def unsupported(self, path: str) -> list[Unsupported]:
+        return [u for u in self.policy.unsupported if path in u.paths]
+
+    def _closure_inside(self, group: Group, moe: bool) -> bool:
+        """Whether the closure of the group's representative (its facts with every implication
+        applied) is a cell of the group: then the group holds a state the resolver decides from.
+
+        Implications only add facts the representative leaves unknown; the closure leaves the
+        group exactly when it sets a dimension the group fixes to *unknown*.
+        """
+        if self.original is None or not self.original.implications:
+            return True
+        raw = Facts.from_values(group.facts, source="user")
+        try:
+            done = imply(raw, self.original.implications)
+        except ImplicationConflict:
+            return True  # reported by the implication analysis; keep what this cell breaks
+        for k in done.values.keys() - raw.values.keys():
+            d = self.key_dim.get(k)
+            if d is not None and d.name in group.fixed and not (d.moe_only and not moe):
+                return False
+        return True
+
+    def _violation_pending(
+        self,
+        path: str,
+        found: tuple[Violation, ...],
+        moe: bool,
+        possible: Mapping[str, frozenset[Any]],
+        closed_here: bool,
+    ) -> list[_Judge]:
+        """What must be settled before a group's violations can be reported: whether its cells
+        are closed (states implications leave as they are), unless the representative's own
+        closure is in the group, and, for a path without a backend, whether an ``unsupported``
+        declaration covers them."""
+        pending: list[_Judge] = []
+        closed = self.closed.get(moe)
+        if not closed_here and closed is not None and not closed.settled(possible):
+            pending.append(closed)
+        if any(v.code == "no-backend" for v in found):
+            for u in self.unsupported(path):
+                j = _Judge((u.when,), partial(_holds, u.when))
+                if not j.settled(possible):
+                    pending.append(j)
+        return pending
 
     def _usage(
         self, path: str, cands: tuple[Candidate, ...], explicit: bool, possible: Mapping[str, frozenset[Any]]
@@ -322,7 +413,7 @@ class _Walker:
             if explicit and i == 0:
                 continue
             entry = self.policy.backends[path][cand.backend]
-            met = _truth(entry.requires, possible, True)
+            runs = _met(entry.requires, possible)
             rules = self.policy.rules_for(cand.backend, path)
             effects = {r.id: rule_effect(r, possible) for r in rules}
             for r in rules:
@@ -330,10 +421,10 @@ class _Walker:
                     continue
                 fires.add(r.id)
                 others_off = all(False in effects[t.id] for t in rules if t.id != r.id)
-                if True in met and others_off:
+                if True in runs and others_off:
                     sole.add(r.id)
-                graver = [t for t in rules if _GRAVITY.get(t.severity, 9) < _GRAVITY.get(r.severity, 9)]
-                if True in met and all(False in effects[t.id] for t in graver):
+                graver = [t for t in rules if gravity(t.severity) < gravity(r.severity)]
+                if True in runs and all(False in effects[t.id] for t in graver):
                     first.add(r.id)
         return frozenset(fires), frozenset(sole), frozenset(first)
 
@@ -385,7 +476,7 @@ class _Walker:
             picked = pd.explicit is not None and i == 0
             entry = self.policy.backends[path].get(cand.backend)
             if entry is not None:
-                req = _cond_judge(entry.requires, True)
+                req = _Judge((entry.requires,), partial(_met, entry.requires))
                 met = req.fn(possible)
                 if len(met) != 1:
                     pending.append(req)
@@ -406,10 +497,9 @@ class _Walker:
         return pending
 
 
-def _applies(r: Rule, typed: Mapping[str, Any]) -> bool | None:
-    if r.until is not None and evaluate(r.until, typed) is True:
-        return False
-    return evaluate(r.when, typed)
+def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:
+    until = evaluate(r.until, typed) if r.until is not None else None
+    return rule_state(evaluate(r.when, typed), until)
 
 
 # --------------------------------------------------------------------------- invariants
@@ -433,8 +523,8 @@ def _check(
         overridden = set(cand.overridden)
         for r in policy.rules_for(b, path):
             w = when.get(r.id)
-            if r.kind == "deny" and (w is True or (w is None and r.severity == "crash")):
-                if r.id in overridden and (r.severity in _OVERRIDABLE or pd.explicit):
+            if r.kind == "deny" and applies(r.kind, r.severity, w):
+                if r.id in overridden and pd.explicit:
                     continue
                 yield Violation(
                     "denied-chosen",
@@ -443,7 +533,7 @@ def _check(
                     f"path `{path}` chooses `{b}`, which rule `{r.id}` denies",
                     (r.id,),
                 )
-            elif r.kind == "require" and w is True and evaluate(r.require, typed) is False:
+            elif r.kind == "require" and applies(r.kind, r.severity, w) and not met(evaluate(r.require, typed)):
                 if r.id in overridden:
                     continue
                 yield Violation(
@@ -454,7 +544,7 @@ def _check(
                     (r.id,),
                 )
         entry = policy.backends[path][b]
-        if evaluate(entry.requires, typed) is False and entry.rule_id not in overridden:
+        if not met(evaluate(entry.requires, typed)) and entry.rule_id not in overridden:
             yield Violation(
                 "unmet-requirement",
                 path,
@@ -469,20 +559,15 @@ def _check(
             yield Violation("warmup", path, group, f"warmup warms `{k}`, but path `{path}` runs `{pd.backend}`")
     ran = pd.backend
     if ran is not None and policy.backends[path][ran].warmup and f"{ran}.{path}" not in mine:
-        denied = [r for r in policy.rules_for(ran, "warmup") if when.get(r.id) is True]
+        denied = [
+            r
+            for r in policy.rules_for(ran, "warmup")
+            if r.paths and "warmup" in r.paths and applies(r.kind, r.severity, when.get(r.id))
+        ]
         if not denied:
             yield Violation(
                 "warmup", path, group, f"path `{path}` runs JIT backend `{ran}` but warmup does not warm `{ran}.{path}`"
             )
-
-
-def _reachable(group: Group, policy: Policy) -> bool:
-    """Whether the group's representative is a state the implications leave as it is."""
-    facts = Facts.from_values(group.facts, source="user")
-    try:
-        return resolve(facts, policy).facts.values == facts.values
-    except ContradictionError:
-        return True
 
 
 #: the walker a forked worker inherits (set only while a pool runs)

@@ -28,6 +28,8 @@ CODES: Final[dict[str, Level]] = {
     "denied-chosen": "error",
     "unmet-requirement": "error",
     "warmup": "error",
+    "implies-conflict": "error",
+    "unsupported-unused": "warning",
 }
 
 

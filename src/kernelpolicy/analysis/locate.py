@@ -16,7 +16,7 @@ from .findings import Finding
 
 __all__ = ["Locator"]
 
-_SECTIONS = ("rules", "order", "implies", "backends")
+_SECTIONS = ("rules", "order", "implies", "unsupported", "backends")
 
 
 @dataclass(frozen=True)

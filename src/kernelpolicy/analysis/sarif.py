@@ -35,6 +35,8 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "denied-chosen": "A backend that a rule denies is chosen in some domain cells.",
     "unmet-requirement": "A backend is chosen where its requirements do not hold.",
     "warmup": "The warmup does not warm exactly the JIT kernels the paths run.",
+    "implies-conflict": "Two implications set one fact differently for the same facts (file order would decide).",
+    "unsupported-unused": "An `unsupported` entry covers no cell where its path lacks a backend.",
 }
 _SRCROOT: Final = "%SRCROOT%"
 

@@ -150,11 +150,15 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
                 help="it may guard a case the catalog already excludes; remove it or narrow the catalog",
             )
         elif r.id not in first:
-            by = Counter({s: n for (x, s), n in ahead.items() if x == r.id}).most_common(1)
-            other = by[0][0] if by else "another rule"
+            by = Counter({s: n for (x, s), n in ahead.items() if x == r.id and s != r.id}).most_common(1)
+            if by:
+                other = by[0][0]
+                message = (f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, `{other}` "
+                           "already decides first")
+            else:
+                message = f"rule `{r.id}` is shadowed: wherever it rejects a backend, a graver rule decides first"
             yield Finding(
-                "shadowed", f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, "
-                f"`{other}` already decides first", "warning", file, line, 1, r.id, field=r.kind,
+                "shadowed", message, "warning", file, line, 1, r.id, field=r.kind,
                 help="merge the two rules, or remove the one that never decides",
             )
         elif r.id not in sole:

@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import progress
 
     with progress("checking"):
-        report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs)
+        subject = None if args.bare or not args.files else [f.display for f in files if f.layer != "shipped"]
+    report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs, subject=subject)
     cov = report.coverage
     summary: dict[str, Any] = {}
     if cov is not None:

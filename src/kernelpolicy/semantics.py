@@ -1,0 +1,196 @@
+"""What a rule means: the one reading of the rule tables that the resolver and ``check`` share.
+
+Conditions are three-valued (true, false, undecided when a fact they read is unknown). This
+module fixes how each kind of rule reads them, so that :mod:`kernelpolicy.resolver` (which
+decides one deployment) and :mod:`kernelpolicy.analysis` (which proves every deployment of a
+finite domain) cannot drift apart:
+
+- a rule *retires* when its ``until`` holds (undecided: not retired);
+- a ``deny`` or ``require`` rule *applies* when its ``when`` holds, or is undecided and the rule
+  is a ``crash`` rule; ``use`` and ``prefer`` rules and ``order`` entries apply only when true;
+- a requirement (catalog ``requires`` or a ``require`` rule's ``require``) whose facts are
+  unknown is *assumed met*;
+- an explicit choice overrides ``accuracy``, ``perf`` and ``support`` rules, and a ``crash``
+  rule or a catalog requirement only when the choice names its id;
+- reasons are ranked by :data:`GRAVITY`, gravest first;
+- implications set unknown facts from known ones, to a fixpoint; known facts never change; two
+  implications that would set one fact to different values for the same facts, or one whose
+  ``unless`` comes to hold only after it fired, make the outcome depend on file order and are
+  an :class:`ImplicationConflict`.
+
+Every function here is pure and works on either truth values of one deployment or on sets of
+them (the analysis feeds it every combination a group of cells can produce).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from .dsl.conditions import evaluate
+from .errors import KernelPolicyError
+from .facts._record import Facts, typed_value
+
+if TYPE_CHECKING:
+    from .policy import Implication, Rule
+    from .reporters import BaseReporter
+
+__all__ = [
+    "DECIDED_PATHS",
+    "GRAVITY",
+    "OVERRIDABLE",
+    "ImplicationConflict",
+    "applies",
+    "can_override",
+    "effect_outcomes",
+    "gravity",
+    "imply",
+    "met",
+    "rule_state",
+    "takes_effect",
+]
+
+#: The paths the resolver decides; ``warmup`` is derived from them.
+DECIDED_PATHS: Final = ("dense", "moe", "router")
+#: How grave a reason is (lower first): a user's own setting, the catalog, then severities.
+GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
+#: Severities an explicit choice overrides (with a warning) without naming the rule.
+OVERRIDABLE: Final = frozenset({"accuracy", "perf", "support"})
+
+TV = bool | None  # a three-valued truth value
+
+
+def gravity(severity: str) -> int:
+    """The rank of *severity* (unknown severities last)."""
+    return GRAVITY.get(severity, 9)
+
+
+def rule_state(when: TV, until: TV) -> TV:
+    """A rule's ``when`` after retirement: false once ``until`` holds."""
+    return False if until is True else when
+
+
+def applies(kind: str, severity: str, state: TV) -> bool:
+    """Whether a rule whose (retirement-aware) ``when`` is *state* applies.
+
+    Undecided counts for ``crash`` deny/require rules only: a crash is not risked on a guess.
+    """
+    if state is True:
+        return True
+    return state is None and severity == "crash" and kind in ("deny", "require")
+
+
+def met(requirement: TV) -> bool:
+    """Whether a requirement counts as met (unknown facts are assumed to meet it)."""
+    return requirement is not False
+
+
+def takes_effect(kind: str, severity: str, state: TV, requirement: TV = True) -> bool:
+    """Whether a rule changes a decision: rejects its backend (deny, unmet require) or applies
+    (use, prefer)."""
+    if not applies(kind, severity, state):
+        return False
+    return not met(requirement) if kind == "require" else True
+
+
+def can_override(severity: str, rule_id: str, named: Iterable[str]) -> bool:
+    """Whether an explicit choice that names the rule ids *named* overrides a rejection."""
+    return severity in OVERRIDABLE or rule_id in named
+
+
+def effect_outcomes(
+    rule: Rule,
+    when: Iterable[TV],
+    until: Iterable[TV] = (None,),
+    requirement: Iterable[TV] = (True,),
+) -> frozenset[bool]:
+    """Every value :func:`takes_effect` can give *rule* when its ``when``, ``until`` and
+    ``require`` can take the given truth values (the analysis' reading of a group of cells)."""
+    return frozenset(
+        takes_effect(rule.kind, rule.severity, rule_state(w, u), q) for w in when for u in until for q in requirement
+    )
+
+
+# --------------------------------------------------------------------------- implications
+
+
+class ImplicationConflict(KernelPolicyError, ValueError):
+    """Implications whose outcome would depend on the order of the files that hold them."""
+
+    def __init__(self, key: str, rules: tuple[str, ...], message: str) -> None:
+        self.key = key
+        self.rules = rules
+        self.message = message
+        super().__init__(key, rules, message)
+
+    def __str__(self) -> str:
+        return f"implications contradict each other on `{self.key}`: {self.message}"
+
+
+def _fires(imp: Implication, typed: Mapping[str, Any]) -> bool:
+    if evaluate(imp.when, typed) is not True:
+        return False
+    return imp.unless is None or evaluate(imp.unless, typed) is not True
+
+
+def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseReporter | None = None) -> Facts:
+    """Set unknown facts that follow from known ones, to a fixpoint; known facts never change.
+
+    :raises ImplicationConflict: when two implications set one fact to different values for
+        these facts, or an implication's ``unless`` holds once the fixpoint is reached (either
+        way the outcome would depend on file order).
+    """
+    if not implications:
+        return facts
+    typed = dict(facts.typed())
+    added: dict[str, Any] = {}
+    by: dict[str, Implication] = {}
+    changed = True
+    while changed:
+        changed = False
+        for imp in implications:
+            if not _fires(imp, typed):
+                continue
+            for k, v in imp.sets.items():
+                if k in typed:
+                    continue
+                added[k] = v
+                typed[k] = typed_value(k, v)
+                by[k] = imp
+                if reporter is not None:
+                    reporter.implying(imp.id, k, v)
+                changed = True
+    if not added:
+        return facts
+    _check_fixpoint(implications, typed, added, by)
+    # the values were normalised when the implication was loaded: no need to validate again
+    return Facts.model_construct(
+        values={**facts.values, **added},
+        sources={**facts.sources, **{k: f"implied:{by[k].id}" for k in added}},
+    )
+
+
+def _check_fixpoint(
+    implications: tuple[Implication, ...],
+    typed: Mapping[str, Any],
+    added: Mapping[str, Any],
+    by: Mapping[str, Implication],
+) -> None:
+    for k, v in added.items():
+        setter = by[k]
+        if not _fires(setter, typed):
+            raise ImplicationConflict(
+                k,
+                (setter.id,),
+                f"`{setter.id}` ({setter.origin}) set it to `{v}`, but its `unless` holds once the other "
+                "implications are applied",
+            )
+        for imp in implications:
+            if imp is setter or k not in imp.sets or imp.sets[k] == v or not _fires(imp, typed):
+                continue
+            raise ImplicationConflict(
+                k,
+                (setter.id, imp.id),
+                f"`{setter.id}` ({setter.origin}) sets `{v}` and `{imp.id}` ({imp.origin}) sets "
+                f"`{imp.sets[k]}` for the same facts",
+            )
