@@ -258,3 +258,11 @@ def test_limit_is_below_the_interpreter_recursion_limit() -> None:
     assert sys.getrecursionlimit() > MAX_DEPTH * 4
     with pytest.raises(ModelConfigError, match="nested deeper"):
         config_facts({"model_type": "x", "a": [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]})
+
+
+def test_python_built_config_with_tuples() -> None:
+    # vLLM's plugin hands the parser `hf_config.to_dict()`, where sequences may be tuples
+    config = json.loads(json.dumps(c.QWEN3_30B_A3B_FP8))
+    config["quantization_config"]["weight_block_size"] = (128, 128)
+    config["architectures"] = ("Qwen3MoeForCausalLM",)
+    assert config_facts(config)["quant.block"] == [128, 128]

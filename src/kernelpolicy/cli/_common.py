@@ -35,7 +35,8 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         metavar="ID_OR_PATH",
-        help="a Hugging Face id from the shipped catalog, a folder with config.json, or a config.json",
+        help="a folder with config.json, a config.json, or a Hugging Face id (local HF cache, the shipped"
+        " catalog, then the Hub unless HF_HUB_OFFLINE)",
     )
     p.add_argument("--model-type", metavar="T", help="the text model_type, instead of --model")
     p.add_argument("--quant", metavar="SCHEME", help="quantization scheme, with --model-type")

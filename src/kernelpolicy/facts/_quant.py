@@ -225,6 +225,15 @@ _MODELOPT_DOMAIN: Final = ("FP8", "FP8_PB_WO", "FP8_PER_CHANNEL_PER_TOKEN", "NVF
 # ----------------------------------------------------------------------------- validation
 
 
+def _plain(value: Any) -> Any:
+    """*value* with tuples as lists (a config built in Python, e.g. vLLM's ``hf_config.to_dict()``)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
 def _depth_ok(value: object, limit: int = MAX_DEPTH) -> bool:
     stack: list[tuple[object, int]] = [(value, 0)]
     while stack:
@@ -327,6 +336,11 @@ def config_facts(
     """
     if not _depth_ok(config):
         raise ModelConfigError(file, "", f"nested deeper than {MAX_DEPTH} levels")
+    config = _plain(config)
+    if quant_file is not None:
+        if not _depth_ok(quant_file):
+            raise ModelConfigError(quant_file_name, "", f"nested deeper than {MAX_DEPTH} levels")
+        quant_file = _plain(quant_file)
     raw_text, prefix = _text_config(config, file)
     text: HfConfig = _validate(HfConfig, raw_text, file, prefix)
     outer: HfConfig = _validate(HfConfig, config, file, "") if prefix else text
