@@ -1,0 +1,228 @@
+"""Shell completion for bash, zsh and fish (``kernelpolicy completion SHELL``).
+
+The script is generated from the command line's own parser, so every subcommand and option is
+completed as it is defined, with nothing added to the start-up of ``kernelpolicy`` itself
+(no import hook; nothing runs until TAB is pressed). Values come from
+``kernelpolicy completion --list KIND`` at TAB time, so they follow the installed rules:
+
+``gpus``      catalog product names and aliases, and ``sm`` values;
+``models``    catalog model ids and the models in the local Hugging Face cache;
+``backends``  backend ids; ``facts`` fact keys (``KEY=``); ``rules`` rule ids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Final
+
+__all__ = ["KINDS", "OPTION_VALUES", "SHELLS", "hf_cache_models", "script", "values"]
+
+SHELLS: Final = ("bash", "zsh", "fish")
+KINDS: Final = ("gpus", "models", "backends", "facts", "rules", "schemas")
+#: Which values each option takes (options not named here complete files or nothing).
+OPTION_VALUES: Final[Mapping[str, str]] = {
+    "--gpu": "gpus",
+    "--model": "models",
+    "--moe-backend": "backends",
+    "--linear-backend": "backends",
+    "--fact": "facts",
+    "--allow": "rules",
+}
+_HUB_DIR: Final = re.compile(r"models--(.+?)--(.+)\Z")
+
+
+def hf_cache_models(env: Mapping[str, str] | None = None) -> list[str]:
+    """Model ids in the local Hugging Face hub cache (``$HF_HUB_CACHE``, ``$HF_HOME/hub`` or
+    ``~/.cache/huggingface/hub``), from its ``models--ORG--NAME`` folder names."""
+    env = os.environ if env is None else env
+    if env.get("HF_HUB_CACHE"):
+        hub = Path(env["HF_HUB_CACHE"])
+    elif env.get("HF_HOME"):
+        hub = Path(env["HF_HOME"]) / "hub"
+    else:
+        hub = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "huggingface" / "hub"
+    try:
+        names = sorted(p.name for p in hub.iterdir() if p.is_dir())
+    except OSError:
+        return []
+    return [f"{m.group(1)}/{m.group(2)}" for n in names if (m := _HUB_DIR.match(n))]
+
+
+def values(kind: str) -> list[str]:
+    """The completions of one kind of value (see the module docstring)."""
+    from .facts._keys import BACKENDS, FACT_KEYS, GPU_SMS
+
+    if kind == "backends":
+        return sorted({b for per_path in BACKENDS.values() for b in per_path})
+    if kind == "facts":
+        return [f"{k}=" for k in sorted(FACT_KEYS)]
+    if kind == "schemas":
+        from .schemas import SCHEMA_NAMES
+
+        return list(SCHEMA_NAMES)
+    from .dsl.loader import load_policy
+
+    policy = load_policy(environ=False)
+    if kind == "gpus":
+        names = [n for g in policy.gpus for n in (g.name, *g.aliases)]
+        return list(dict.fromkeys([*GPU_SMS, *names, "auto"]))
+    if kind == "models":
+        return list(dict.fromkeys([*(m.id for m in policy.models), *hf_cache_models()]))
+    if kind == "rules":
+        return sorted(policy.by_id)
+    raise ValueError(f"no completion kind `{kind}` (one of: {', '.join(KINDS)})")
+
+
+# ----------------------------------------------------------------------------- the scripts
+
+
+def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, tuple[list[str], str]]:
+    """``"vllm audit"`` -> (its options, its help), for every (sub)command of *parser*."""
+    out: dict[str, tuple[list[str], str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            for name, sub in action.choices.items():
+                key = f"{prefix} {name}".strip()
+                opts = [o for a in sub._actions if a.help != argparse.SUPPRESS
+                        for o in a.option_strings if o.startswith("--")]
+                out[key] = (opts, helps.get(name, ""))
+                out.update(_commands(sub, key))
+    return out
+
+
+def _positional_values(parser: argparse.ArgumentParser) -> dict[str, list[str]]:
+    """Commands whose positional argument has fixed choices (``schema NAME``, ``completion SHELL``)."""
+    out: dict[str, list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                for a in sub._actions:
+                    if not a.option_strings and a.choices and not isinstance(a, argparse._SubParsersAction):
+                        out[name] = [str(c) for c in a.choices]
+    return out
+
+
+def _option_choices(parser: argparse.ArgumentParser, prefix: str = "") -> dict[tuple[str, str], list[str]]:
+    """(command, option) -> the option's fixed choices (``check --format``: text, json, ...)."""
+    out: dict[tuple[str, str], list[str]] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                key = f"{prefix} {name}".strip()
+                for a in sub._actions:
+                    if a.option_strings and a.choices and a.help != argparse.SUPPRESS:
+                        for o in a.option_strings:
+                            out[(key, o)] = [str(c) for c in a.choices]
+                out.update(_option_choices(sub, key))
+    return out
+
+
+def _bash(parser: argparse.ArgumentParser) -> str:
+    cmds = _commands(parser)
+    top = " ".join(k for k in cmds if " " not in k)
+    cases = []
+    for key, (opts, _) in cmds.items():
+        subs = " ".join(k.split()[-1] for k in cmds if k.startswith(key + " ") and k.count(" ") == key.count(" ") + 1)
+        cases.append(f'        {shlex.quote(key)}) opts={shlex.quote(" ".join(opts))}; subs={shlex.quote(subs)} ;;')
+    prev = "\n".join(f'        {o}) _kernelpolicy_values {k}; return ;;' for o, k in OPTION_VALUES.items())
+    fixed = "\n".join(
+        f'        {shlex.quote(c)}) [[ -z "$pos" ]] && fixed={shlex.quote(" ".join(v))} ;;'
+        for c, v in _positional_values(parser).items()
+    )
+    chosen = "\n".join(
+        f'        {shlex.quote(c + "|" + o)}) COMPREPLY=($(compgen -W {shlex.quote(" ".join(v))} -- "$cur")); return ;;'
+        for (c, o), v in _option_choices(parser).items()
+    )
+    return f"""# bash completion for kernelpolicy (generated by `kernelpolicy completion bash`)
+_kernelpolicy_values() {{
+    local IFS=$'\\n'
+    COMPREPLY=($(compgen -W "$(kernelpolicy completion --list "$1" 2>/dev/null)" -- "$cur"))
+    [[ "$1" == facts ]] && compopt -o nospace 2>/dev/null
+}}
+_kernelpolicy() {{
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
+    local cmd="" pos="" opts="" subs={shlex.quote(top)} fixed="" i w
+    for ((i = 1; i < COMP_CWORD; i++)); do
+        w="${{COMP_WORDS[i]}}"
+        [[ "$w" == -* ]] && continue
+        case " $subs " in
+            *" $w "*) cmd="${{cmd:+$cmd }}$w"
+                case "$cmd" in
+{chr(10).join(cases)}
+                    *) subs="" ;;
+                esac ;;
+            *) pos="$w" ;;
+        esac
+    done
+    case "$prev" in
+{prev}
+    esac
+    case "$cmd|$prev" in
+{chosen}
+    esac
+    case "$cmd" in
+{fixed}
+    esac
+    if [[ "$cur" == -* ]]; then
+        COMPREPLY=($(compgen -W "$opts --help" -- "$cur"))
+    elif [[ -n "$subs" ]]; then
+        COMPREPLY=($(compgen -W "$subs" -- "$cur"))
+    elif [[ -n "$fixed" ]]; then
+        COMPREPLY=($(compgen -W "$fixed" -- "$cur"))
+    else
+        COMPREPLY=($(compgen -f -- "$cur"))
+    fi
+}}
+complete -o default -F _kernelpolicy kernelpolicy
+"""
+
+
+def _fish(parser: argparse.ArgumentParser) -> str:
+    cmds = _commands(parser)
+    choices = _option_choices(parser)
+    lines = [
+        "# fish completion for kernelpolicy (generated by `kernelpolicy completion fish`)",
+        "complete -c kernelpolicy -f",
+    ]
+    for key, (opts, help_) in cmds.items():
+        words = key.split()
+        if len(words) == 1:
+            cond = "__fish_use_subcommand"
+        else:
+            siblings = " ".join(k.split()[-1] for k in cmds if k.startswith(words[0] + " "))
+            cond = f"__fish_seen_subcommand_from {words[0]}; and not __fish_seen_subcommand_from {siblings}"
+        lines.append(f"complete -c kernelpolicy -n {shlex.quote(cond)} -a {shlex.quote(words[-1])}"
+                     f" -d {shlex.quote(help_[:60])}")
+        seen = f"__fish_seen_subcommand_from {words[-1]}"
+        for o in opts:
+            kind = OPTION_VALUES.get(o)
+            extra = f" -x -a {shlex.quote(f'(kernelpolicy completion --list {kind} 2>/dev/null)')}" if kind else ""
+            if (key, o) in choices:
+                extra = f" -x -a {shlex.quote(' '.join(choices[(key, o)]))}"
+            lines.append(f"complete -c kernelpolicy -n {shlex.quote(seen)} -l {o[2:]}{extra}")
+    for cmd, fixed in _positional_values(parser).items():
+        lines.append(f"complete -c kernelpolicy -n {shlex.quote('__fish_seen_subcommand_from ' + cmd)}"
+                     f" -a {shlex.quote(' '.join(fixed))}")
+    lines.append("complete -c kernelpolicy -n " + shlex.quote("not __fish_use_subcommand") + " -F")
+    return "\n".join(lines) + "\n"
+
+
+def script(shell: str, parser: argparse.ArgumentParser) -> str:
+    """The completion script for *shell*, from *parser* (the ``kernelpolicy`` parser)."""
+    if shell == "bash":
+        return _bash(parser)
+    if shell == "zsh":
+        return (
+            "#compdef kernelpolicy\n# zsh completion for kernelpolicy (generated by `kernelpolicy completion zsh`):\n"
+            "# zsh runs the bash completion through bashcompinit.\n"
+            "autoload -U +X compinit && compinit\nautoload -U +X bashcompinit && bashcompinit\n" + _bash(parser)
+        )
+    if shell == "fish":
+        return _fish(parser)
+    raise ValueError(f"no completion for shell `{shell}` (one of: {', '.join(SHELLS)})")
