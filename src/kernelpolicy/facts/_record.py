@@ -24,7 +24,9 @@ SOURCES: Final = (
     "nvml",
     "torch",
     "metadata",  # installed package metadata and files
-    "config.json",
+    "config.json",  # a local folder or config.json
+    "hf-cache",  # config.json in the local Hugging Face cache
+    "hub",  # config.json fetched from the Hugging Face Hub (HF_ENDPOINT)
     "catalog",  # the shipped model or GPU catalog
     "spec",  # derived from the GPU spec given on the command line
     "implied",  # derived by an `implies` rule from other facts
