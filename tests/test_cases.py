@@ -53,7 +53,7 @@ def test_expected_error_that_does_not_come(tmp_path: Path) -> None:
 
 def test_broken_case_file(tmp_path: Path) -> None:
     r = run_case(write(tmp_path, "given: {gpu: sm121}\nexpect: {moee: triton}\n"))
-    assert r.error is not None and "unknown case field(s): moee" in r.error
+    assert r.error is not None and "unknown case field(s): `expect.moee`" in r.error
     r = run_case(write(tmp_path, "given: [\n"))
     assert r.error is not None and "invalid YAML" in r.error
 

@@ -29,12 +29,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+from ..dsl._source import SourceError, SourceFile, yaml_files_under
 from ..dsl._yaml import YamlError, load_located
-from ..errors import KernelPolicyError
+from ..errors import KernelPolicyError, UsageError
 
-__all__ = ["CaseResult", "find_cases", "run_case", "run_cases"]
+__all__ = ["CaseResult", "case_problem", "find_cases", "run_case", "run_cases"]
 
 _PATHS = ("dense", "moe", "router")
 
@@ -53,12 +54,89 @@ class CaseResult:
 
 
 def find_cases(items: Iterable[str | os.PathLike[str]]) -> list[Path]:
-    """Case files: the files named, and every ``*.yaml`` under the folders named."""
+    """Case files: the files named, and every ``*.yaml`` under the folders named (links to
+    folders not followed, the walk bounded).
+
+    :raises UsageError: for an empty name or a folder too large to be one of cases.
+    """
     out: list[Path] = []
     for item in items:
+        if not os.fspath(item):
+            raise UsageError("a case path is empty", help="name a case file or a folder of them")
         p = Path(item)
-        out += sorted(p.rglob("*.y*ml")) if p.is_dir() else [p]
+        if p.is_dir():
+            try:
+                out += yaml_files_under(p)
+            except SourceError as exc:
+                raise UsageError(f"`{p}`: {exc.diagnostic.message}", help=exc.diagnostic.help) from None
+        else:
+            out.append(p)
     return out
+
+
+_STR: Final = (str,)
+_GIVEN: Final[dict[str, str]] = {
+    "gpu": "a GPU spec such as `sm121`",
+    "model": "a model id or path",
+    "facts": "a mapping of fact keys to values",
+    "env": "a mapping of variable names to values",
+    "moe_backend": "a backend id",
+    "linear_backend": "a backend id",
+    "policy": "a list of policy files",
+}
+_EXPECT: Final = (*_PATHS, "warmup", "rules", "warnings", "error")
+
+
+def _is_strs(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def _backend_expectation(v: Any) -> bool:
+    if v is None or isinstance(v, str):
+        return True
+    return isinstance(v, Mapping) and bool(v) and set(v) <= {"not", "in"} and all(_is_strs(x) for x in v.values())
+
+
+def case_problem(data: Any) -> str | None:
+    """Pure: what is wrong with the shape of a case (its fields and their types), or ``None``."""
+    if not isinstance(data, Mapping) or not isinstance(data.get("given"), Mapping) or not isinstance(
+        data.get("expect"), Mapping
+    ):
+        return "a case needs `given` and `expect` mappings"
+    unknown = sorted(
+        [f"`{k}`" for k in data if k not in ("name", "refs", "given", "expect")]
+        + [f"`given.{k}`" for k in data["given"] if k not in _GIVEN]
+        + [f"`expect.{k}`" for k in data["expect"] if k not in _EXPECT]
+    )
+    if unknown:
+        return f"unknown case field(s): {', '.join(unknown)}"
+    if data.get("name") is not None and not isinstance(data["name"], (str, int, float)):
+        return "`name` must be a string"
+    given, expect = data["given"], data["expect"]
+    for key, what in _GIVEN.items():
+        v = given.get(key)
+        if v is None:
+            continue
+        ok = {
+            "facts": isinstance(v, Mapping),
+            "env": isinstance(v, Mapping) and all(not isinstance(x, (Mapping, list)) for x in v.values()),
+            "policy": _is_strs(v) or isinstance(v, str),
+        }.get(key, isinstance(v, _STR))
+        if not ok:
+            return f"`given.{key}` must be {what}"
+    for path in _PATHS:
+        if path in expect and not _backend_expectation(expect[path]):
+            return f"`expect.{path}` must be a backend id, null, or `{{not: [...]}}` / `{{in: [...]}}` lists of ids"
+    if expect.get("warmup") is not None and not _is_strs(expect["warmup"]):
+        return "`expect.warmup` must be a list of backend ids"
+    rules = expect.get("rules")
+    if rules is not None and not (isinstance(rules, Mapping) and all(_is_strs(v) for v in rules.values())):
+        return "`expect.rules` must map paths to lists of rule ids"
+    if expect.get("warnings") is not None and not _is_strs(expect["warnings"]):
+        return "`expect.warnings` must be a list of strings"
+    if "error" in expect and not isinstance(expect["error"], str):
+        return "`expect.error` must be a string"
+    return None
 
 
 def _expect_backend(path: str, want: Any, got: str | None, rules: Sequence[str]) -> str | None:
@@ -81,25 +159,20 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
     from ..resolver import resolve
 
     try:
-        loc = load_located(file.read_text(encoding="utf-8"), str(file))
-    except (OSError, UnicodeDecodeError) as exc:
-        return CaseResult(str(file), file.stem, error=f"cannot read case: {exc}")
+        loc = load_located(SourceFile(file, str(file), "policy").read_text(), str(file))
+    except SourceError as exc:
+        return CaseResult(str(file), file.stem, error=exc.diagnostic.one_line())
     except YamlError as exc:
         return CaseResult(str(file), file.stem, error=exc.diagnostic.one_line())
     data = loc.data
-    if (
-        not isinstance(data, Mapping)
-        or not isinstance(data.get("given"), Mapping)
-        or not isinstance(data.get("expect"), Mapping)
-    ):
-        return CaseResult(str(file), file.stem, error=f"{file}: a case needs `given` and `expect` mappings")
+    problem = case_problem(data)
+    if problem is not None:
+        name = data.get("name") if isinstance(data, Mapping) and isinstance(data.get("name"), str) else None
+        return CaseResult(str(file), name or file.stem, error=f"{file}: {problem}")
     name = str(data.get("name") or file.stem)
     given, expect = data["given"], data["expect"]
-    unknown = set(given) - {"gpu", "model", "facts", "env", "moe_backend", "linear_backend", "policy"}
-    unknown |= set(expect) - {*_PATHS, "warmup", "rules", "warnings", "error"}
-    if unknown:
-        return CaseResult(str(file), name, error=f"{file}: unknown case field(s): {', '.join(sorted(unknown))}")
-    policy_files = tuple(str((file.parent / p).resolve()) for p in given.get("policy") or ())
+    named = given.get("policy") or ()
+    policy_files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
     cache = policies if policies is not None else {}
     try:
         if policy_files not in cache:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import FactError, UsageError, did_you_mean
 from ._keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
 from ._record import Facts, normalise_value
+from .gpu import check_gpu_facts
 
 if TYPE_CHECKING:
     from ..dsl.conditions import Condition
@@ -246,4 +247,5 @@ def build_facts(
                 sources={"quant.moe_scheme": out.sources["quant.scheme"]},
             )
         )
+    check_gpu_facts(out.values, out.sources, policy.gpus)  # derived GPU facts must agree
     return BuiltFacts(out, warnings)
