@@ -1,0 +1,36 @@
+"""Regenerate the generated documentation of a source checkout: ``python -m kernelpolicy._docs``.
+
+Writes the README's environment table, ``docs/matrix.md`` and ``schemas/*.schema.json`` from
+the code and the shipped rules; the tests in ``tests/tools/`` fail until this has been run
+after a change to any of them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = ["main"]
+
+
+def main(root: Path | None = None) -> int:
+    from ._environment import replace_table, table
+    from .dsl.loader import load_policy
+    from .matrix import build, to_markdown
+    from .schemas import SCHEMA_NAMES, render
+
+    root = root or Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file():
+        print(f"kernelpolicy: `{root}` is not a source checkout", file=sys.stderr)
+        return 2
+    policy = load_policy(environ=False)
+    readme = root / "README.md"
+    readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table(policy)), encoding="utf-8")
+    (root / "docs" / "matrix.md").write_text(to_markdown(build(policy)), encoding="utf-8")
+    for name in SCHEMA_NAMES:
+        (root / "schemas" / f"{name}.schema.json").write_text(render(name), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,68 @@
+"""The README's table of environment variables: every KERNELPOLICY_* variable the code reads and
+every engine variable the rules read, generated and in sync."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+import kernelpolicy as kp
+from kernelpolicy._environment import KERNELPOLICY_VARIABLES, engine_variables, replace_table, table
+from kernelpolicy.dsl.loader import discover, load_files
+
+ROOT = Path(__file__).resolve().parents[2]
+_NAME = re.compile(r"KERNELPOLICY_[A-Z0-9_]*[A-Z0-9]")
+
+
+def _read_in(*folders: str) -> set[str]:
+    names: set[str] = set()
+    for folder in folders:
+        for p in (ROOT / folder).rglob("*"):
+            if p.is_file() and p.suffix in (".py", ".sh", "") and "__pycache__" not in p.parts and (
+                p.name != "_environment.py"  # the list itself
+            ):
+                names |= set(_NAME.findall(p.read_text(encoding="utf-8", errors="replace")))
+    return names
+
+
+def _listed(name: str) -> bool:
+    patterns = [re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+") for k in KERNELPOLICY_VARIABLES]
+    return any(re.fullmatch(p, name) for p in patterns)
+
+
+def test_every_variable_the_code_reads_is_listed_and_every_listed_one_is_read() -> None:
+    found = _read_in("src/kernelpolicy", "scripts") - {"KERNELPOLICY_VLLM"}  # the prefix, in a docstring
+    unlisted = sorted(n for n in found if not _listed(n))
+    assert unlisted == [], "add these to kernelpolicy._environment.KERNELPOLICY_VARIABLES"
+    stale = [k for k in KERNELPOLICY_VARIABLES if not any(_listed(n) and re.fullmatch(
+        re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+"), n) for n in found)]
+    assert stale == []
+
+
+def test_readme_table_is_in_sync(policy: kp.Policy) -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert replace_table(readme, table(policy)) == readme, "run `python -m kernelpolicy._docs`"
+
+
+def test_engine_variables_come_from_the_rules(tmp_path: Path) -> None:
+    extra = tmp_path / "p.yaml"
+    extra.write_text(
+        "rules:\n  - id: no-marlin-with-foo\n    when: {deploy.env.VLLM_FOO: '1'}\n    deny: marlin\n"
+        "    severity: perf\n    because: a test\n    refs: [x#1]\n",
+        encoding="utf-8",
+    )
+    policy = load_files(discover([extra], environ=False))
+    got = engine_variables(policy)
+    rule = policy.by_id["no-marlin-with-foo"]
+    assert got["VLLM_FOO"] == [(next(iter(got["VLLM_FOO"]))[0], "deny `marlin`", rule.id, str(rule.origin))]
+    assert "1" in got["VLLM_FOO"][0][0]
+    assert "`VLLM_FOO`" in table(policy)
+    shipped = engine_variables(kp.load_policy(environ=False))
+    assert "VLLM_FOO" not in shipped and "VLLM_USE_DEEP_GEMM" in shipped
+
+
+def test_markers_are_required() -> None:
+    with pytest.raises(ValueError, match="markers"):
+        replace_table("no table here", "x")
