@@ -1,4 +1,4 @@
-"""Print the design-target figures of DESIGN.md (no assertions: figures, not tests).
+"""Print the design-target figures of docs/design.md (no assertions: figures, not tests).
 
     python benchmarks/bench_core.py
 

@@ -1,4 +1,4 @@
-"""The command line: the contract of DESIGN.md, exit codes, one-line errors."""
+"""The command line: the contract of docs/design.md, exit codes, one-line errors."""
 
 from __future__ import annotations
 

@@ -293,7 +293,7 @@ def test_reporter_sees_every_verdict(policy: kp.Policy) -> None:
 
 
 class TestSeeds:
-    """The three seed cases of DESIGN.md."""
+    """The three seed cases of docs/design.md."""
 
     def test_qwen36_on_gb10(self, policy: kp.Policy) -> None:
         d = kp.resolve(kp.facts_for(gpu="sm121", model="Qwen/Qwen3.6-35B-A3B-FP8", policy=policy), policy)

@@ -1,6 +1,6 @@
 """The Decision: one backend per path, the derived warmup, and the trace that explains them.
 
-A :class:`Decision` is immutable. :meth:`Decision.to_dict` is the JSON contract of DESIGN.md
+A :class:`Decision` is immutable. :meth:`Decision.to_dict` is the JSON contract of docs/design.md
 (``schema: kernelpolicy.decision/1``); :attr:`Decision.fingerprint` identifies the facts, the
 policy and the choices, so ranks of one deployment can compare decisions cheaply.
 """

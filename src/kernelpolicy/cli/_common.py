@@ -25,7 +25,7 @@ def split_assignment(text: str, what: str) -> tuple[str, str]:
 
 
 def add_fact_options(p: argparse.ArgumentParser) -> None:
-    """The deployment options of DESIGN.md's CLI contract."""
+    """The deployment options of the CLI contract (docs/design.md)."""
     p.add_argument(
         "--gpu",
         required=True,

@@ -131,7 +131,7 @@ class Facts(BaseModel):
     """What is known about one deployment: a value and a source per fact key.
 
     Immutable and hashable. Keys absent from :attr:`values` are *unknown*, which the resolver
-    treats as described in DESIGN.md (crash rules apply, others do not).
+    treats as described in docs/design.md (crash rules apply, others do not).
     """
 
     # The validating schema is built on first use: kernelpolicy's own constructors check
