@@ -27,9 +27,11 @@ MARKER: Final = ".kernelpolicy-ok"
 _VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
 #: Packages installed beside vLLM (the plugin reads the GPU through NVML).
 _EXTRA: Final = ("nvidia-ml-py",)
+#: Run in the new venv: the vLLM it has, and the packages kernelpolicy's plugin imports there.
 _CHECK: Final = (
     "import importlib.metadata as md, sys\n"
     "got = md.version('vllm')\n"
+    "[md.version(d) for d in ('torch', 'pydantic', 'PyYAML', 'packaging')]\n"
     "sys.exit(0 if got == sys.argv[1] else f'installed vllm {got}, wanted {sys.argv[1]}')\n"
 )
 

@@ -108,3 +108,19 @@ def test_check_prints_no_progress_into_a_pipe(capfd: pytest.CaptureFixture[str])
     root = Path(__file__).resolve().parents[2] / "tests" / "check"
     main(["check", "--bare", "--jobs", "1", str(root / "base"), str(root / "dead-rule.yaml")])
     assert "kernelpolicy: checking" not in capfd.readouterr().err
+
+
+def test_the_install_check_against_a_real_cached_venv() -> None:
+    import subprocess
+
+    from kernelpolicy.testing.vllm import default_venv_python
+
+    python = default_venv_python("0.26.0")
+    if not python.is_file():
+        pytest.skip(f"no cached vLLM 0.26.0 venv at {python}")
+    ok = subprocess.run([str(python), "-c", _venvs._CHECK, "0.26.0"], capture_output=True, text=True, check=False)
+    assert ok.returncode == 0, ok.stderr
+    bad = subprocess.run([str(python), "-c", _venvs._CHECK, "0.27.0"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 1 and "installed vllm 0.26.0, wanted 0.27.0" in bad.stderr
+    # the cached venv is found, not rebuilt (it carries the marker)
+    assert _venvs.ensure_venv("0.26.0", runner=lambda cmd: pytest.fail(f"ran {cmd}")) == python
