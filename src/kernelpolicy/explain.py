@@ -98,6 +98,8 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
             lines = _candidate_lines(c, policy, width)
             out += lines[:1] if after else lines  # below the chosen one: the verdict alone
             after = after or c.verdict == "chosen"
+        if p.backend is None and p.reason:
+            out.append(f"  = {p.reason}")
         viable = [c.backend for c in p.candidates if c.verdict == "viable"]
         if viable:
             out.append(f"    {'':<{width}}  also valid, lower priority: " + ", ".join(viable))

@@ -161,8 +161,15 @@ class _Resolution:
                 continue
             source = r.id if r.layer == "policy" else r.id.split(".env.", 1)[-1]
             for path in r.paths or [p for p in DECIDED_PATHS if r.backends[0] in self.policy.backends.get(p, {})]:
-                if r.layer == "user" and self._user_denies(r.backends[0], path):
-                    continue  # a narrower user setting (VLLM_MOE_USE_DEEP_GEMM=0) wins over a broad one
+                denier = self._user_denier(r.backends[0], path)
+                if denier is not None:
+                    # the deployment's own setting wins: over a broader one of its own
+                    # (VLLM_MOE_USE_DEEP_GEMM=0 over VLLM_USE_DEEP_GEMM=1) and over the policy
+                    if r.layer == "policy":
+                        self.warnings.append(
+                            f"`{denier.id.split('.env.', 1)[-1]}` wins over policy `{r.id}` on path `{path}`"
+                        )
+                    continue
                 named = r.overrides + (allowed if r.layer == "user" else ())
                 by_path.setdefault(path, []).append(_Pick(r.backends[0], source, named, r.layer))
         return {path: self._one_pick(path, options) for path, options in by_path.items()}
@@ -182,11 +189,12 @@ class _Resolution:
                 self.warnings.append(f"`{best.source}` wins over policy `{o.source}` on path `{path}`")
         return best
 
-    def _user_denies(self, backend: str, path: str) -> bool:
-        return any(
-            r.kind == "deny" and r.layer == "user" and self.when[r.id] is True
-            for r in self.policy.rules_for(backend, path)
-        )
+    def _user_denier(self, backend: str, path: str) -> Rule | None:
+        """The deployment's own setting that denies *backend* on *path*, if one applies."""
+        for r in self.policy.rules_for(backend, path):
+            if r.kind == "deny" and r.layer == "user" and self.when[r.id] is True:
+                return r
+        return None
 
     # -- one path
 

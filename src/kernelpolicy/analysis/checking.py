@@ -130,7 +130,8 @@ def _no_backend(
     ]
     why = "; ".join(f"`{c.backend}` {c.reason or 'is rejected'}" for c in pg.candidates)
     helps = [f"in {first.group.label()}: {why}"]
-    culprit = next((r for r in rejecting if r.layer != "shipped"), None) or (rejecting[-1] if rejecting else None)
+    culprit = next((r for layer in ("policy", "user") for r in rejecting if r.layer == layer), None)
+    culprit = culprit or (rejecting[-1] if rejecting else None)
     if culprit is not None:
         helps.append(
             f"rule `{culprit.id}` rejects a backend there: narrow its `when` so a backend is left, or, if no "
