@@ -1,0 +1,23 @@
+"""Hostile input: every test runs with its own cache folder and no operator policy from the shell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    cache = tmp_path_factory.mktemp("cache")
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(cache))
+    for name in ("KERNELPOLICY_POLICY", "KERNELPOLICY_NO_CACHE", "KERNELPOLICY_FACTS", "KERNELPOLICY_DEBUG"):
+        monkeypatch.delenv(name, raising=False)
+    return cache
+
+
+@pytest.fixture
+def cache_root(_own_cache: Path) -> Path:
+    return _own_cache
+
+

@@ -1,0 +1,46 @@
+"""Helpers of the hostile-input suite: run the command line, check its one-line errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernelpolicy.cli import main
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+SEED = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"]
+#: The exit statuses the command line documents.
+EXIT_CODES = (0, 1, 2, 3)
+
+
+def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    """Run the command line in this process: exit status, stdout, stderr."""
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_subprocess(*argv: str, timeout: float = 60, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m kernelpolicy`` in a child with a timeout (for input that could hang)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", *argv],
+        check=False,
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=timeout,
+        env=env,
+    )
+
+
+def one_error_line(err: str) -> str:
+    """The one line of a failed command's stderr (and that there is exactly one, no traceback)."""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err and "internal error" not in err, err
+    return lines[0]
