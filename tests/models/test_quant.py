@@ -266,3 +266,9 @@ def test_python_built_config_with_tuples() -> None:
     config["quantization_config"]["weight_block_size"] = (128, 128)
     config["architectures"] = ("Qwen3MoeForCausalLM",)
     assert config_facts(config)["quant.block"] == [128, 128]
+
+
+def test_unsupported_method_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = _explain(tmp_path, c.LLAMA3_BNB_4BIT, capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "quantization `bitsandbytes` (fact `quant.method_known` is false)" in err

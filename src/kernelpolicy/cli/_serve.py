@@ -310,8 +310,20 @@ def apply_quantization(facts: Facts, method: str | None) -> Facts:
     A quantized checkpoint keeps its method (vLLM refuses a different one, and so does this);
     an unquantized one is quantized online (``fp8``: per-tensor weights, dynamic activations).
 
-    :raises UsageError: the flag contradicts the checkpoint, or names no online method.
+    :raises UsageError: the flag contradicts the checkpoint, or the quantization (the
+        checkpoint's or the flag's) is outside the FP8/FP4 paths kernelpolicy decides.
     """
+    out = _quantized(facts, method)
+    if out.get("quant.method_known") is False:
+        raise UsageError(
+            f"quantization `{out.get('quant.method')}` (fact `quant.method_known` is false): kernelpolicy decides"
+            " the FP8/FP4 kernels of fp8, compressed-tensors, modelopt, mxfp4, mxfp8, gptq and awq checkpoints;"
+            " vLLM picks this method's kernels itself"
+        )
+    return out
+
+
+def _quantized(facts: Facts, method: str | None) -> Facts:
     from ..facts import Facts
 
     if method is None:
