@@ -46,30 +46,63 @@ class _Flag:
     type: type = str
     store_true: bool = False
     native: bool = True  #: also an option of `kernelpolicy explain` (False: _common declares it)
+    metavar: str = "VALUE"
 
 
 #: vLLM's flags that bear on a kernel decision, with vLLM's spellings.
 VLLM_FLAGS: Final = (
-    _Flag(("--quantization", "-q"), "quantization", "vLLM `--quantization`: the checkpoint's method, or online"),
-    _Flag(("--tensor-parallel-size", "-tp"), "tensor_parallel_size", "tensor-parallel size (`deploy.tp`)", int),
-    _Flag(("--data-parallel-size", "-dp"), "data_parallel_size", "data-parallel size (with expert parallel)", int),
+    _Flag(
+        ("--quantization", "-q"),
+        "quantization",
+        "vLLM `--quantization`: the checkpoint's method, or online",
+        metavar="METHOD",
+    ),
+    _Flag(
+        ("--tensor-parallel-size", "-tp"),
+        "tensor_parallel_size",
+        "tensor-parallel size (`deploy.tp`)",
+        int,
+        metavar="N",
+    ),
+    _Flag(
+        ("--data-parallel-size", "-dp"),
+        "data_parallel_size",
+        "data-parallel size (with expert parallel)",
+        int,
+        metavar="N",
+    ),
     _Flag(
         ("--enable-expert-parallel", "-ep"),
         "enable_expert_parallel",
         "experts sharded over TP x DP ranks (`deploy.ep`)",
         store_true=True,
     ),
-    _Flag(("--kv-cache-dtype",), "kv_cache_dtype", "vLLM `--kv-cache-dtype` (`deploy.kv_cache_dtype`)"),
+    _Flag(
+        ("--kv-cache-dtype",), "kv_cache_dtype", "vLLM `--kv-cache-dtype` (`deploy.kv_cache_dtype`)", metavar="DTYPE"
+    ),
     _Flag(
         ("--max-num-batched-tokens",),
         "max_num_batched_tokens",
         "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`)",
         int,
+        metavar="N",
     ),
-    _Flag(("--dtype",), "dtype", "vLLM `--dtype`: the activation dtype (`model.activation_dtype`)"),
-    _Flag(("--revision",), "revision", "the model revision (branch, tag or commit) to read config.json at"),
-    _Flag(("--download-dir",), "download_dir", "vLLM `--download-dir`: the Hugging Face cache folder to use"),
-    _Flag(("--config",), "vllm_config", "a vLLM YAML `--config` file (its keys are vLLM's long flag names)"),
+    _Flag(("--dtype",), "dtype", "vLLM `--dtype`: the activation dtype (`model.activation_dtype`)", metavar="DTYPE"),
+    _Flag(
+        ("--revision",), "revision", "the model revision (branch, tag or commit) to read config.json at", metavar="REV"
+    ),
+    _Flag(
+        ("--download-dir",),
+        "download_dir",
+        "vLLM `--download-dir`: the Hugging Face cache folder to use",
+        metavar="DIR",
+    ),
+    _Flag(
+        ("--config",),
+        "vllm_config",
+        "a vLLM YAML `--config` file (its keys are vLLM's long flag names)",
+        metavar="FILE",
+    ),
     _Flag(("--model",), "model", "the model (vLLM's flag)", native=False),
     _Flag(("--moe-backend",), "moe_backend", "vLLM `--moe-backend` (`auto`: vLLM's own choice)", native=False),
     _Flag(("--linear-backend",), "linear_backend", "vLLM `--linear-backend`", native=False),
@@ -110,7 +143,7 @@ def add_vllm_options(p: argparse.ArgumentParser) -> None:
         if flag.store_true:
             p.add_argument(*flag.names, dest=flag.dest, action="store_true", default=None, help=flag.help)
         else:
-            p.add_argument(*flag.names, dest=flag.dest, type=flag.type, metavar=flag.dest.upper(), help=flag.help)
+            p.add_argument(*flag.names, dest=flag.dest, type=flag.type, metavar=flag.metavar, help=flag.help)
     p.add_argument(
         "serve",
         nargs="*",
