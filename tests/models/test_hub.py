@@ -171,3 +171,12 @@ def test_typo_of_a_catalog_id_is_suggested(capsys: pytest.CaptureFixture[str]) -
     code = main(["explain", "--no-env", "--gpu", "H100", "--model", "Qwen/Qwen3.6-35B-A3B-PF8"])
     assert code == 2
     assert "did you mean `Qwen/Qwen3.6-35B-A3B-FP8`?" in capsys.readouterr().err
+
+
+def test_revision_reads_the_real_files_of_a_catalog_id(hub: HubServer, policy: kp.Policy) -> None:
+    catalog_id = "Qwen/Qwen3.6-35B-A3B-FP8"
+    hub.add(catalog_id, {"config.json": c.QWEN3_30B_A3B_FP8})
+    assert kp.facts_for(gpu="sm90", model=catalog_id, policy=policy).sources["model.type"] == "catalog"
+    assert hub.requests == []  # the catalog answers without the network
+    f = kp.facts_for(gpu="sm90", model=catalog_id, policy=policy, hub=HubOptions.from_env(revision="main"))
+    assert f.sources["model.type"] == "hub" and f.get("model.num_experts") == 128

@@ -155,6 +155,9 @@ def typo_of(spec: str, names: Sequence[str]) -> list[str]:
 def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | None = None) -> ModelSource:
     """The config of *spec*: a folder, a config.json, or a Hub id (cache, catalog, then the Hub).
 
+    The catalog answers for its ids without the network (so tools and golden cases decide the
+    same everywhere); an explicit ``hub.revision`` skips it and reads the real files.
+
     :raises UnknownModelError: *spec* cannot be found (one line saying where it was looked for).
     :raises ModelConfigError: its config cannot be read or has a wrong field.
     """
@@ -170,7 +173,7 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
         cached = read_cached(spec, hub)
         if cached is not None:
             return replace(_from_files(cached, "hf-cache"), facts=extra)
-    if hit is not None and hub.revision in (None, "main"):
+    if hit is not None and hub.revision is None:  # an explicit --revision asks for the real files
         return ModelSource(config=hit.config, source="catalog", file=f"rules/models.yaml: {hit.id}", facts=extra)
     typos = typo_of(spec, [m.id for m in catalog])
     if not repo:
