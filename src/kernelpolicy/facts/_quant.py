@@ -108,7 +108,9 @@ class CtArgs(_Strict):
 
     num_bits: int
     type: Literal["float", "int"]
-    strategy: Literal["tensor", "channel", "group", "block", "token", "tensor_group", "attn_head"] | None = None
+    #: tensor, channel, group, block, token, tensor_group, attn_head, ...: open, so a strategy a
+    #: newer compressed-tensors adds is an unrecognised scheme (a fact), not a broken config
+    strategy: str | None = None
     group_size: int | None = None
     block_structure: _Blocks | None = Field(default=None, min_length=2, max_length=2)
     dynamic: bool | Literal["local"] | None = None
