@@ -1,7 +1,7 @@
 """Fixtures for the integration tests against real vLLM releases (``-m vllm``).
 
 The venvs come from ``scripts/vllm-venv.sh VERSION``; point at others with
-``KERNELPOLICY_VLLM_026_PYTHON`` / ``KERNELPOLICY_VLLM_033_PYTHON``.
+``KERNELPOLICY_VLLM_026_PYTHON``, ``KERNELPOLICY_VLLM_029_PYTHON`` or ``KERNELPOLICY_VLLM_033_PYTHON``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,13 @@ import yaml
 from kernelpolicy.testing.vllm import NativeChoices, default_venv_python, parse_gpu, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
-_ENV = {"0.26.0": "KERNELPOLICY_VLLM_026_PYTHON", "0.33.0": "KERNELPOLICY_VLLM_033_PYTHON"}
+_ENV = {
+    "0.26.0": "KERNELPOLICY_VLLM_026_PYTHON",
+    "0.29.0": "KERNELPOLICY_VLLM_029_PYTHON",
+    "0.33.0": "KERNELPOLICY_VLLM_033_PYTHON",
+}
+#: The releases the integration tests run against (scripts/test.sh builds their venvs).
+RELEASES = tuple(_ENV)
 _CACHE: dict[str, NativeChoices] = {}
 
 
@@ -79,6 +85,12 @@ def run(version: str, gpu: str, model_id: str, **kwargs: Any) -> NativeChoices:
     """Simulate *model_id* (its catalog config) on vLLM *version*, cached per argument set."""
     config = catalog_config(model_id, stand_in=version in GEMMA4_STAND_IN)
     return cached_simulate(venv_python(version), gpu, config, **kwargs)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test taking ``release`` runs once per release of :data:`RELEASES`."""
+    if "release" in metafunc.fixturenames:
+        metafunc.parametrize("release", RELEASES)
 
 
 @pytest.fixture

@@ -76,6 +76,20 @@ def add_parser(sub: Any) -> None:
     a.add_argument("--plugin", action="store_true", help="load kernelpolicy's vLLM plugin in that vLLM")
     a.add_argument("--timeout", type=float, default=400.0, metavar="S", help="limit for the vLLM probe (s)")
     a.add_argument("--json", action="store_true", help="print the audit as JSON")
+    a.add_argument(
+        "--matrix",
+        action="store_true",
+        help="the conformance sweep: every catalog model (or --model) on every GPU family (or --gpu), "
+        "without and with the plugin, in one vLLM process",
+    )
+    a.add_argument(
+        "--markdown",
+        metavar="FILE",
+        help="with --matrix: write this release's section of FILE (docs/vllm-conformance.md)",
+    )
+    for action in a._actions:  # --gpu: required for one audit, optional for the sweep
+        if action.dest == "gpu":
+            action.required = False
     a.set_defaults(run=run)
     from . import _venv
 
@@ -134,8 +148,8 @@ def audit_differences(native: NativeChoices, decision: Decision) -> list[Differe
             continue
         if theirs is None:
             p = decision.paths.get(path)
-            if p is None or not p.applicable:
-                continue
+            if p is None or not p.applicable or ours == "torch":
+                continue  # `torch`: an unquantized layer, which no FP8 selector sees
             out.append(Difference(path, None, ours, "conflict", f"vLLM selected nothing on `{path}`"))
             continue
         if ours is None:
@@ -146,7 +160,8 @@ def audit_differences(native: NativeChoices, decision: Decision) -> list[Differe
         out.append(
             Difference(path, theirs, ours, kind, why or f"`{theirs}` is valid, but the decision ranks `{ours}` first")
         )
-    warmed = set(native.warmup.kernels) if native.warmup is not None else set()
+    dense = native.dense.backend if native.dense is not None else None
+    warmed = set(native.warmup.warmed(dense)) if native.warmup is not None else set()
     wanted = set(decision.warmup)
     if warmed != wanted and native.warmup is not None:
         extra, missing = sorted(warmed - wanted), sorted(wanted - warmed)
@@ -246,6 +261,12 @@ def _router_dtype(facts: Any) -> str | None:
     return str(dtype) if dtype in ("bfloat16", "float16", "float32") else None
 
 
+def _whole(text: str) -> str:
+    """vLLM's whole error: the message, then the traceback's last frames, indented."""
+    lines = [x.rstrip() for x in text.strip().splitlines() if x.strip()]
+    return "\n".join(lines[:1] + ["    " + x.strip() for x in lines[1:]])
+
+
 def _probe_failure(native: NativeChoices, decision: Decision) -> str | None:
     """Why the probe's answer cannot be audited (a selection step that the model has failed)."""
     if "probe" in native.errors:
@@ -258,6 +279,38 @@ def _probe_failure(native: NativeChoices, decision: Decision) -> str | None:
     return None
 
 
+def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
+    from ..testing.vllm import SimulationError
+    from ._vllm_matrix import FAMILIES, matrix_cells, render_markdown, run_matrix, update_document
+
+    families = None
+    if args.gpu:
+        if args.gpu not in FAMILIES:
+            raise UsageError(f"--gpu `{args.gpu}` with --matrix: one of " + ", ".join(f"`{f}`" for f in FAMILIES))
+        families = [args.gpu]
+    if args.env or args.fact or args.moe_backend or args.plugin:
+        raise UsageError(
+            "--matrix sweeps its own options, with and without the plugin: drop --env/--fact/--moe-backend/--plugin"
+        )
+    target = _target_facts(python)
+    cells = matrix_cells(policy, [args.model] if args.model else None, families)
+    try:
+        results = run_matrix(python, policy, cells, target, timeout=max(args.timeout, 1800.0))
+    except SimulationError as exc:
+        print(f"kernelpolicy: error: the vLLM sweep failed: {str(exc).strip()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    version = str(target.get("vllm.version"))
+    section = render_markdown(version, results)
+    if args.markdown:
+        update_document(Path(args.markdown), version, section)
+    if args.json:
+        data = {"schema": "kernelpolicy.vllm-matrix/1", "vllm": version, "cells": [r.to_dict() for r in results]}
+        sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    elif not args.markdown:
+        sys.stdout.write(section)
+    return 0 if all(r.result == "same" for r in results) else EXIT_DIVERGENT
+
+
 def run(args: argparse.Namespace) -> int:
     from ..facts import Facts
     from ..resolver import resolve
@@ -267,6 +320,12 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("`vllm audit` does not simulate --linear-backend yet")
     python, _version = _target_python(args)
     policy = load_policy_from_args(args)
+    if args.matrix:
+        return _run_matrix(args, python, policy)
+    if args.markdown:
+        raise UsageError("--markdown goes with --matrix")
+    if not args.gpu:
+        raise UsageError("`vllm audit` needs --gpu SPEC (or --matrix for every GPU family)")
     if args.model_type or args.quant:
         raise UsageError("`vllm audit` needs --model ID_OR_PATH, not --model-type/--quant: vLLM reads config.json")
     config = _model_config(args, policy)
@@ -296,13 +355,11 @@ def run(args: argparse.Namespace) -> int:
                 timeout=args.timeout,
             )
     except SimulationError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        print(f"kernelpolicy: error: the vLLM probe failed: {first}", file=sys.stderr)
+        print(f"kernelpolicy: error: the vLLM probe failed: {_whole(str(exc)) or type(exc).__name__}", file=sys.stderr)
         return EXIT_BAD_INPUT
     failure = _probe_failure(native, decision)
     if failure is not None:
-        first = failure.strip().splitlines()[0]
-        print(f"kernelpolicy: error: vLLM's selection failed in the probe: {first}", file=sys.stderr)
+        print(f"kernelpolicy: error: vLLM's selection failed in the probe: {_whole(failure)}", file=sys.stderr)
         return EXIT_BAD_INPUT
     divergences = native.divergences()
     differences = audit_differences(native, decision)
@@ -427,7 +484,7 @@ def _render(report: Mapping[str, Any]) -> str:
     for w in report["plugin"]["warnings"]:
         out.append(f"plugin warning: {w}")
     for step, err in report["probe_errors"].items():
-        out.append(f"probe: step `{step}` failed: {str(err).strip().splitlines()[0]}")
+        out.append(f"probe: step `{step}` failed: {_whole(str(err))}")
     vllm_engine = report["engine"].get("vllm")
     if report["exit"] != 0 and vllm_engine is not None:
         merged = {**report["env"], **dict(vllm_engine.get("env", {}))}

@@ -315,7 +315,8 @@ def current_decision() -> DecisionLike | None:
             _fail(f"could not resolve a decision: {_message(exc)}")
             return None
         _STATE.decisions[key] = decision
-        _STATE.facts[key] = values
+        resolved = getattr(getattr(decision, "facts", None), "values", None)  # with implied facts
+        _STATE.facts[key] = dict(resolved) if isinstance(resolved, Mapping) else values
         if decision.fingerprint not in _STATE.logged:
             _STATE.logged.add(decision.fingerprint)
             logger.info(
@@ -616,7 +617,9 @@ def _patch_warmup(points: VllmPatchPoints) -> None:
             **kw: Any,
         ) -> Any:
             decision = current_decision()
-            if decision is not None and _k not in decision.warmup:
+            # the dense DeepGEMM warmup also warms the FlashInfer DeepGEMM kernel's DeepGEMM
+            names = {_k, "flashinfer_deep_gemm.dense"} if _k == "deep_gemm.dense" else {_k}
+            if decision is not None and not names & set(decision.warmup):
                 return None if _d else False
             return _o(module, *a, **kw)
 

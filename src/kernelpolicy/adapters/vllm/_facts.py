@@ -9,8 +9,10 @@ exactly as ``kernelpolicy explain`` adds them.
 from __future__ import annotations
 
 import importlib.metadata as md
+import json
 import platform
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
@@ -75,6 +77,37 @@ def _gpu_facts() -> dict[str, object]:
     return facts_from_capability(int(cap[0]), int(cap[1]), name)
 
 
+def _raw_config(model_config: Any) -> Mapping[str, Any]:
+    """The checkpoint's own config.json, as ``explain --model`` reads it.
+
+    vLLM's ``hf_config`` is transformers' config class, which may rename the model type (a
+    DeepSeek-V3 checkpoint loads as another class's ``model_type``) and adds defaults; the file
+    itself is read from the model folder or the local Hugging Face cache, and ``hf_config``
+    only stands in when neither has it.
+    """
+    model = str(getattr(model_config, "model", "") or "")
+    candidates = [Path(model) / "config.json"] if model else []
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        revision = getattr(model_config, "revision", None)
+        cached = try_to_load_from_cache(model, "config.json", revision=revision) if model else None
+        if isinstance(cached, str):
+            candidates.append(Path(cached))
+    except Exception:  # not a repo id, or no huggingface_hub: the folder is all there is
+        pass
+    for path in candidates:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, Mapping):
+            return data
+    hf = model_config.hf_config
+    config: Mapping[str, Any] = hf.to_dict() if hasattr(hf, "to_dict") else dict(vars(hf))
+    return config
+
+
 def _catalog_facts(model_config: Any, catalog: Sequence[CatalogModel]) -> Mapping[str, Any]:
     """The catalog's extra facts for the served model (looked up by its id, as ``explain`` does)."""
     names = [getattr(model_config, "model", None)]
@@ -104,9 +137,7 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
     values.update(package_facts())
     model_config = getattr(vllm_config, "model_config", None)
     if model_config is not None:
-        hf = model_config.hf_config
-        config = hf.to_dict() if hasattr(hf, "to_dict") else dict(vars(hf))
-        values.update(facts_from_config(config))
+        values.update(facts_from_config(_raw_config(model_config)))
         values.update(_catalog_facts(model_config, catalog))
     parallel = getattr(vllm_config, "parallel_config", None)
     if parallel is not None:

@@ -41,6 +41,7 @@ from ._sim import (
 
 __all__ = [
     "DenseChoice",
+    "Deployment",
     "KernelVerdict",
     "MoeChoice",
     "NativeChoices",
@@ -50,6 +51,7 @@ __all__ = [
     "default_venv_python",
     "parse_gpu",
     "simulate",
+    "simulate_many",
 ]
 
 _PROBE: Final = Path(__file__).with_name("_probe.py")
@@ -153,6 +155,12 @@ class WarmupChoice:
     def kernels(self) -> tuple[str, ...]:
         return tuple(k for k, on in (("deep_gemm.dense", self.dense), ("deep_gemm.moe", self.moe)) if on)
 
+    def warmed(self, dense: str | None) -> tuple[str, ...]:
+        """:attr:`kernels` as decision ids: the dense DeepGEMM warmup warms the FlashInfer
+        DeepGEMM kernel's DeepGEMM when that is the dense kernel."""
+        prefix = "flashinfer_deep_gemm" if dense == "flashinfer_deep_gemm" else "deep_gemm"
+        return tuple(f"{prefix}.dense" if k == "deep_gemm.dense" else k for k in self.kernels)
+
 
 @dataclass(frozen=True)
 class RouterChoice:
@@ -198,7 +206,7 @@ class NativeChoices:
             "dense": self.dense.backend if self.dense else None,
             "moe": self.moe.backend_id if self.moe else None,
             "router": self.router.backend if self.router else None,
-            "warmup": ",".join(self.warmup.kernels) if self.warmup else None,
+            "warmup": ",".join(self.warmup.warmed(self.dense.backend if self.dense else None)) if self.warmup else None,
         }
 
     def divergences(self) -> list[str]:
@@ -410,6 +418,106 @@ def simulate(
     finally:
         if not keep:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One deployment for :func:`simulate_many`: a model config on a GPU, with its options."""
+
+    config: Mapping[str, Any]
+    gpu: tuple[int, int]
+    gpu_name: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    moe_backend: str | None = None
+    plugin: bool = False
+    facts: Mapping[str, object] | None = None
+    router_dtype: str | None = None
+    model_id: str | None = None  #: the served model name (the plugin looks the catalog up by it)
+
+    def request(self) -> dict[str, Any]:
+        return {
+            "config": dict(self.config),
+            "gpu": list(self.gpu),
+            "gpu_name": self.gpu_name or _NAMES.get(self.gpu),
+            "env": dict(self.env),
+            "moe_backend": self.moe_backend,
+            "plugin": self.plugin,
+            "facts": dict(self.facts) if self.facts else None,
+            "router_dtype": self.router_dtype,
+            "model_id": self.model_id,
+        }
+
+
+def simulate_many(
+    python: str | os.PathLike[str],
+    deployments: Sequence[Deployment],
+    *,
+    timeout: float = 1800.0,
+) -> list[NativeChoices]:
+    """:func:`simulate` for many deployments in one process of *python* (vLLM imported once).
+
+    The simulated GPU changes between deployments (the platform answers with the current
+    deployment's capability, vLLM's memoised answers are cleared), and so does the process
+    environment; the kernelpolicy plugin is registered afresh for each deployment with
+    ``plugin=True`` and taken out for the others.
+
+    :raises SimulationError: when the process wrote no result or vLLM did not import.
+    """
+    if not deployments:
+        return []
+    py = Path(python)
+    started = time.monotonic()
+    stub = _stub_for(py)
+    tmp = Path(tempfile.mkdtemp(prefix="kp-simgpu-"))
+    try:
+        plugin_dir = write_plugin_dir(tmp / "site", kernelpolicy_plugin=False)
+        probe = tmp / "kp_probe.py"
+        shutil.copyfile(_PROBE, probe)
+        request = {"libcuda": str(stub / "libcuda.so.1"), "cells": [d.request() for d in deployments]}
+        (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
+        first = deployments[0]
+        child = _child_env(tmp, plugin_dir, stub, first.gpu, first.gpu_name or _NAMES.get(first.gpu), True, {}, None)
+        child["VLLM_PLUGINS"] = PLATFORM_PLUGIN_NAME  # the plugin is registered per deployment
+        try:
+            proc = subprocess.run(
+                [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
+                cwd=tmp,
+                env=child,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
+        result_file = tmp / "result.json"
+        if not result_file.is_file():
+            raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
+        raw = json.loads(result_file.read_text(encoding="utf-8"))
+        if raw.get("errors", {}).get("probe") and not raw.get("cells"):
+            raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}")
+        elapsed = (time.monotonic() - started) / len(deployments)
+        out = []
+        for d, cell in zip(deployments, raw.get("cells") or (), strict=False):
+            out.append(
+                _from_result(
+                    cell,
+                    gpu_cc=d.gpu,
+                    env=d.env,
+                    moe_backend=d.moe_backend,
+                    output="",
+                    returncode=proc.returncode,
+                    elapsed=elapsed,
+                )
+            )
+        if len(out) != len(deployments):
+            raise SimulationError(
+                f"the vLLM probe stopped after {len(out)} of {len(deployments)} deployments:\n{proc.stdout[-4000:]}"
+            )
+        return out
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 _DROP_ENV: Final = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES")

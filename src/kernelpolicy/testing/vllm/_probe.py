@@ -11,8 +11,10 @@ the target's vLLM/torch are used.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import dataclasses
+import functools
 import importlib
 import json
 import logging
@@ -35,9 +37,12 @@ class _Capture(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
-            self.messages.append(f"{record.levelname} {record.name}: {record.getMessage()}")
+            text = f"{record.levelname} {record.name}: {record.getMessage()}"
         except Exception:  # a bad format string must not break the probe
-            self.messages.append(f"{record.levelname} {record.name}: {record.msg!r}")
+            text = f"{record.levelname} {record.name}: {record.msg!r}"
+        if record.exc_info and record.levelno >= logging.ERROR:
+            text += "\n" + "".join(traceback.format_exception(*record.exc_info))[-3000:]
+        self.messages.append(text)
 
 
 def _error(exc: BaseException) -> str:
@@ -65,8 +70,8 @@ def _shell(cls: type, **attrs: Any) -> Any:
 
 def _scheme(quant: dict[str, Any]) -> str:
     """``block``, ``channel``, ``tensor`` or ``none`` from an HF ``quantization_config``."""
-    if not quant:
-        return "none"
+    if not quant or str(quant.get("quant_method", "")).lower() == "mxfp4":
+        return "none"  # gpt-oss (mxfp4): the linear layers stay BF16, only the experts are MXFP4
     if quant.get("weight_block_size"):
         return "block"
     for group in (quant.get("config_groups") or {}).values():
@@ -116,11 +121,18 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
 
     model_dir = Path(tempfile.mkdtemp(prefix="kp-model-"))
     (model_dir / "config.json").write_text(json.dumps(req["config"]), encoding="utf-8")
+    extra: dict[str, Any] = {}
+    fields = {f.name for f in dataclasses.fields(ModelConfig)}
+    if req.get("model_id") and "served_model_name" in fields:
+        extra["served_model_name"] = req["model_id"]  # what `vllm serve ID` shows the plugin
+    if "allow_deprecated_quantization" in fields:
+        extra["allow_deprecated_quantization"] = True  # fbgemm_fp8 (Llama 4) on 0.33
     model_config = ModelConfig(
         model=str(model_dir),
         skip_tokenizer_init=True,
         dtype="bfloat16",
         max_model_len=int(req.get("max_model_len", 4096)),
+        **extra,
     )
     kernel_kwargs: dict[str, Any] = {}
     if req.get("moe_backend"):
@@ -459,34 +471,50 @@ def _plugin_state(result: dict[str, Any]) -> None:
     result["plugin"] = status() if callable(status) else {"loaded": True}
 
 
-def run(req: dict[str, Any], result: dict[str, Any]) -> None:
+def _inspect_in_process() -> None:
+    """Let vLLM inspect model classes in this process, not in a fresh interpreter per class.
+
+    vLLM imports each architecture's module in a subprocess so that CUDA is not initialised in
+    the server; there is no CUDA here, and a subprocess re-imports vLLM (tens of seconds).
+    """
+    registry = importlib.import_module("vllm.model_executor.models.registry")
+    if callable(getattr(registry, "_run_in_subprocess", None)):
+        setattr(registry, "_run_in_subprocess", lambda fn: fn())  # noqa: B010
+
+
+def _setup(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> None:
+    """Once per process: the stub driver, vLLM, its general plugins, in-process inspection."""
     ctypes.CDLL(req["libcuda"], mode=ctypes.RTLD_GLOBAL)
-    capture = _Capture()
-    try:
-        import vllm
+    import vllm
 
-        # vLLM configures its loggers when imported; attach afterwards
-        for name in ("vllm", "kernelpolicy"):
-            logging.getLogger(name).addHandler(capture)
+    # vLLM configures its loggers when imported; attach afterwards
+    for name in ("vllm", "kernelpolicy"):
+        logging.getLogger(name).addHandler(capture)
+    result["vllm_version"] = vllm.__version__
+    from vllm.platforms import current_platform
 
-        result["vllm_version"] = vllm.__version__
-        from vllm.platforms import current_platform
+    result["platform"] = type(current_platform).__name__
+    cap = current_platform.get_device_capability()
+    result["device_capability"] = [cap[0], cap[1]] if cap is not None else None
+    from vllm.plugins import load_general_plugins
 
-        result["platform"] = type(current_platform).__name__
-        cap = current_platform.get_device_capability()
-        result["device_capability"] = [cap[0], cap[1]] if cap is not None else None
-        from vllm.plugins import load_general_plugins
+    load_general_plugins()
+    _inspect_in_process()
 
-        load_general_plugins()
-        vllm_config = _build_config(req, result, capture)
-        from vllm.config import set_current_vllm_config
 
-        with set_current_vllm_config(vllm_config):
-            from vllm.distributed import (
-                init_distributed_environment,
-                initialize_model_parallel,
-            )
+_DISTRIBUTED: list[bool] = []
 
+
+def _select(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> None:
+    """One deployment: build its VllmConfig, then ask each selector what it picks."""
+    vllm_config = _build_config(req, result, capture)
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(vllm_config):
+        if not _DISTRIBUTED:
+            from vllm.distributed import init_distributed_environment, initialize_model_parallel
+
+            _DISTRIBUTED.append(True)
             _step(
                 result,
                 "distributed",
@@ -501,14 +529,99 @@ def run(req: dict[str, Any], result: dict[str, Any]) -> None:
                     initialize_model_parallel(1, 1),
                 ),
             )
-            kernel = _step(result, "dense", lambda: _dense(req, result, vllm_config))
-            experts = _step(result, "moe", lambda: _moe(req, result, vllm_config))
-            _step(result, "warmup", lambda: _warmup(result, vllm_config, kernel, experts))
-            _step(result, "router", lambda: _router(req, result, vllm_config))
-            _step(result, "deep_gemm", lambda: _deep_gemm_info(result))
-            _step(result, "plugin", lambda: _plugin_state(result))
+        kernel = _step(result, "dense", lambda: _dense(req, result, vllm_config))
+        experts = _step(result, "moe", lambda: _moe(req, result, vllm_config))
+        _step(result, "warmup", lambda: _warmup(result, vllm_config, kernel, experts))
+        _step(result, "router", lambda: _router(req, result, vllm_config))
+        _step(result, "deep_gemm", lambda: _deep_gemm_info(result))
+        _step(result, "plugin", lambda: _plugin_state(result))
+
+
+def _log_lines(capture: _Capture, since: int = 0) -> list[str]:
+    return [m for m in capture.messages[since:] if m.startswith("ERROR") or any(s in m.lower() for s in _LOG_MARKERS)]
+
+
+def run(req: dict[str, Any], result: dict[str, Any]) -> None:
+    capture = _Capture()
+    try:
+        _setup(req, result, capture)
+        _select(req, result, capture)
     finally:
-        result["log_lines"] = [m for m in capture.messages if any(s in m.lower() for s in _LOG_MARKERS)]
+        result["log_lines"] = _log_lines(capture)
+
+
+# ----------------------------------------------------------------------------- many deployments
+
+
+def _clear_caches() -> None:
+    """Forget what vLLM memoised about the last deployment (env, GPU): every ``cache_clear``."""
+    for name, module in list(sys.modules.items()):
+        if not (name == "vllm" or name.startswith("vllm.")) or module is None:
+            continue
+        for value in list(vars(module).values()):
+            if isinstance(value, functools._lru_cache_wrapper):  # functools.cache and lru_cache
+                with contextlib.suppress(Exception):  # one that cannot be cleared keeps its value
+                    value.cache_clear()
+
+
+def _set_gpu(cc: list[int], name: str | None) -> None:
+    import os
+
+    platform: Any = sys.modules.get("kp_simgpu_platform")
+    os.environ["KP_SIMGPU_CC"] = f"{cc[0]}.{cc[1]}"
+    if name:
+        os.environ["KP_SIMGPU_NAME"] = name
+    if platform is not None:
+        platform._MAJOR, platform._MINOR = int(cc[0]), int(cc[1])
+        platform._NAME = name or "NVIDIA Simulated GPU"
+
+
+def _plugin(on: bool) -> None:
+    """Register kernelpolicy's plugin afresh (its state reset), or take it out."""
+    mod = importlib.import_module("kernelpolicy.adapters.vllm")
+    mod.unpatch()
+    if on:
+        mod.register()
+
+
+def run_cells(req: dict[str, Any], result: dict[str, Any]) -> None:
+    """Every deployment of ``req["cells"]`` in this one process (vLLM imported once).
+
+    Each cell gives ``config``, ``gpu`` ([major, minor]), and optionally ``gpu_name``, ``env``,
+    ``moe_backend``, ``router_dtype``, ``plugin``; its result has the keys of :func:`run`'s.
+    """
+    import os
+
+    capture = _Capture()
+    result["cells"] = []
+    try:
+        _setup(req, result, capture)
+    except Exception as exc:
+        result["errors"]["probe"] = _error(exc)
+        result["log_lines"] = _log_lines(capture)
+        return
+    base_env = dict(os.environ)
+    for cell in req["cells"]:
+        out: dict[str, Any] = {"errors": {}, "vllm_version": result["vllm_version"], "platform": result["platform"]}
+        result["cells"].append(out)
+        since = len(capture.messages)
+        os.environ.clear()
+        os.environ.update(base_env)
+        os.environ.update({str(k): str(v) for k, v in (cell.get("env") or {}).items()})
+        if cell.get("facts"):
+            os.environ["KERNELPOLICY_FACTS"] = json.dumps(cell["facts"])
+        else:
+            os.environ.pop("KERNELPOLICY_FACTS", None)
+        try:
+            _set_gpu(cell["gpu"], cell.get("gpu_name"))
+            _clear_caches()
+            _plugin(bool(cell.get("plugin")))
+            _select({**req, **cell}, out, capture)
+        except Exception as exc:
+            out["errors"]["probe"] = _error(exc)
+        finally:
+            out["log_lines"] = _log_lines(capture, since)
+    _plugin(False)
 
 
 def main(argv: list[str]) -> int:
@@ -518,7 +631,7 @@ def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     result: dict[str, Any] = {"errors": {}}
     try:
-        run(req, result)
+        (run_cells if "cells" in req else run)(req, result)
     except BaseException as exc:
         result["errors"]["probe"] = _error(exc)
     Path(argv[2]).write_text(json.dumps(result, default=str), encoding="utf-8")

@@ -220,6 +220,74 @@ def register():
 '''
 
 
+#: Imported by Python at start-up from ``PYTHONPATH`` (every process of the simulation, vLLM's
+#: model-inspection subprocess included). Without a GPU, Triton has no active driver and vLLM
+#: swaps in ``TritonPlaceholder``, whose ``triton.Config(...)`` returns a function; code that
+#: reads its fields at import time (the sm90 ``_drop_racy_wgmma_configs`` of the Mamba SSD ops
+#: behind Qwen3.5/3.6/Qwen3-Next, warmup config tables) then fails with ``'function' object has
+#: no attribute 'num_stages'``. This gives the placeholder a ``Config`` with Triton's fields.
+_SITECUSTOMIZE_SOURCE: Final = '''"""Simulated-GPU start-up hook (written by kernelpolicy.testing.vllm)."""
+
+import importlib.abc
+import importlib.util
+import os
+import sys
+
+_TARGET = "vllm.triton_utils.importing"
+
+
+class Config:
+    """What ``triton.Config`` holds, for code that reads autotune configs without a GPU."""
+
+    def __init__(self, kwargs=None, num_warps=4, num_stages=3, num_ctas=1, maxnreg=None, pre_hook=None, **extra):
+        self.kwargs = dict(kwargs or {})
+        self.num_warps = num_warps
+        self.num_stages = num_stages
+        self.num_ctas = num_ctas
+        self.maxnreg = maxnreg
+        self.pre_hook = pre_hook
+        self.__dict__.update(extra)
+
+    def all_kwargs(self):
+        return {**self.kwargs, "num_warps": self.num_warps, "num_stages": self.num_stages}
+
+
+def _patch(module):
+    cls = getattr(module, "TritonPlaceholder", None)
+    if cls is None:
+        return
+    original = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        self.Config = Config
+
+    cls.__init__ = __init__
+
+
+class _Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name != _TARGET:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _patch(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if os.environ.get("KP_SIMGPU_CC"):
+    sys.meta_path.insert(0, _Finder())
+'''
+
+
 def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     """Write the platform module and a dist-info registering the entry points into *folder*.
 
@@ -229,6 +297,7 @@ def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     """
     folder.mkdir(parents=True, exist_ok=True)
     (folder / f"{PLATFORM_MODULE}.py").write_text(_PLATFORM_SOURCE, encoding="utf-8")
+    (folder / "sitecustomize.py").write_text(_SITECUSTOMIZE_SOURCE, encoding="utf-8")
     dist = folder / "kp_simgpu-0.0.0.dist-info"
     dist.mkdir(exist_ok=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kp-simgpu\nVersion: 0.0.0\n", encoding="utf-8")

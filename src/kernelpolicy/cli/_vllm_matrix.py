@@ -1,0 +1,320 @@
+"""``kernelpolicy vllm audit --matrix``: the conformance sweep of one vLLM release.
+
+Every catalog model on every GPU family (and a few options, such as ``VLLM_USE_DEEP_GEMM=1``)
+runs through vLLM's own selectors twice, without and with the kernelpolicy plugin, in one
+process of the target venv (vLLM is imported once: :func:`kernelpolicy.testing.vllm.simulate_many`).
+Beside each cell kernelpolicy resolves the same deployment through the one fact pipeline, as
+``explain`` does. Per cell the table says what vLLM chose alone, what the decision is, and what
+ran with the plugin:
+
+- ``same``: every path runs the decision's backend;
+- ``differs``: a path runs another valid backend, or the plugin decided from other facts than
+  ``explain`` (the parity check: the fingerprints differ);
+- ``conflict``: a path runs a backend the decision rejects;
+- ``refused``: vLLM refused the decided backend and the plugin fell back (see its reason);
+- ``could not run``: vLLM's own code failed in the simulation (the whole reason is given).
+"""
+
+from __future__ import annotations
+
+import platform
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from ..decision import Decision
+    from ..facts import Facts
+    from ..policy import Policy
+    from ..testing.vllm import NativeChoices
+
+__all__ = [
+    "FAMILIES",
+    "Cell",
+    "CellResult",
+    "matrix_cells",
+    "render_markdown",
+    "run_matrix",
+    "update_document",
+]
+
+#: family -> (compute capability, the product the simulated GPU names)
+FAMILIES: Final[dict[str, tuple[tuple[int, int], str]]] = {
+    "sm90": ((9, 0), "NVIDIA H100"),
+    "sm100": ((10, 0), "NVIDIA B200"),
+    "sm120": ((12, 0), "NVIDIA RTX PRO 6000 Blackwell"),
+    "sm121": ((12, 1), "NVIDIA GB10"),
+}
+#: Options swept beside the defaults, for the models named (env of the deployment).
+OPTIONS: Final[tuple[tuple[str, Mapping[str, str]], ...]] = (
+    ("Qwen/Qwen3.6-35B-A3B-FP8", {"VLLM_USE_DEEP_GEMM": "1"}),
+    ("deepseek-ai/DeepSeek-V3", {"VLLM_USE_DEEP_GEMM": "0"}),
+)
+_PATHS: Final = ("dense", "moe", "router", "warmup")
+RESULTS: Final = ("same", "differs", "conflict", "refused", "could not run")
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One deployment of the sweep."""
+
+    model: str
+    family: str
+    env: Mapping[str, str] = field(default_factory=dict)
+    moe_backend: str | None = None
+
+    @property
+    def option(self) -> str:
+        parts = [f"{k}={v}" for k, v in sorted(self.env.items())]
+        if self.moe_backend:
+            parts.append(f"--moe-backend {self.moe_backend}")
+        return " ".join(parts) or "default"
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One cell: vLLM alone, the decision, vLLM with the plugin, and the verdict."""
+
+    cell: Cell
+    native: NativeChoices
+    patched: NativeChoices
+    decision: Decision
+    result: str
+    reason: str
+    parity: bool | None  #: the plugin's fingerprint is the decision's (None: it decided nothing)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.cell.model,
+            "family": self.cell.family,
+            "option": self.cell.option,
+            "vllm": _choices(self.native),
+            "kernelpolicy": _decided(self.decision),
+            "with_plugin": _choices(self.patched),
+            "result": self.result,
+            "reason": self.reason,
+            "parity": self.parity,
+            "fingerprint": self.decision.fingerprint,
+            "native_errors": dict(self.native.errors),
+            "plugin": dict(self.patched.plugin or {}),
+        }
+
+
+def matrix_cells(
+    policy: Policy, models: Sequence[str] | None = None, families: Sequence[str] | None = None
+) -> list[Cell]:
+    """The sweep: every catalog model (or *models*) on every family, then :data:`OPTIONS`."""
+    ids = list(models) if models else [m.id for m in policy.models]
+    fams = list(families) if families else list(FAMILIES)
+    cells = [Cell(model, fam) for model in ids for fam in fams]
+    cells += [Cell(model, fam, env) for model, env in OPTIONS if model in ids for fam in fams]
+    return cells
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def _facts(policy: Policy, cell: Cell, target: Mapping[str, object]) -> Facts:
+    """What ``explain`` builds for the cell: the GPU spec and the catalog model, the target
+    venv's packages, the simulated host, the cell's env and flags (the one fact pipeline)."""
+    from ..facts import Facts
+    from ..facts._build import derived_facts
+    from ..facts.pipeline import build_facts
+
+    _cc, name = FAMILIES[cell.family]
+    derived = derived_facts(gpu=cell.family, model=cell.model, policy=policy)
+    host = {"gpu.name": name, "host.machine": platform.machine()}
+    derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
+        Facts.from_values(host, source="spec")
+    )
+    return build_facts(policy, derived=derived, env=cell.env, moe_backend=cell.moe_backend).facts
+
+
+def run_matrix(
+    python: str | Path,
+    policy: Policy,
+    cells: Sequence[Cell],
+    target: Mapping[str, object],
+    *,
+    timeout: float = 1800.0,
+) -> list[CellResult]:
+    """Run every cell without and with the plugin in one vLLM process, and judge each."""
+    from ..facts.model import find_model
+    from ..resolver import resolve
+    from ..testing.vllm import Deployment, simulate_many
+
+    decisions = [resolve(_facts(policy, cell, target), policy) for cell in cells]
+    deployments = []
+    for plugin in (False, True):
+        for cell, decision in zip(cells, decisions, strict=True):
+            cc, name = FAMILIES[cell.family]
+            config, _extra, _source = find_model(cell.model, policy.models)
+            dtype = decision.facts.get("model.router_dtype")
+            deployments.append(
+                Deployment(
+                    config=config,
+                    gpu=cc,
+                    gpu_name=name,
+                    env=dict(cell.env),
+                    moe_backend=cell.moe_backend,
+                    plugin=plugin,
+                    router_dtype=str(dtype) if dtype in ("bfloat16", "float16", "float32") else None,
+                    model_id=cell.model,
+                )
+            )
+    choices = simulate_many(python, deployments, timeout=timeout)
+    natives, patched = choices[: len(cells)], choices[len(cells) :]
+    out = []
+    for cell, decision, native, with_plugin in zip(cells, decisions, natives, patched, strict=True):
+        result, reason, parity = judge(with_plugin, decision)
+        out.append(CellResult(cell, native, with_plugin, decision, result, reason, parity))
+    return out
+
+
+def _failure(choices: NativeChoices, decision: Decision) -> str | None:
+    if "probe" in choices.errors:
+        return choices.errors["probe"]
+    for path in ("dense", "moe", "warmup", "router"):
+        p = decision.paths.get(path)
+        if path in choices.errors and (path == "warmup" or (p is not None and p.applicable)):
+            return f"step `{path}`: {choices.errors[path]}"
+    return None
+
+
+def _one_line(text: str) -> str:
+    """An error as one table-safe line: the whole message, then where it was raised."""
+    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
+    frames = [i for i, x in enumerate(lines) if x.startswith("File ")]
+    message = lines[: frames[0]] if frames else lines
+    where = lines[frames[-1]] if frames else ""
+    text = " ".join(message) + (f" ({where})" if where else "")
+    return text.replace("|", "\\|")
+
+
+def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, bool | None]:
+    """The verdict of one cell with the plugin: (result, reason, parity)."""
+    from ._vllm import audit_differences
+
+    failure = _failure(with_plugin, decision)
+    if failure is not None:
+        return "could not run", _one_line(failure), None
+    plugin = with_plugin.plugin or {}
+    decided = [d for d in plugin.get("decisions") or () if isinstance(d, Mapping)]
+    parity = None
+    notes: list[str] = []
+    if decided:
+        parity = all(d.get("fingerprint") == decision.fingerprint for d in decided)
+        if not parity:
+            theirs = dict(decided[0].get("facts") or {})
+            ours = dict(decision.facts.values)
+            keys = sorted(k for k in set(theirs) | set(ours) if _norm(theirs.get(k)) != _norm(ours.get(k)))
+            notes.append(
+                "the plugin decided from other facts than explain: "
+                + ", ".join(f"`{k}` {theirs.get(k)!r} vs {ours.get(k)!r}" for k in keys[:6])
+                if keys
+                else "the plugin's fingerprint differs (same facts: another policy)"
+            )
+    else:
+        notes.append("the plugin made no decision: " + "; ".join(plugin.get("warnings") or ["(no warning)"]))
+    fallbacks = list(plugin.get("fallbacks") or ())
+    if fallbacks:
+        f = fallbacks[0]
+        return "refused", f"{f.get('where')} {f.get('reason')}; the plugin used `{f.get('used')}`", parity
+    differences = audit_differences(with_plugin, decision)
+    conflicts = [d for d in differences if d.kind == "conflict"]
+    if conflicts:
+        return "conflict", "; ".join(f"{d.path}: {d.reason}" for d in conflicts), parity
+    if differences or notes:
+        return "differs", "; ".join([f"{d.path}: {d.reason}" for d in differences] + notes), parity
+    return "same", "", parity
+
+
+def _norm(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _choices(native: NativeChoices) -> dict[str, str | None]:
+    return dict(native.backends())
+
+
+def _decided(decision: Decision) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for path in _PATHS:
+        if path == "warmup":
+            out[path] = ",".join(decision.warmup)
+            continue
+        p = decision.paths[path]
+        out[path] = (p.backend or "NONE") if p.applicable else None
+    return out
+
+
+def _row(values: Mapping[str, str | None]) -> str:
+    return " / ".join("-" if values.get(p) in (None, "") else str(values[p]) for p in _PATHS)
+
+
+def render_markdown(version: str, results: Sequence[CellResult]) -> str:
+    """The release's section of ``docs/vllm-conformance.md`` (deterministic: no timings)."""
+    counts = {r: sum(1 for x in results if x.result == r) for r in RESULTS}
+    summary = ", ".join(f"{n} {r}" for r, n in counts.items() if n)
+    parity = [x for x in results if x.parity is not None]
+    lines = [
+        f"## vLLM {version}",
+        "",
+        f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
+        f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
+        "",
+        "Paths: dense / moe / router / warmup (`-`: the model has no such path, or nothing is warmed).",
+        "",
+        "| model | gpu | option | vLLM alone | decision | with the plugin | result | reason |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for x in results:
+        native = _row(_choices(x.native)) if not _failure(x.native, x.decision) else "could not run"
+        lines.append(
+            f"| {x.cell.model} | {x.cell.family} | {x.cell.option} | {native} | {_row(_decided(x.decision))} "
+            f"| {_row(_choices(x.patched))} | {x.result} | {x.reason} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HEADER: Final = """# vLLM conformance
+
+Generated by `kernelpolicy vllm audit --matrix --vllm X.Y.Z --markdown docs/vllm-conformance.md`
+(one section per release; the test suite re-runs the sweep for the releases it installs and
+checks each section is in sync). Every catalog model on every GPU family runs through vLLM's own
+selection code on a simulated GPU, without and with the kernelpolicy plugin. Results: `same`
+(every path runs the decision), `differs` (another valid backend, or the plugin's facts differ
+from `explain`'s), `conflict` (a path runs what the decision rejects), `refused` (vLLM refused the
+decided backend; the plugin fell back to the decision's next valid candidate), `could not run`
+(vLLM's code failed in the simulation).
+"""
+
+
+def _marker(version: str, end: bool = False) -> str:
+    return f"<!-- {'end ' if end else ''}vllm {version} -->"
+
+
+def section_of(document: str, version: str) -> str | None:
+    """The generated section of *version* in *document*, or ``None``."""
+    match = re.search(re.escape(_marker(version)) + r"\n(.*?)" + re.escape(_marker(version, end=True)), document, re.S)
+    return match.group(1) if match else None
+
+
+def update_document(path: Path, version: str, section: str) -> None:
+    """Write *section* as *version*'s part of the document at *path* (others kept, sorted)."""
+    from packaging.version import Version
+
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    sections: dict[str, str] = {}
+    for match in re.finditer(r"<!-- vllm (\S+) -->\n(.*?)<!-- end vllm \1 -->", text, re.S):
+        sections[match.group(1)] = match.group(2)
+    sections[version] = section
+    body = [_HEADER]
+    for v in sorted(sections, key=Version):
+        body.append(f"{_marker(v)}\n{sections[v]}{_marker(v, end=True)}\n")
+    path.write_text("\n".join(body), encoding="utf-8")

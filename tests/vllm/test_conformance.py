@@ -1,0 +1,161 @@
+"""The conformance sweep and the plugin/explain parity, on every vLLM release the tests install.
+
+One vLLM process per release runs the whole sweep (every catalog model on every GPU family,
+without and with the plugin) and the golden cases with the plugin; the results are shared by
+the tests below (:func:`sweep`).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import kernelpolicy as kp
+from kernelpolicy.cli._vllm import _target_facts
+from kernelpolicy.cli._vllm_matrix import (
+    CellResult,
+    matrix_cells,
+    render_markdown,
+    run_matrix,
+    section_of,
+)
+from kernelpolicy.facts import Facts
+from kernelpolicy.facts._build import derived_facts
+from kernelpolicy.facts.gpu import facts_from_spec
+from kernelpolicy.facts.pipeline import build_facts
+from kernelpolicy.testing.vllm import Deployment, NativeChoices, parse_gpu, simulate_many
+
+pytestmark = pytest.mark.vllm
+
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "vllm-conformance.md"
+CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
+
+
+@dataclass(frozen=True)
+class GoldenCell:
+    """A golden case as a deployment for the plugin, and the decision ``explain`` makes."""
+
+    name: str
+    deployment: Deployment
+    decision: Any
+
+
+def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str, object]) -> list[GoldenCell]:
+    out = []
+    for file in CASES:
+        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        given = data["given"]
+        if "error" in data["expect"] or given.get("linear_backend") or not given.get("model") or not given.get("gpu"):
+            continue  # no deployment to start (an error case), or a flag the simulation lacks
+        named = given.get("policy") or ()
+        files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
+        if files not in policy_cache:
+            policy_cache[files] = kp.load_policy(list(files))
+        policy = policy_cache[files]
+        spec = facts_from_spec(str(given["gpu"]), policy.gpus)
+        config = next(m.config for m in policy.models if m.id == given["model"])
+        cc = parse_gpu(str(spec["gpu.cc"]))
+        name = str(spec.get("gpu.name") or f"NVIDIA sm{cc[0]}{cc[1]}")
+        # what the simulation cannot be (its host) travels as operator facts, on both sides
+        operator = {k: spec[k] for k in ("host.machine", "gpu.unified_memory") if k in spec}
+        operator |= dict(given.get("facts") or {})
+        env = {k: str(v) for k, v in (given.get("env") or {}).items()}
+        derived = derived_facts(gpu=str(given["gpu"]), model=given["model"], policy=policy)
+        derived = derived.merged(Facts.from_values(target, source="metadata"))
+        derived = derived.merged(Facts.from_values({"gpu.name": name, "host.machine": platform.machine()}, "spec"))
+        facts = build_facts(policy, derived=derived, facts=operator, env=env, moe_backend=given.get("moe_backend"))
+        decision = kp.resolve(facts.facts, policy)
+        plugin_env = dict(env)
+        if files:
+            plugin_env["KERNELPOLICY_POLICY"] = ":".join(files)
+        dtype = decision.facts.get("model.router_dtype")
+        deployment = Deployment(
+            config=config,
+            gpu=cc,
+            gpu_name=name,
+            env=plugin_env,
+            moe_backend=given.get("moe_backend"),
+            plugin=True,
+            facts=operator,
+            router_dtype=str(dtype) if dtype in ("bfloat16", "float16", "float32") else None,
+            model_id=given["model"],
+        )
+        out.append(GoldenCell(file.stem, deployment, decision))
+    return out
+
+
+@dataclass
+class Sweep:
+    version: str
+    results: list[CellResult]
+    golden: list[tuple[GoldenCell, NativeChoices]]
+
+
+_SWEEPS: dict[str, Sweep] = {}
+
+
+def sweep(version: str, venv: Any) -> Sweep:
+    """The sweep and the golden cases on vLLM *version*, run once per test session."""
+    if version not in _SWEEPS:
+        python = venv(version)
+        policy = kp.load_policy()
+        target = _target_facts(python)
+        golden = _golden({(): policy}, target)
+        results = run_matrix(python, policy, matrix_cells(policy), target)
+        natives = simulate_many(python, [g.deployment for g in golden]) if golden else []
+        _SWEEPS[version] = Sweep(version, results, list(zip(golden, natives, strict=True)))
+    return _SWEEPS[version]
+
+
+def test_conformance_document_is_in_sync(release: str, venv: Any) -> None:
+    s = sweep(release, venv)
+    section = section_of(DOC.read_text(encoding="utf-8"), release) if DOC.is_file() else None
+    expected = render_markdown(release, s.results)
+    assert section == expected, (
+        f"docs/vllm-conformance.md is out of date for vLLM {release}: run "
+        f"`kernelpolicy vllm audit --matrix --vllm {release} --markdown docs/vllm-conformance.md`"
+    )
+
+
+def test_the_plugin_never_stops_a_start_up(release: str, venv: Any) -> None:
+    """A cell that runs without the plugin runs with it (a refusal falls back, never raises)."""
+    for r in sweep(release, venv).results:
+        if r.native.errors and "could not run" in r.result:
+            continue  # vLLM cannot run it alone either
+        assert r.result != "could not run", f"{r.cell}: {r.reason}"
+        assert not any("AdapterError" in e for e in r.patched.errors.values()), f"{r.cell}: {r.patched.errors}"
+
+
+def test_catalog_parity_plugin_logs_explains_fingerprint(release: str, venv: Any) -> None:
+    """Inside vLLM the plugin decides from the facts ``explain`` builds (same fingerprint)."""
+    decided = [r for r in sweep(release, venv).results if r.parity is not None]
+    assert decided, "the plugin decided nothing"
+    broken = [f"{r.cell.model} {r.cell.family} {r.cell.option}: {r.reason}" for r in decided if not r.parity]
+    assert not broken, "\n".join(broken)
+
+
+def test_golden_case_parity(release: str, venv: Any) -> None:
+    golden = sweep(release, venv).golden
+    assert golden
+    broken = []
+    for cell, native in golden:
+        plugin = native.plugin or {}
+        decisions = plugin.get("decisions") or []
+        got = {d["fingerprint"] for d in decisions}
+        if got != {cell.decision.fingerprint}:
+            theirs = dict(decisions[0]["facts"]) if decisions else {}
+            ours = dict(cell.decision.facts.values)
+            diff = sorted(k for k in set(theirs) | set(ours) if _norm(theirs.get(k)) != _norm(ours.get(k)))
+            broken.append(f"{cell.name}: {diff or plugin.get('warnings') or native.errors}")
+    assert not broken, "\n".join(broken)
+
+
+def _norm(value: Any) -> Any:
+    return list(value) if isinstance(value, (list, tuple)) else value
