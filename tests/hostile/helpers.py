@@ -24,17 +24,17 @@ def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
-def cli_subprocess(*argv: str, timeout: float = 60, stdout: int | None = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m kernelpolicy`` in a child with a timeout (for input that could hang)."""
+def cli_subprocess(
+    *argv: str, timeout: float = 60, stdout: int | None = subprocess.PIPE, close_stdout: bool = False
+) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m kernelpolicy`` in a child with a timeout (for input that could hang);
+    *close_stdout* starts it with standard output closed (``>&-``)."""
     env = {**os.environ, "PYTHONPATH": str(SRC)}
+    cmd = [sys.executable, "-m", "kernelpolicy", *argv]
+    if close_stdout:
+        cmd = ["sh", "-c", 'exec "$@" >&-', "sh", *cmd]
     return subprocess.run(
-        [sys.executable, "-m", "kernelpolicy", *argv],
-        check=False,
-        stdout=stdout,
-        stderr=subprocess.PIPE,
-        text=True,
-        timeout=timeout,
-        env=env,
+        cmd, check=False, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env
     )
 
 

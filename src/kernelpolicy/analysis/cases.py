@@ -131,7 +131,7 @@ def case_problem(data: Any) -> str | None:
         return "`expect.warmup` must be a list of backend ids"
     rules = expect.get("rules")
     if rules is not None and not (isinstance(rules, Mapping) and all(_is_strs(v) for v in rules.values())):
-        return "`expect.rules` must map paths to lists of rule ids"
+        return "`expect.rules` must be a mapping of paths to lists of rule ids"
     if expect.get("warnings") is not None and not _is_strs(expect["warnings"]):
         return "`expect.warnings` must be a list of strings"
     if "error" in expect and not isinstance(expect["error"], str):
