@@ -272,3 +272,10 @@ def test_unsupported_method_is_one_clear_line(tmp_path: Path, capsys: pytest.Cap
     code, err = _explain(tmp_path, c.LLAMA3_BNB_4BIT, capsys)
     assert code == 2 and err.count("\n") == 1
     assert "quantization `bitsandbytes` (fact `quant.method_known` is false)" in err
+
+
+def test_modelopt_body_nested_as_vllm_merges_it() -> None:
+    # vLLM adds quant_method to the whole hf_quant_config.json: the algorithm stays under `quantization`
+    qc = {**c.NVIDIA_DEEPSEEK_R1_FP4_HF_QUANT, "quant_method": "modelopt_fp4"}
+    facts = config_facts({**c.NVIDIA_DEEPSEEK_R1_FP4, "quantization_config": qc})
+    assert (facts["quant.scheme"], facts["quant.group_size"]) == ("nvfp4", 16)

@@ -421,7 +421,12 @@ def quant_config_facts(
         out["quant.method_known"] = False
         return out
     out["quant.method_known"] = True
-    parsed = _validate(model, {**qc, "quant_method": method}, file, prefix)
+    body = dict(qc)
+    nested = qc.get("quantization")
+    if model is ModelOptConfig and isinstance(nested, Mapping):
+        # hf_quant_config.json's body under `quantization`, as vLLM merges it into its quant config
+        body, prefix = {**nested, **{k: v for k, v in qc.items() if k != "quantization"}}, f"{prefix}quantization."
+    parsed = _validate(model, {**body, "quant_method": method}, file, prefix)
     if isinstance(parsed, Fp8Config):
         out.update(_fp8(parsed))
     elif isinstance(parsed, CompressedTensorsConfig):
