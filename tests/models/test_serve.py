@@ -48,6 +48,10 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
             ["vllm", "serve", MODEL, "--moe_backend=cutlass"],  # vLLM's name and its underscore spelling
         ),
         (
+            ["--model", MODEL, "--moe-backend", "triton", "--linear-backend", "cutlass"],
+            ["vllm", "serve", MODEL, "--moe-backend", "Triton", "--linear-backend", "CUTLASS"],  # vLLM lowercases
+        ),
+        (
             ["--model", MODEL, "--fact", "deploy.kv_cache_dtype=fp8", "--fact", "deploy.max_num_batched_tokens=8192"],
             ["vllm serve " + MODEL + " --kv-cache-dtype fp8 --max-num-batched-tokens 8192"],  # quoted as one
         ),

@@ -316,8 +316,10 @@ def read_deployment(args: argparse.Namespace) -> Deployment:
         serve = _parse_serve(["--config", args.vllm_config])
     merged = _merge(args, serve)
     for dest in ("moe_backend", "linear_backend"):
-        if getattr(merged, dest, None) == "auto":
-            setattr(merged, dest, None)  # vLLM's default: its own choice, which is what is explained
+        value = getattr(merged, dest, None)
+        if value is not None:
+            value = value.lower().replace("-", "_")  # vLLM's reading of both flags
+            setattr(merged, dest, None if value == "auto" else value)  # auto: vLLM's own choice, explained
     if serve.ignored:
         notes.append("serve line: flags that decide no kernel, ignored: " + ", ".join(f"`{t}`" for t in serve.ignored))
     return Deployment(
