@@ -154,3 +154,10 @@ def test_unknown_engine_release_is_an_error(capsys: pytest.CaptureFixture[str]) 
     assert code == 2 and "--engine `vllm==0.99.0`: not a vLLM release kernelpolicy knows" in err
     code, _, err = _run(capsys, "--gpu", "GB10", "--model", MODEL, "--engine", "vllm==0.26.0")
     assert code == 0, err
+
+
+def test_vllm_value_the_rules_do_not_name_is_left_unknown(capsys: pytest.CaptureFixture[str]) -> None:
+    code, d, err = _run(capsys, "--gpu", "B200", "--model", MODEL, "--kv-cache-dtype", "fp8_ds_mla")
+    assert code == 0
+    assert "deploy.kv_cache_dtype" not in d["facts"]
+    assert "`fp8_ds_mla` is not a value of `deploy.kv_cache_dtype` the rules know" in err

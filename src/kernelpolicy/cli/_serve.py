@@ -302,6 +302,21 @@ def deployment_facts(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _known_values(facts: dict[str, Any], notes: list[str]) -> dict[str, Any]:
+    """*facts* without values outside their key's finite domain (vLLM accepts more than the
+    rules name, e.g. ``--kv-cache-dtype fp8_ds_mla``): those stay unknown, with a note."""
+    from ..facts import FACT_KEYS
+
+    out = {}
+    for key, value in facts.items():
+        domain = FACT_KEYS[key].domain if key in FACT_KEYS else ()
+        if domain and value not in domain:
+            notes.append(f"`{value}` is not a value of `{key}` the rules know; it is left unknown")
+            continue
+        out[key] = value
+    return out
+
+
 def read_deployment(args: argparse.Namespace) -> Deployment:
     """explain's options with the serve line (and any vLLM ``--config`` file) merged in.
 
@@ -324,7 +339,7 @@ def read_deployment(args: argparse.Namespace) -> Deployment:
         notes.append("serve line: flags that decide no kernel, ignored: " + ", ".join(f"`{t}`" for t in serve.ignored))
     return Deployment(
         args=merged,
-        facts=deployment_facts(merged),
+        facts=_known_values(deployment_facts(merged), notes),
         quantization=getattr(merged, "quantization", None),
         notes=tuple(notes),
     )
