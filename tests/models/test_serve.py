@@ -161,3 +161,10 @@ def test_vllm_value_the_rules_do_not_name_is_left_unknown(capsys: pytest.Capture
     assert code == 0
     assert "deploy.kv_cache_dtype" not in d["facts"]
     assert "`fp8_ds_mla` is not a value of `deploy.kv_cache_dtype` the rules know" in err
+
+
+def test_api_server_entrypoint_form(capsys: pytest.CaptureFixture[str]) -> None:
+    line = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, "--tensor_parallel_size", "2"]
+    _, a, _ = _run(capsys, "--gpu", "H200", "--", *line)
+    _, b, _ = _run(capsys, "--gpu", "H200", "--model", MODEL, "-tp", "2")
+    _same(a, b)
