@@ -17,6 +17,7 @@ __all__ = [
     "FACT_KEYS",
     "GPU_FAMILIES",
     "GPU_SMS",
+    "MOE_ROUTINGS",
     "PATHS",
     "PROBE_OUTCOMES",
     "QUANT_SCHEMES",
@@ -166,7 +167,7 @@ _ALL: list[FactKey] = [
         "model.activation",
         _E,
         "MoE expert activation",
-        ("silu", "gelu", "relu2", "swigluoai", "other"),
+        ("silu", "gelu", "relu2", "swigluoai", "swiglustep", "other"),
         "silu",
     ),
     FactKey("quant.method", Kind.STR, "`quantization_config.quant_method`", (), "fp8"),
@@ -325,6 +326,62 @@ _ALL += [
     ),
 ]
 # --- end of machine facts -----------------------------------------------------------------
+
+# --- MoE knowledge (issue #9): routing, ModelOpt algorithm, serving limits ----------------
+#: How the router turns logits into expert weights, in FlashInfer/TRT-LLM's names (vLLM's
+#: ``RoutingMethodType`` since 0.33; older vLLM called softmax-then-renormalise "Renormalize").
+MOE_ROUTINGS: Final = (
+    "default",  #: softmax -> top-k
+    "renormalize",  #: top-k -> softmax over the chosen experts
+    "renormalize_naive",  #: softmax -> top-k -> renormalise (Qwen3 MoE, Mixtral: `norm_topk_prob`)
+    "deepseek_v3",  #: sigmoid + bias, top groups, then top-k (`n_group`, `topk_group`)
+    "llama4",  #: top-1 -> sigmoid
+    "minimax",  #: sigmoid + bias -> top-k -> scaled renormalise (MiniMax-M2)
+    "other",
+)
+_ALL += [
+    FactKey(
+        "model.moe_routing",
+        _E,
+        "MoE routing method; from config.json (`scoring_func`, `norm_topk_prob`, `n_group`,"
+        " `e_score_correction_bias`) or implied by `model.type` (rules/known/moe_routing.yaml);"
+        " settable with --fact",
+        MOE_ROUTINGS,
+        "renormalize_naive",
+    ),
+    FactKey(
+        "quant.modelopt_algo",
+        _E,
+        "NVIDIA ModelOpt `quant_algo` (hf_quant_config.json or `quantization_config.quant_algo`);"
+        " `none` for other checkpoints",
+        ("FP8", "FP8_PB_WO", "FP8_PER_CHANNEL_PER_TOKEN", "NVFP4", "MXFP8", "MIXED_PRECISION", "none", "other"),
+        "FP8_PB_WO",
+    ),
+    FactKey(
+        "vllm.trtllm_moe_monolithic",
+        Kind.BOOL,
+        "vLLM runs FlashInfer's TRT-LLM MoE as the monolithic kernel (routing inside the kernel,"
+        " from router logits) rather than the modular one (routing in Python, routed kernel);"
+        " vLLM picks it per routing method; settable with --fact",
+        (),
+        "true",
+    ),
+    FactKey(
+        "deploy.max_num_batched_tokens",
+        Kind.INT,
+        "vLLM `--max-num-batched-tokens`: the most tokens one forward pass (and the MoE GEMMs) sees",
+        (),
+        "8192",
+    ),
+    FactKey(
+        "deploy.kv_cache_dtype",
+        _E,
+        "vLLM `--kv-cache-dtype` (`fp8` is `fp8_e4m3`)",
+        ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4"),
+        "fp8",
+    ),
+]
+# --- end of MoE knowledge -----------------------------------------------------------------
 
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}
