@@ -133,6 +133,7 @@ def test_agree_and_gpu_visibility_kept(fleet: Fleet) -> None:
     # the task reserved no GPU, and Ray left the node's own visibility alone
     assert rows[b].payload["cuda_visible_devices"] == "1,3"
     assert rows[_head_id(fleet)].payload["cuda_visible_devices"] is None
+    assert rows[_head_id(fleet)].head and not rows[b].head
     assert report.differing == ()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -83,7 +84,8 @@ def test_exit_status_precedence() -> None:
     assert build_report([no_backend], {}).exit == 3
     assert build_report([no_backend, timeout], {}).exit == 4
     assert build_report([ok, _node("n5", "sha256:bb", "sm120"), timeout], {}).exit == 1
-    text = render_text(build_report([ok, timeout, dead], {"model": MODEL}))
+    text = render_text(build_report([dataclasses.replace(ok, head=True), timeout, dead], {"model": MODEL}))
+    assert "\nn1*  " in text and "(* the head node, where `vllm serve` runs)" in text
     assert "timeout: no answer within 5s" in text and "dead: listed dead by the cluster" in text
     assert "1 node(s) did not answer (exit 4)" in text
 
@@ -214,3 +216,12 @@ def test_this_shells_vllm_variables_apply_on_every_node(
     # an explicit --env wins over the shell
     assert main(["fleet", "--model", MODEL, "--json", "--env", "VLLM_USE_DEEP_GEMM=1", "--from", str(h200)]) == 0
     assert json.loads(capsys.readouterr().out)["nodes"][0]["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "1"
+
+
+def test_gpu_visibility_env_only_where_ray_would_clear_it() -> None:
+    from kernelpolicy.fleet._ray import _task_env
+
+    old = _task_env("2.55.1")["env_vars"]
+    assert old == {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+    assert _task_env("2.56.0") == {} and _task_env("2.60.0") == {} and _task_env("3.0.0.dev0") == {}
+    assert _task_env("not-a-version") == {"env_vars": old}

@@ -30,6 +30,9 @@ __all__ = [
     "NodeAnswer",
     "answer_from_payload",
     "build_report",
+    "exit_status",
+    "group_nodes",
+    "path_summary",
     "render_text",
 ]
 
@@ -56,6 +59,7 @@ class NodeAnswer:
     status: str
     reason: str | None = None
     payload: Mapping[str, Any] = field(default_factory=dict)
+    head: bool = False  #: the cluster's head node (where ``vllm serve`` runs)
 
     @property
     def ok(self) -> bool:
@@ -82,6 +86,7 @@ class NodeAnswer:
             "address": self.address,
             "status": self.status,
             "reason": self.reason,
+            "head": self.head,
             **{k: v for k, v in self.payload.items() if k != "status"},
         }
 
@@ -286,7 +291,7 @@ def render_text(report: FleetReport) -> str:
         paths = n.decision.get("paths") or {}
         rows.append(
             [
-                n.node_id[:12],
+                n.node_id[:12] + ("*" if n.head else ""),
                 n.address or _NONE,
                 _gpu(n),
                 _fact(n, "driver.version"),
@@ -300,7 +305,10 @@ def render_text(report: FleetReport) -> str:
                 _status(n),
             ]
         )
-    lines = [head, "", *_table(rows), ""]
+    lines = [head, "", *_table(rows)]
+    if any(n.head for n in report.nodes):
+        lines.append("(* the head node, where `vllm serve` runs)")
+    lines.append("")
     if report.groups:
         lines.append("groups (by decision fingerprint):")
         for g in report.groups:

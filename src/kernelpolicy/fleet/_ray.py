@@ -2,7 +2,7 @@
 against one deadline.
 
 Each task has hard node affinity, no retries and reserves no CPU or GPU; the node's own
-``CUDA_VISIBLE_DEVICES`` is kept (Ray would set it to ``""`` for a task without GPUs). Its body
+``CUDA_VISIBLE_DEVICES`` is kept (Ray before 2.56 sets it to ``""`` for a task without GPUs). Its body
 is :func:`kernelpolicy.fleet._shim.run_on_node`, shipped by value, so a node without
 kernelpolicy answers ``missing`` rather than failing to load the task. A node that dies, cannot
 take the task, or does not answer before the deadline is a row with its reason, never a hang.
@@ -11,6 +11,7 @@ take the task, or does not answer before the deadline is a row with its reason, 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -23,8 +24,22 @@ from . import NodeAnswer, answer_from_payload
 __all__ = ["INSTALL_HINT", "audit"]
 
 INSTALL_HINT: Final = "pip install 'kernelpolicy[ray]'"
-#: Keep the node's own GPU visibility in a task that reserves no GPU.
+#: Keep the node's own GPU visibility in a task that reserves no GPU: Ray before 2.56 sets
+#: ``CUDA_VISIBLE_DEVICES=""`` there (ray#62492 changed the default). A task with its own
+#: environment needs a fresh worker on every node, so newer Ray gets none.
 _TASK_ENV: Final = {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+_KEEPS_VISIBILITY: Final = "2.56"
+
+
+def _task_env(version: str) -> dict[str, Any]:
+    """The ``runtime_env`` of the fleet task under Ray *version* (empty where none is needed)."""
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        keeps = Version(version) >= Version(_KEEPS_VISIBILITY)
+    except InvalidVersion:
+        keeps = False
+    return {} if keeps else {"env_vars": dict(_TASK_ENV)}
 
 
 def _import_ray() -> Any:
@@ -71,9 +86,27 @@ def _connect(ray: Any, address: str | None) -> bool:
     return True
 
 
+def _is_head(node: Mapping[str, Any]) -> bool:
+    return "node:__internal_head__" in (node.get("Resources") or {})
+
+
 def _dead_reason(node: Mapping[str, Any]) -> str:
     reason = node.get("DeathReasonMessage") or node.get("DeathReason")
     return f"listed dead by the cluster: {reason}" if reason else "listed dead by the cluster"
+
+
+def _row(ray: Any, node: Mapping[str, Any], ref: Any, done: bool, timeout: float) -> NodeAnswer:
+    """The row of an alive *node* whose task is *ref* (*done*: it finished before the deadline)."""
+    node_id, ip, head = str(node["NodeID"]), node.get("NodeManagerAddress"), _is_head(node)
+    if not done:
+        with contextlib.suppress(Exception):  # the node may be gone already; the row says it
+            ray.cancel(ref, force=True)
+        return NodeAnswer(node_id, ip, "timeout", f"no answer within {timeout:g}s", head=head)
+    try:
+        payload = ray.get(ref, timeout=max(1.0, timeout))
+    except Exception as exc:
+        return NodeAnswer(node_id, ip, "failed", _failure(ray, exc), head=head)
+    return dataclasses.replace(answer_from_payload(node_id, ip, payload), head=head)
 
 
 def audit(
@@ -81,8 +114,11 @@ def audit(
 ) -> tuple[dict[str, Any], list[NodeAnswer]]:
     """Ask every alive node of the cluster at *address* for its answer to *request*.
 
+    Connects (and disconnects after) unless this process is connected already; then it uses
+    that connection and *address* is not read.
+
     :returns: a description of the cluster and one :class:`NodeAnswer` per node the cluster
-        lists (alive ones first, by id), in the order of the table.
+        lists (alive ones first, each group by id), in the order of the table.
     :raises UsageError: Ray is not installed, or there is no cluster at *address*.
     """
     ray = _import_ray()
@@ -96,44 +132,31 @@ def audit(
         nodes = sorted(ray.nodes(), key=lambda n: (not n.get("Alive"), str(n.get("NodeID"))))
         ray.cloudpickle.register_pickle_by_value(_shim)
         task = ray.remote(_shim.run_on_node)
-        refs: dict[Any, Mapping[str, Any]] = {}
-        for node in nodes:
-            if node.get("Alive"):
-                options = task.options(
-                    scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
-                    num_cpus=0,
-                    num_gpus=0,
-                    max_retries=0,
-                    runtime_env={"env_vars": dict(_TASK_ENV)},
-                )
-                refs[options.remote(dict(request))] = node
-        ready, pending = ray.wait(list(refs), num_returns=len(refs), timeout=timeout) if refs else ([], [])
-        answers: dict[str, NodeAnswer] = {}
-        for ref in ready:
-            node = refs[ref]
-            node_id, ip = str(node["NodeID"]), node.get("NodeManagerAddress")
-            try:
-                payload = ray.get(ref, timeout=max(1.0, timeout))
-            except Exception as exc:
-                answers[node_id] = NodeAnswer(node_id, ip, "failed", _failure(ray, exc))
-                continue
-            answers[node_id] = answer_from_payload(node_id, ip, payload)
-        for ref in pending:
-            node = refs[ref]
-            node_id = str(node["NodeID"])
-            reason = f"no answer within {timeout:g}s"
-            answers[node_id] = NodeAnswer(node_id, node.get("NodeManagerAddress"), "timeout", reason)
-            with contextlib.suppress(Exception):  # the node may be gone already; the row says it
-                ray.cancel(ref, force=True)
+        runtime_env = _task_env(ray.__version__)
+        refs = {}
+        for node in (n for n in nodes if n.get("Alive")):
+            options = task.options(
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node["NodeID"], soft=False),
+                num_cpus=0,
+                num_gpus=0,
+                max_retries=0,
+                runtime_env=runtime_env or None,
+            )
+            refs[str(node["NodeID"])] = options.remote(dict(request))
+        pending = list(refs.values())
+        ready, _ = ray.wait(pending, num_returns=len(pending), timeout=timeout) if pending else ([], [])
+        done = set(ready)
         rows = [
-            answers.get(str(n["NodeID"]))
-            or NodeAnswer(str(n["NodeID"]), n.get("NodeManagerAddress"), "dead", _dead_reason(n))
+            _row(ray, n, refs[str(n["NodeID"])], refs[str(n["NodeID"])] in done, timeout)
+            if str(n["NodeID"]) in refs
+            else NodeAnswer(str(n["NodeID"]), n.get("NodeManagerAddress"), "dead", _dead_reason(n), head=_is_head(n))
             for n in nodes
         ]
+        address_now = ray.get_runtime_context().gcs_address
         cluster = {
-            "source": f"ray {ray.__version__} @ {ray.get_runtime_context().gcs_address}",
+            "source": f"ray {ray.__version__} @ {address_now}",
             "ray": ray.__version__,
-            "address": ray.get_runtime_context().gcs_address,
+            "address": address_now,
             "seconds": round(time.monotonic() - started, 3),
         }
         return cluster, rows
