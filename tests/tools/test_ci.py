@@ -143,3 +143,11 @@ def test_action_runs_check_with_annotations_and_sarif() -> None:
     assert "kernelpolicy check" in script and "--format github" in script and "--format sarif" in script
     uploads = [s for s in action["runs"]["steps"] if "upload-sarif" in s.get("uses", "")]
     assert uploads and set(action["inputs"]) >= {"files", "strict", "sarif-file"}
+
+
+def test_a_shipped_file_named_again_is_checked_once(capsys: pytest.CaptureFixture[str]) -> None:
+    shipped = ROOT / "rules" / "backends" / "moe.yaml"
+    _, out = _check(capsys, "--no-coverage", "--format", "json", str(shipped))
+    doc = json.loads(out)
+    assert [f for f in doc["findings"] if f["code"] == "duplicate"] == []
+    assert sum(1 for f in doc["files"] if f.endswith("backends/moe.yaml")) == 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
@@ -41,7 +42,7 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.checking import check
     from ..analysis.sarif import to_sarif
-    from ..dsl.loader import discover
+    from ..dsl.loader import SourceFile, discover
 
     if args.bare and not args.files:
         raise UsageError("--bare needs FILES to check")
@@ -49,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
     missing = [f.display for f in files if not f.path.exists()]
     if missing:
         raise UsageError(f"no such file `{missing[0]}`")
+    # a shipped file named again (a pre-commit hook in this repository) is checked once, as shipped
+    unique: dict[Path, SourceFile] = {}
+    for source in files:
+        unique.setdefault(source.path.resolve(), source)
+    files = list(unique.values())
     from ..progress import progress
 
     with progress("checking"):
