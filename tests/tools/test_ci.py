@@ -4,6 +4,7 @@ the pre-commit hook and the GitHub Action."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -151,3 +152,22 @@ def test_a_shipped_file_named_again_is_checked_once(capsys: pytest.CaptureFixtur
     doc = json.loads(out)
     assert [f for f in doc["findings"] if f["code"] == "duplicate"] == []
     assert sum(1 for f in doc["files"] if f.endswith("backends/moe.yaml")) == 1
+
+
+def test_the_action_check_step_runs(tmp_path: Path) -> None:
+    if not (Path(sys.executable).parent / "kernelpolicy").exists():
+        pytest.skip("no kernelpolicy script beside python")
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    step = next(s for s in action["runs"]["steps"] if s.get("name") == "kernelpolicy check (annotations)")
+    bad = tmp_path / "policy"
+    bad.mkdir()
+    (bad / "p.yaml").write_text("rules:\n  - id: x\n    deny: tritn\n    because: typo\n", encoding="utf-8")
+    sarif = tmp_path / "out.sarif"
+    env = {**os.environ, "KP_FILES": str(bad), "KP_STRICT": "true", "KP_SARIF": str(sarif),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    script = step["run"].replace("kernelpolicy check", "kernelpolicy check --no-coverage")  # fast
+    res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert res.returncode == 1, res.stderr
+    assert any(ln.startswith("::error file=") and "tritn" in ln for ln in res.stdout.splitlines())
+    doc = json.loads(sarif.read_text(encoding="utf-8"))
+    assert _sarif_errors(doc) == [] and doc["runs"][0]["results"]
