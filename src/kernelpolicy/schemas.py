@@ -27,7 +27,7 @@ __all__ = ["SCHEMA_NAMES", "SchemaName", "generate", "render", "shipped_path"]
 SchemaName = str
 #: The schemas ``kernelpolicy schema NAME`` prints.
 SCHEMA_NAMES: Final = ("rules", "decision", "check", "facts")
-_BASE_ID: Final = "https://kernelpolicy.dev/schemas/"
+_BASE_ID: Final = "urn:kernelpolicy:schema:"
 _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
 
@@ -131,7 +131,7 @@ def generate(name: SchemaName) -> dict[str, Any]:
         body = out.FactsOutput.model_json_schema(by_alias=True)
     else:
         raise ValueError(f"no schema `{name}` (one of: {', '.join(SCHEMA_NAMES)})")
-    return {"$schema": _DIALECT, "$id": f"{_BASE_ID}{name}.schema.json", **body}
+    return {"$schema": _DIALECT, "$id": f"{_BASE_ID}{name}", **body}
 
 
 def render(name: SchemaName) -> str:
