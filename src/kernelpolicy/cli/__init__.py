@@ -16,7 +16,7 @@ from typing import NoReturn
 from .._version import __version__
 from ..errors import KernelPolicyError
 
-__all__ = ["main"]
+__all__ = ["main", "one_line"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = (
@@ -24,12 +24,21 @@ SUBCOMMANDS = (
 )  # fmt: skip
 
 
+#: Control characters (a user value may hold any) as escapes, so an error stays one line.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)}
+
+
+def one_line(text: str) -> str:
+    """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it quotes."""
+    return text.translate(_ESCAPES)
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors in one line on stderr (argparse prints the whole usage first); every
     subcommand's parser is of this class too (``add_subparsers`` uses the parent's class)."""
 
     def error(self, message: str) -> NoReturn:
-        sys.stderr.write(f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+        sys.stderr.write(one_line(f"{self.prog}: error: {message} (see `{self.prog} --help`)") + "\n")
         raise SystemExit(2)
 
 
@@ -89,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         code: int = args.run(args)
         sys.stdout.flush()  # a full disk or a closed pipe is reported here, not at exit
     except KernelPolicyError as exc:
-        print(f"kernelpolicy: {exc.one_line()}", file=sys.stderr)
+        print(one_line(f"kernelpolicy: {exc.one_line()}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
@@ -99,7 +108,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # the machine, not the input nor a bug: a full disk, a missing device
         why = (exc.strerror or str(exc)).lower()
         if exc.filename:
-            print(f"kernelpolicy: error: `{exc.filename}`: {why}", file=sys.stderr)
+            print(one_line(f"kernelpolicy: error: `{exc.filename}`: {why}"), file=sys.stderr)
         else:
             print(f"kernelpolicy: error: cannot write the output: {why}", file=sys.stderr)
             _silence_stdout()
@@ -108,8 +117,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if os.environ.get("KERNELPOLICY_DEBUG"):
             raise
         print(
-            f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
-            "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)",
+            one_line(
+                f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
+                "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)"
+            ),
             file=sys.stderr,
         )
         return 1
