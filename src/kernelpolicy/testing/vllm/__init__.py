@@ -90,9 +90,9 @@ def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
 
 def default_venv_python(version: str) -> Path:
     """Where ``scripts/vllm-venv.sh VERSION`` puts that venv's python."""
-    base = os.environ.get("KERNELPOLICY_VENV_CACHE")
-    root = Path(base) if base else Path.home() / ".cache" / "kernelpolicy" / "venvs"
-    return root / f"vllm-{version}" / "bin" / "python"
+    from ..._paths import cache_subdir
+
+    return cache_subdir("venvs") / f"vllm-{version}" / "bin" / "python"
 
 
 @dataclass(frozen=True)

@@ -71,9 +71,10 @@ _SYMBOL: Final = re.compile(r"\bcu[A-Z][A-Za-z0-9_]*\b")
 
 
 def cache_root() -> Path:
-    """Where compiled stubs are kept: ``$KERNELPOLICY_CACHE`` or ``~/.cache/kernelpolicy``."""
-    base = os.environ.get("KERNELPOLICY_CACHE")
-    return Path(base) if base else Path.home() / ".cache" / "kernelpolicy"
+    """Where compiled stubs are kept: kernelpolicy's cache folder (``$KERNELPOLICY_CACHE_DIR``)."""
+    from ..._paths import cache_subdir
+
+    return cache_subdir("simgpu").parent  # the stubs go in its `simgpu` folder
 
 
 def driver_symbols_of(package_dir: Path) -> tuple[str, ...]:
