@@ -9,6 +9,7 @@ from __future__ import annotations
 from ._base import COSTS, Context, Cost, Provider, ProviderResult, Runner, ScriptRun, Source
 from ._deep_gemm import DeepGemmBuildProvider
 from ._host import HostProvider
+from ._nvcc import NvccProvider
 from ._nvml import NvmlProvider
 from ._packages import PackagesProvider
 from ._probes import DeepGemmProbeProvider, TritonProbeProvider
@@ -22,6 +23,7 @@ __all__ = [
     "DeepGemmBuildProvider",
     "DeepGemmProbeProvider",
     "HostProvider",
+    "NvccProvider",
     "NvmlProvider",
     "PackagesProvider",
     "Provider",
@@ -41,6 +43,7 @@ def default_providers() -> tuple[Provider, ...]:
     return (
         HostProvider(),
         PackagesProvider(),
+        NvccProvider(),
         DeepGemmBuildProvider(),
         NvmlProvider(),
         TorchProvider(),

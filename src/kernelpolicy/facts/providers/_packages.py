@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from packaging.version import InvalidVersion, Version
+
 from ._base import Context, Cost, ProviderResult
 from ._capabilities import TRITON_TARGETS, cutlass_dsl_sm121a_ok, triton_target_ok
 from ._locate import dist_version, module_dir, read_assigned_string
 
-__all__ = ["PACKAGE_DISTS", "PackagesProvider"]
+__all__ = ["PACKAGE_DISTS", "PackagesProvider", "flashinfer_cubin_matches"]
 
 #: ``<key>.version`` -> the distributions that install it, first found wins.
 PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
@@ -15,8 +17,13 @@ PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
     "triton": ("triton", "pytorch-triton"),
     "cutlass_dsl": ("nvidia-cutlass-dsl",),
     "flashinfer": ("flashinfer-python", "flashinfer"),
+    "flashinfer_cubin": ("flashinfer-cubin",),
+    "flashinfer_jit_cache": ("flashinfer-jit-cache",),
+    "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
 }
 _PTXAS_ENV = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
+#: FlashInfer skips its companion-version check when this is `1`.
+_FI_NO_CHECK_ENV = "FLASHINFER_DISABLE_VERSION_CHECK"
 
 
 class PackagesProvider:
@@ -27,6 +34,7 @@ class PackagesProvider:
         "cuda.version",
         *(f"triton.{t}_ok" for t in TRITON_TARGETS),
         "cutlass_dsl.sm121a_ok",
+        "flashinfer.cubin_matches",
     )
 
     def collect(self, ctx: Context) -> ProviderResult:
@@ -57,7 +65,29 @@ class PackagesProvider:
             else:
                 for target in TRITON_TARGETS:
                     res.put(f"triton.{target}_ok", triton_target_ok(triton, target), "metadata")
+        flashinfer = versions.get("flashinfer")
+        if flashinfer is not None:
+            matches = flashinfer_cubin_matches(
+                flashinfer, versions.get("flashinfer_cubin"), versions.get("flashinfer_jit_cache")
+            )
+            if matches is False and ctx.env.get(_FI_NO_CHECK_ENV) == "1":
+                res.notes.append(f"flashinfer: companion versions differ; `{_FI_NO_CHECK_ENV}=1` skips the check")
+                matches = True
+            res.put("flashinfer.cubin_matches", matches, "metadata")
         cutlass = versions.get("cutlass_dsl")
         if cutlass is not None:
             res.put("cutlass_dsl.sm121a_ok", cutlass_dsl_sm121a_ok(cutlass), "metadata")
         return res
+
+
+def flashinfer_cubin_matches(flashinfer: str, cubin: str | None, jit_cache: str | None) -> bool | None:
+    """Whether FlashInfer's version check passes: each installed companion has its version.
+
+    The check compares public versions (``0.6.16+cu130`` is ``0.6.16``); a companion that is not
+    installed is not checked. ``None`` when a version does not parse.
+    """
+    try:
+        want = Version(flashinfer).public
+        return all(Version(v).public == want for v in (cubin, jit_cache) if v is not None)
+    except InvalidVersion:
+        return None
