@@ -94,6 +94,12 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.fixture
+def releases() -> tuple[str, ...]:
+    """:data:`RELEASES`."""
+    return RELEASES
+
+
+@pytest.fixture
 def sim() -> Any:
     return run
 

@@ -439,6 +439,7 @@ def _report(
             "enabled": bool(args.plugin),
             "registered": plugin.get("registered"),
             "warnings": list(plugin.get("warnings") or ()),
+            "fallbacks": [dict(f) for f in plugin.get("fallbacks") or ()],
         },
         "env": dict(native.env),
         "moe_backend": native.moe_backend,
@@ -483,6 +484,8 @@ def _render(report: Mapping[str, Any]) -> str:
         out.append("divergences: none")
     for w in report["plugin"]["warnings"]:
         out.append(f"plugin warning: {w}")
+    for f in report["plugin"]["fallbacks"]:
+        out.append(f"plugin fallback: {f['path']} runs `{f['used']}`, not the decided `{f['decided']}`: {f['reason']}")
     for step, err in report["probe_errors"].items():
         out.append(f"probe: step `{step}` failed: {_whole(str(err))}")
     vllm_engine = report["engine"].get("vllm")

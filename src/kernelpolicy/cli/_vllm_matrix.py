@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from ..decision import Decision
     from ..facts import Facts
     from ..policy import Policy
-    from ..testing.vllm import NativeChoices
+    from ..testing.vllm import Deployment, NativeChoices
 
 __all__ = [
     "FAMILIES",
@@ -37,6 +37,8 @@ __all__ = [
     "matrix_cells",
     "render_markdown",
     "run_matrix",
+    "run_matrix_with",
+    "section_of",
     "update_document",
 ]
 
@@ -141,6 +143,19 @@ def run_matrix(
     timeout: float = 1800.0,
 ) -> list[CellResult]:
     """Run every cell without and with the plugin in one vLLM process, and judge each."""
+    return run_matrix_with(python, policy, cells, target, (), timeout=timeout)[0]
+
+
+def run_matrix_with(
+    python: str | Path,
+    policy: Policy,
+    cells: Sequence[Cell],
+    target: Mapping[str, object],
+    extra: Sequence[Deployment],
+    *,
+    timeout: float = 1800.0,
+) -> tuple[list[CellResult], list[NativeChoices]]:
+    """:func:`run_matrix`, and *extra* deployments in the same vLLM process (their choices)."""
     from ..facts.model import find_model
     from ..resolver import resolve
     from ..testing.vllm import Deployment, simulate_many
@@ -164,13 +179,13 @@ def run_matrix(
                     model_id=cell.model,
                 )
             )
-    choices = simulate_many(python, deployments, timeout=timeout)
-    natives, patched = choices[: len(cells)], choices[len(cells) :]
+    choices = simulate_many(python, [*deployments, *extra], timeout=timeout)
+    natives, patched = choices[: len(cells)], choices[len(cells) : 2 * len(cells)]
     out = []
     for cell, decision, native, with_plugin in zip(cells, decisions, natives, patched, strict=True):
         result, reason, parity = judge(with_plugin, decision)
         out.append(CellResult(cell, native, with_plugin, decision, result, reason, parity))
-    return out
+    return out, choices[2 * len(cells) :]
 
 
 def _failure(choices: NativeChoices, decision: Decision) -> str | None:
@@ -190,7 +205,21 @@ def _one_line(text: str) -> str:
     message = lines[: frames[0]] if frames else lines
     where = lines[frames[-1]] if frames else ""
     text = " ".join(message) + (f" ({where})" if where else "")
-    return text.replace("|", "\\|")
+    return _portable(text).replace("|", "\\|")
+
+
+_LOCAL_PATHS: Final = (
+    (re.compile(r'"[^"]*?/site-packages/'), '"'),  # a venv's files, from its package root
+    (re.compile(r"/\S*?/kp-simgpu-[^/\s]+/"), ""),  # the probe's temporary folder
+    (re.compile(r"/\S*?/kp-model-[^/\s'\"]+"), "MODEL"),  # the temporary model folder
+)
+
+
+def _portable(text: str) -> str:
+    """*text* without this machine's paths (the table is checked in and compared)."""
+    for pattern, replacement in _LOCAL_PATHS:
+        text = pattern.sub(replacement, text)
+    return text
 
 
 def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, bool | None]:

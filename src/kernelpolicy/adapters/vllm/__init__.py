@@ -126,6 +126,7 @@ class _State:
     late_importers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    environ: dict[str, str] | None = None
     lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
 
@@ -163,7 +164,10 @@ def _pipeline_facts(values: Mapping[str, object]) -> Any:
 
     from ...facts.pipeline import build_facts
 
-    built = build_facts(_policy_or_fail(), derived=kp.Facts.from_values(values, source="vllm"), environ=os.environ)
+    # the environment the deployment was started with: vLLM itself sets some variables while it
+    # builds its config (VLLM_USE_DEEP_GEMM_E8M0 for UE8M0 checkpoints), which are not inputs
+    environ = _STATE.environ if _STATE.environ is not None else os.environ
+    built = build_facts(_policy_or_fail(), derived=kp.Facts.from_values(values, source="vllm"), environ=environ)
     for warning in built.warnings:
         _warn(warning)
     return built.facts
@@ -228,6 +232,7 @@ def unpatch() -> None:
         _STATE.logged.clear()
         _STATE.warnings.clear()
         _STATE.fallbacks.clear()
+        _STATE.environ = None
         _STATE.agreed = False
         _STATE.registered = False
         _STATE.points = None
@@ -712,6 +717,7 @@ def register() -> None:
         if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
             logger.info("kernelpolicy: %s is set; the vLLM plugin does nothing", DISABLE_ENV)
             return
+        _STATE.environ = dict(os.environ)
         version = _installed_vllm()
         points = patch_points_for(version) if version else None
         if points is None:
@@ -756,6 +762,7 @@ def status() -> dict[str, Any]:
                 },
                 "warmup": list(decision.warmup),
                 "facts": _STATE.facts.get(key, {}),
+                "policy": getattr(decision, "policy_digest", None),
             }
         )
     return {

@@ -211,6 +211,8 @@ def _moe_config(vllm_config: Any) -> Any:
     hidden = int(text.hidden_size)
     inter = int(_first_attr(text, ("moe_intermediate_size", "intermediate_size")))
     act_name = str(getattr(text, "hidden_act", "silu") or "silu").lower()
+    if str(getattr(text, "model_type", "")) == "gpt_oss":
+        act_name = "swigluoai"  # what vLLM's gpt-oss model passes to its FusedMoE layers
     activation = next((m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU)
     values: dict[str, Any] = {
         "num_experts": experts,
