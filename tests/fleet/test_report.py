@@ -225,3 +225,29 @@ def test_gpu_visibility_env_only_where_ray_would_clear_it() -> None:
     assert old == {"RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
     assert _task_env("2.56.0") == {} and _task_env("2.60.0") == {} and _task_env("3.0.0.dev0") == {}
     assert _task_env("not-a-version") == {"env_vars": old}
+
+
+def test_no_cluster_at_the_address_is_one_line_not_a_wait(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("ray", reason="ray is not installed: pip install 'kernelpolicy[ray]'")
+    import socket
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    assert main(["fleet", "--model", MODEL, "--address", f"127.0.0.1:{port}"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"kernelpolicy: error: cannot connect to a Ray cluster at `127.0.0.1:{port}`: connection refused"
+    )
+    assert err.count("\n") == 1
+
+
+def test_a_nodes_own_bad_input_is_its_row(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, policy: kp.Policy
+) -> None:
+    h200 = _facts_file(tmp_path, capsys, "h200.json", facts_from_spec("H200", policy.gpus))
+    monkeypatch.setenv("KERNELPOLICY_FACTS", "{not json")
+    assert main(["fleet", "--model", MODEL, "--json", "--head", "--from", str(h200)]) == 4
+    head = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert head["status"] == "error"
+    assert "KERNELPOLICY_FACTS" in head["reason"] and "not valid JSON" in head["reason"]

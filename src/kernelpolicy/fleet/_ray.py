@@ -14,6 +14,7 @@ import contextlib
 import dataclasses
 import logging
 import os
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any, Final
@@ -71,11 +72,28 @@ def _failure(ray: Any, exc: BaseException) -> str:
     return f"{type(exc).__name__}: {_first_line(exc)}"
 
 
-def _connect(ray: Any, address: str | None) -> bool:
+def _reachable(target: str, timeout: float) -> None:
+    """Fail fast when *target* is ``HOST:PORT`` and nothing listens there (Ray itself retries for minutes)."""
+    host, sep, port = target.rpartition(":")
+    if not sep or "://" in target or not port.isdigit():
+        return  # `auto`, `ray://...`: Ray finds or refuses them quickly
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout):
+            pass
+    except OSError as exc:
+        why = exc.strerror.lower() if exc.strerror else f"no answer within {timeout:g}s"
+        raise UsageError(
+            f"cannot connect to a Ray cluster at `{target}`: {why}",
+            help="is the head node up? `ray status` on it prints its address",
+        ) from None
+
+
+def _connect(ray: Any, address: str | None, timeout: float) -> bool:
     """Connect to the cluster at *address* (never start one); True when this call connected."""
     if ray.is_initialized():
         return False
     target = address or os.environ.get("RAY_ADDRESS") or "auto"
+    _reachable(target, min(timeout, 10.0))
     try:
         ray.init(address=target, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as exc:
@@ -126,7 +144,7 @@ def audit(
 
     from . import _shim
 
-    owned = _connect(ray, address)
+    owned = _connect(ray, address, timeout)
     started = time.monotonic()
     try:
         nodes = sorted(ray.nodes(), key=lambda n: (not n.get("Alive"), str(n.get("NodeID"))))
