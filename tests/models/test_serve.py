@@ -15,6 +15,8 @@ from . import configs as c
 from .conftest import write_cache
 
 MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
+#: what a serve line means by leaving --enable-lora and --enforce-eager out (vLLM's defaults)
+SERVE_DEFAULTS = ("--fact", "deploy.lora=false", "--fact", "deploy.cuda_graphs=true")
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -60,7 +62,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
 def test_serve_line_decides_as_native_flags(
     capsys: pytest.CaptureFixture[str], native: list[str], serve: list[str]
 ) -> None:
-    code_a, a, err_a = _run(capsys, "--gpu", "GB10", *native)
+    code_a, a, err_a = _run(capsys, "--gpu", "GB10", *native, *SERVE_DEFAULTS)
     code_b, b, err_b = _run(capsys, "--gpu", "GB10", "--", *serve)
     assert (code_a, err_a) == (code_b, err_b)
     _same(a, b)
@@ -72,6 +74,7 @@ def test_serve_line_decides_as_native_flags(
         (["--fact", "deploy.tp=4"], ["-tp", "4"]),
         (["--fact", "model.activation_dtype=float16"], ["--dtype", "half"]),
         (["--fact", "deploy.tp=2", "--fact", "deploy.ep=2"], ["--tensor-parallel-size", "2", "-ep"]),
+        (["--fact", "deploy.lora=true", "--fact", "deploy.cuda_graphs=false"], ["--enable-lora", "--enforce-eager"]),
     ],
 )
 def test_vllm_flag_spellings_are_explain_options(
@@ -86,7 +89,8 @@ def test_vllm_flag_spellings_are_explain_options(
 def test_vllm_config_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "serve.yaml"
     config.write_text(f"model: {MODEL}\ntensor_parallel_size: 2\nenable-expert-parallel: true\nmax-model-len: 8192\n")
-    _, a, _ = _run(capsys, "--gpu", "B200", "--model", MODEL, "--fact", "deploy.tp=2", "--fact", "deploy.ep=2")
+    native = ("--model", MODEL, "--fact", "deploy.tp=2", "--fact", "deploy.ep=2", *SERVE_DEFAULTS)
+    _, a, _ = _run(capsys, "--gpu", "B200", *native)
     _, b, err = _run(capsys, "--gpu", "B200", "--config", str(config))
     _same(a, b)
     assert "`--max-model-len`" in err  # a flag that decides no kernel is named, not silently dropped
@@ -166,5 +170,14 @@ def test_vllm_value_the_rules_do_not_name_is_left_unknown(capsys: pytest.Capture
 def test_api_server_entrypoint_form(capsys: pytest.CaptureFixture[str]) -> None:
     line = ["python3", "-m", "vllm.entrypoints.openai.api_server", "--model", MODEL, "--tensor_parallel_size", "2"]
     _, a, _ = _run(capsys, "--gpu", "H200", "--", *line)
-    _, b, _ = _run(capsys, "--gpu", "H200", "--model", MODEL, "-tp", "2")
+    _, b, _ = _run(capsys, "--gpu", "H200", "--model", MODEL, "-tp", "2", *SERVE_DEFAULTS)
     _same(a, b)
+
+
+def test_a_serve_line_leaves_nothing_unknown_that_vllm_defaults(capsys: pytest.CaptureFixture[str]) -> None:
+    _, d, _ = _run(capsys, "--gpu", "GB10", "--", "vllm", "serve", MODEL)
+    assert (d["facts"]["deploy.lora"], d["facts"]["deploy.cuda_graphs"]) == (False, True)
+    _, d, _ = _run(capsys, "--gpu", "GB10", "--model", MODEL)  # options state only what they say
+    assert "deploy.lora" not in d["facts"]
+    _, d, _ = _run(capsys, "--gpu", "GB10", "--", "vllm", "serve", MODEL, "--enable-lora")
+    assert d["facts"]["deploy.lora"] is True

@@ -87,6 +87,8 @@ VLLM_FLAGS: Final = (
         int,
         metavar="N",
     ),
+    _Flag(("--enable-lora",), "enable_lora", "LoRA adapters are served (`deploy.lora`)", store_true=True),
+    _Flag(("--enforce-eager",), "enforce_eager", "no CUDA graphs (`deploy.cuda_graphs` false)", store_true=True),
     _Flag(("--dtype",), "dtype", "vLLM `--dtype`: the activation dtype (`model.activation_dtype`)", metavar="DTYPE"),
     _Flag(
         ("--revision",), "revision", "the model revision (branch, tag or commit) to read config.json at", metavar="REV"
@@ -130,6 +132,8 @@ _ONLINE: Final[dict[str, dict[str, object]]] = {
     "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
     "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
 }
+#: What a serve line means by leaving a flag out (vLLM's defaults), for flags whose facts rules read.
+_SERVE_DEFAULTS: Final[dict[str, object]] = {"deploy.lora": False, "deploy.cuda_graphs": True}
 _ENV_ASSIGN: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.S)
 _ENTRYPOINTS: Final = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 _MAX_CONFIG_BYTES: Final = 1024 * 1024
@@ -291,6 +295,10 @@ def deployment_facts(args: argparse.Namespace) -> dict[str, Any]:
     tokens = getattr(args, "max_num_batched_tokens", None)
     if tokens is not None:
         out["deploy.max_num_batched_tokens"] = tokens
+    if getattr(args, "enable_lora", None):
+        out["deploy.lora"] = True
+    if getattr(args, "enforce_eager", None):
+        out["deploy.cuda_graphs"] = False
     dtype = getattr(args, "dtype", None)
     if dtype is not None and dtype != "auto":
         if dtype not in _DTYPES:
@@ -309,6 +317,8 @@ def _known_values(facts: dict[str, Any], notes: list[str]) -> dict[str, Any]:
 
     out = {}
     for key, value in facts.items():
+        if key not in FACT_KEYS and key in _SERVE_DEFAULTS:
+            continue  # a default for a key this vocabulary does not have
         domain = FACT_KEYS[key].domain if key in FACT_KEYS else ()
         if domain and value not in domain:
             notes.append(f"`{value}` is not a value of `{key}` the rules know; it is left unknown")
@@ -335,11 +345,15 @@ def read_deployment(args: argparse.Namespace) -> Deployment:
         if value is not None:
             value = value.lower().replace("-", "_")  # vLLM's reading of both flags
             setattr(merged, dest, None if value == "auto" else value)  # auto: vLLM's own choice, explained
+    facts = deployment_facts(merged)
+    if tokens or getattr(args, "vllm_config", None):
+        # a whole serve line: what it leaves out is vLLM's default, not unknown
+        facts = {**_SERVE_DEFAULTS, **facts}
     if serve.ignored:
         notes.append("serve line: flags that decide no kernel, ignored: " + ", ".join(f"`{t}`" for t in serve.ignored))
     return Deployment(
         args=merged,
-        facts=_known_values(deployment_facts(merged), notes),
+        facts=_known_values(facts, notes),
         quantization=getattr(merged, "quantization", None),
         notes=tuple(notes),
     )
