@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,6 +32,8 @@ EXPECTED: dict[str, tuple[str, str, list[tuple[int, int]], str]] = {
     "missing-refs.yaml": ("missing-refs", "warning", [(4, 11)], "without `refs`"),
     "stale-until.yaml": ("stale-rule", "warning", [(14, 5)], "`triton.version` >=3.7 (is `3.7.1`)"),
     "coverage-hole.yaml": ("no-backend", "error", [(5, 5)], "path `moe` has no valid backend in 16 cells"),
+    "implies-conflict.yaml": ("implies-conflict", "error", [(6, 5)], "the decision would depend on the order"),
+    "unsupported-unused.yaml": ("unsupported-unused", "warning", [(4, 5)], "covers no cell where path `dense`"),
 }
 
 
@@ -116,3 +119,92 @@ def test_bad_usage_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--bare"]) == 2
     assert main(["check", "--bare", "no/such/file.yaml"]) == 2
     assert "no such file `no/such/file.yaml`" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- an operator's layer
+
+OPS_HOLE = """\
+rules:
+  - id: ops-no-triton-on-gb10
+    when: {gpu.sm: sm121}
+    deny: triton
+    paths: [moe]
+    severity: accuracy
+    because: not validated on our GB10 boxes
+    refs: [ops#1]
+  - id: ops-no-marlin-on-gb10
+    when: {gpu.sm: sm121}
+    deny: marlin
+    paths: [moe]
+    severity: accuracy
+    because: not validated on our GB10 boxes
+    refs: [ops#1]
+"""
+
+OPS_DECLARED = OPS_HOLE + """\
+unsupported:
+  - id: ops-no-moe-on-gb10
+    when: {gpu.sm: sm121}
+    paths: [moe]
+    because: we serve no MoE model on GB10
+"""
+
+
+def _ops_check(tmp_path: Path, text: str) -> tuple[str, list[Any]]:
+    from kernelpolicy.analysis.checking import check
+    from kernelpolicy.dsl.loader import SourceFile
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(text)
+    files = [SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")]
+    return str(ops), check(files, subject=[str(ops)], jobs=1).findings
+
+
+def test_a_hole_an_operator_makes_is_reported_at_the_operators_rule(tmp_path: Path) -> None:
+    ops, findings = _ops_check(tmp_path, OPS_HOLE)
+    (f,) = findings
+    assert (f.code, f.level, f.file) == ("no-backend", "error", ops)
+    assert f.line in (3, 10) and f.rule in ("ops-no-triton-on-gb10", "ops-no-marlin-on-gb10")
+    assert "path `moe` has no valid backend" in f.message and "sm121" in (f.cell or "")
+    assert "narrow its `when`" in (f.help or "") and "`unsupported`" in (f.help or "")
+
+
+def test_an_unsupported_entry_accepts_the_hole_it_declares(tmp_path: Path) -> None:
+    _, findings = _ops_check(tmp_path, OPS_DECLARED)
+    assert findings == []
+
+
+def test_the_example_fleet_policy_passes_its_own_check(capsys: pytest.CaptureFixture[str]) -> None:
+    example = Path(__file__).parent.parent / "policy" / "examples" / "fleet.yaml"
+    rc = main(["check", "--strict", str(example)])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert out.splitlines()[-1].startswith("2 files: 0 errors, 0 warnings") or ": 0 errors, 0 warnings" in out
+
+
+CONFLICT_A = """\
+implies:
+  - id: ops-a-gb10-has-sf
+    when: {gpu.sm: sm121}
+    set: {deep_gemm.has_sm120_sf_layout: true}
+"""
+CONFLICT_B = """\
+implies:
+  - id: ops-b-gb10-lacks-sf
+    when: {gpu.sm: sm121}
+    set: {deep_gemm.has_sm120_sf_layout: false}
+"""
+
+
+def test_file_order_never_decides(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(CONFLICT_A)
+    b.write_text(CONFLICT_B)
+    model = ["--gpu", "sm121", "--model", "RedHatAI/gemma-4-31B-it-FP8-block", "--no-env"]
+    for first, second in ((a, b), (b, a)):
+        rc = main(["explain", *model, "--policy", str(first), "--policy", str(second)])
+        err = capsys.readouterr().err.strip().splitlines()
+        assert rc == 2 and len(err) == 1, err
+        assert "ops-a-gb10-has-sf" in err[0] and "ops-b-gb10-lacks-sf" in err[0]
+    rc, out = run_json(capsys, "--bare", "--no-coverage", str(BASE), str(a), str(b))
+    assert rc == 1 and [f["code"] for f in out["findings"]] == ["implies-conflict"]

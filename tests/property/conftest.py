@@ -20,7 +20,8 @@ from kernelpolicy import resolver as _resolver
 from kernelpolicy.decision import Candidate, PathDecision
 
 
-def _warmup_everything(paths: Mapping[str, PathDecision], policy: _policy.Policy, when: object) -> PathDecision:
+def _warmup_everything(self: _resolver._Resolution, paths: Mapping[str, PathDecision]) -> PathDecision:
+    policy = self.policy
     kernels = tuple(f"{b}.{p}" for p in _resolver.DECIDED_PATHS for b, e in policy.backends[p].items() if e.warmup)
     return PathDecision("warmup", None, tuple(Candidate(k, "chosen") for k in kernels), kernels=kernels)
 
@@ -31,7 +32,7 @@ def _applies_dense_only(self: _policy.Rule, path: str) -> bool:
     return path in self.paths
 
 
-PLANTS = {"warmup": (_resolver, "_warmup", _warmup_everything)}
+PLANTS: dict[str, tuple[object, str, object]] = {"warmup": (_resolver._Resolution, "_warmup", _warmup_everything)}
 PLANTS["deny-dense-only"] = (_policy.Rule, "applies_to", _applies_dense_only)
 
 _plant = os.environ.get("KERNELPOLICY_PLANT_BUG", "")

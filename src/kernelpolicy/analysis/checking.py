@@ -70,11 +70,12 @@ def check(files: Sequence[SourceFile], *, coverage: bool = True, explicit: bool 
     report.findings = [from_diagnostic(d) for d in policy.warnings]
     cov = verify(policy, explicit=explicit, jobs=jobs) if coverage else None
     report.findings += analyse(policy, cov, locator)
-    report.findings += implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
+    located = implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)
-        report.findings += unused_unsupported(policy, cov)
+        located += unused_unsupported(policy, cov)
         report.coverage = cov
+    report.findings += [locator.locate(f, f.field) if f.field else f for f in located]
     if subject is not None:
         mine = set(subject)
         report.findings = [f for f in report.findings if f.level == "error" or not f.file or f.file in mine]

@@ -7,9 +7,12 @@ group of the new walk overlap (they agree on every dimension both fix), the over
 of cells that the old policy decides one way and the new one decides another way, or the
 same way. Changes are counted per path and ``old -> new`` pair, and listed per overlap.
 
-Like ``check``, the walk covers every fact state that implications leave as it is: a change
-made only to an ``implies`` rule changes which states inputs reach, not the decision of a
-state, and so does not show here (use ``kernelpolicy test`` cases for that).
+Whatever kind of rule changed, what is compared is the decision each input gets. Where both
+policies hold the same implications, every input reaches the same completed state under both,
+so comparing the decisions of the completed states (the walk ``check`` does) compares the
+decisions of all inputs. Where the implications differ, one input may reach different states,
+so the walk covers the inputs as given and lets the resolver apply each policy's
+implications (slower: the dimensions implications read are split on too).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..policy import Backend, Policy
 from .coverage import PATHS, PathGroup, verify
@@ -80,8 +84,9 @@ def diff(old: Policy, new: Policy, *, jobs: int | None = None) -> DiffReport:
     """Every cell of the joint domain whose decision for some path differs."""
     start = time.perf_counter()
     domain = joint_domain(old, new)
-    a = verify(old, domain, jobs=jobs)
-    b = verify(new, domain, jobs=jobs)
+    closed = _implications(old) == _implications(new)
+    a = verify(old, domain, jobs=jobs, closed=closed)
+    b = verify(new, domain, jobs=jobs, closed=closed)
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
     sizes = {d.name: d.size for d in domain.dims}
     moe_only = {d.name for d in domain.dims if d.moe_only}
@@ -107,6 +112,13 @@ def diff(old: Policy, new: Policy, *, jobs: int | None = None) -> DiffReport:
     report.changes = _merge(report.changes, full)
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _implications(policy: Policy) -> frozenset[tuple[Any, ...]]:
+    """What a policy's implications say (wherever they are written)."""
+    return frozenset(
+        (imp.when, imp.unless, tuple(sorted((k, repr(v)) for k, v in imp.sets.items()))) for imp in policy.implications
+    )
 
 
 _TaskKey = tuple[str, str, str]

@@ -1,0 +1,209 @@
+"""Soundness of ``kernelpolicy check``: what it reports equals what brute force finds.
+
+For random small rule tables (a catalog, deny/require/prefer rules, policy ``use`` rules, engine
+env entries, and implications), every cell of the finite domain is resolved one by one with the
+real resolver, implications applied (the inputs a deployment can give), and judged with the
+oracles of :mod:`.strategies`, which restate the documented semantics independently of
+:mod:`kernelpolicy.semantics`. ``check``'s exhaustive walk must report exactly:
+
+- the cells where a path has no valid backend (each reported group holds such a cell, and
+  every such input's completed state lies in a reported group),
+- the cells where a chosen backend is denied, or warmup warms other than what the paths run
+  (none, for a correct resolver: brute force and the walk must both find none),
+- order dependence: an input whose decision differs, or is refused, when the files load in
+  another order exists exactly when ``check`` reports an ``implies-conflict``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from kernelpolicy.analysis.coverage import Coverage, verify
+from kernelpolicy.analysis.domain import Dimension, Domain, ValueClass, build_domain
+from kernelpolicy.analysis.implications import implication_conflicts
+from kernelpolicy.decision import Decision
+from kernelpolicy.dsl import conditions as _conditions
+from kernelpolicy.dsl.loader import SourceFile, load_files
+from kernelpolicy.facts import Facts
+from kernelpolicy.policy import Policy
+from kernelpolicy.resolver import ContradictionError, ImplicationConflict, resolve
+
+from .strategies import KEY_VALUES, SETTINGS, Table, conditions, rejections, tables, write_table
+
+pytestmark = pytest.mark.property
+
+#: brute force resolves every cell: keep the domains small
+MAX_CELLS = 3000
+#: keys random implications may set (values from KEY_VALUES)
+IMPLIED = ("deep_gemm.has_sm120_sf_layout", "host.machine", "triton.version")
+
+
+@st.composite
+def implications(draw: st.DrawFn) -> list[dict[str, Any]]:
+    out = []
+    for i in range(draw(st.integers(0, 3))):
+        key = draw(st.sampled_from(IMPLIED))
+        imp: dict[str, Any] = {"id": f"imp{i}", "when": draw(conditions()), "set": {key: draw(st.sampled_from(KEY_VALUES[key]))}}
+        if draw(st.integers(0, 3)) == 0:
+            imp["unless"] = draw(conditions())
+        out.append(imp)
+    return out
+
+
+def _load(table: Table, imps: Sequence[dict[str, Any]], *, reverse: bool = False) -> Policy:
+    with tempfile.TemporaryDirectory(prefix="kp-sound-") as tmp:
+        files = write_table(table, Path(tmp), file_order=None)
+        # the implications in two files, so that file order can matter
+        for i, part in enumerate((imps[::2], imps[1::2])):
+            p = Path(tmp) / f"implies{i}.yaml"
+            p.write_text(_yaml({"implies": list(part)}))
+            files.insert(1, SourceFile(p, f"rules/implies{i}.yaml", "shipped"))
+        if reverse:
+            files = [files[0], *reversed(files[1:])]
+        return load_files(files)
+
+
+def _yaml(data: Any) -> str:
+    import yaml
+
+    return yaml.safe_dump(data, sort_keys=False, default_flow_style=None)
+
+
+# --------------------------------------------------------------------------- the brute force
+
+
+def _cells(domain: Domain, moe: bool) -> Iterator[tuple[tuple[int, ...], dict[str, Any]]]:
+    dims = [d for d in domain.dims if d.name != "model.is_moe" and not (d.moe_only and not moe)]
+    for combo in itertools.product(*(range(len(d.values)) for d in dims)):
+        raw: dict[str, Any] = {"model.is_moe": moe}
+        for d, i in zip(dims, combo, strict=True):
+            raw.update(d.values[i].facts)
+        if moe:
+            raw.setdefault("quant.moe_scheme", raw.get("quant.scheme"))
+        else:
+            raw.pop("quant.moe_scheme", None)
+        yield combo, {k: v for k, v in raw.items() if v is not None}
+
+
+def _classify(domain: Domain, facts: Mapping[str, Any], moe: bool) -> dict[str, ValueClass]:
+    """The class of each dimension a completed state falls in."""
+    typed = Facts.from_values(dict(facts)).typed()
+    tests: dict[str, list[Any]] = {}
+    for _, _, c in domain.conditions:
+        for t in _conditions.tests_of(c):
+            tests.setdefault(t.key, []).append(t)
+    out: dict[str, ValueClass] = {}
+    for d in domain.dims:
+        if d.moe_only and not moe:
+            continue
+        out[d.name] = _class_of(d, typed, tests)
+    return out
+
+
+def _class_of(d: Dimension, typed: Mapping[str, Any], tests: Mapping[str, list[Any]]) -> ValueClass:
+    key = d.keys[0]
+    if key not in typed:
+        return next(v for v in d.values if not v.facts or key not in v.facts)
+    mine = [t for k in d.keys for t in tests.get(k, [])]
+
+    def sig(values: Mapping[str, Any]) -> tuple[bool, ...]:
+        return tuple(t.match(values[t.key]) if t.key in values else False for t in mine)
+
+    want = sig(typed)
+    return next(v for v in d.values if v.typed and sig(v.typed) == want)
+
+
+def _in_group(fixed: Mapping[str, ValueClass], cell: Mapping[str, ValueClass]) -> bool:
+    return all(cell.get(name) == v for name, v in fixed.items() if name != "model.is_moe")
+
+
+def _denied_chosen(d: Decision, path: str, policy: Policy) -> bool:
+    pd = d.paths[path]
+    if pd.backend is None or pd.explicit is not None:
+        return False
+    return bool(rejections(pd.backend, path, policy, d.facts))
+
+
+def _warmup_wrong(d: Decision, path: str, policy: Policy) -> bool:
+    mine = {k for k in d.warmup if k.endswith(f".{path}")}
+    return any(k != f"{d.paths[path].backend}.{path}" for k in mine)
+
+
+def _reported(cov: Coverage, code: str, path: str, moe: bool) -> list[Mapping[str, ValueClass]]:
+    return [
+        pg.group.fixed
+        for pg in cov.results
+        if pg.path == path
+        and bool(pg.group.fixed["model.is_moe"].facts["model.is_moe"]) == moe
+        and any(v.code == code for v in pg.violations)
+    ]
+
+
+@settings(SETTINGS, max_examples=max(10, SETTINGS.max_examples // 2))
+@given(tables(), implications())
+def test_check_reports_what_brute_force_finds(table: Table, imps: list[dict[str, Any]]) -> None:
+    try:
+        policy = _load(table, imps)
+    except Exception as exc:  # a random table the loader refuses is not this test's business
+        assume(False)
+        raise AssertionError from exc
+    domain = build_domain(policy)
+    assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
+    reverse = _load(table, imps, reverse=True)
+    cov = verify(policy, domain, jobs=1)
+    conflicts = implication_conflicts(policy, domain)
+
+    order_dependent = False
+    for moe in (True, False):
+        holes = {p: _reported(cov, "no-backend", p, moe) for p in ("dense", "moe", "router")}
+        found_holes: dict[str, bool] = dict.fromkeys(holes, False)
+        for _, raw in _cells(domain, moe):
+            facts = Facts.from_values(raw)
+            a = _outcome(facts, policy)
+            b = _outcome(facts, reverse)
+            if isinstance(a, ImplicationConflict) or isinstance(b, ImplicationConflict) or _what(a) != _what(b):
+                order_dependent = True
+            if not isinstance(a, Decision):
+                continue
+            state = _classify(domain, a.facts.values, moe)
+            for path in ("dense", "moe", "router"):
+                pd = a.paths[path]
+                if not pd.applicable:
+                    continue
+                if pd.backend is None:
+                    found_holes[path] = True
+                    # every input without a backend lies, completed, in a reported hole
+                    assert any(_in_group(g, state) for g in holes[path]), (path, raw, a.facts.values)
+                else:
+                    assert not any(_in_group(g, state) for g in holes[path]), (path, raw, "reported, has backend")
+                assert not _denied_chosen(a, path, policy), (path, raw)
+                assert not _warmup_wrong(a, path, policy), (path, raw)
+        for path, groups in holes.items():
+            # no reported hole without a cell that brute force finds without a backend
+            assert not groups or found_holes[path], (path, groups)
+    assert not [v for v in cov.violations if v.code in ("denied-chosen", "warmup", "unmet-requirement")]
+    assert order_dependent == bool(conflicts), (order_dependent, [f.message for f in conflicts])
+
+
+def _what(outcome: Decision | Exception) -> object:
+    """What an outcome decides (a decision's digest names its files in load order: left out)."""
+    if isinstance(outcome, Decision):
+        return tuple((p, pd.backend, pd.kernels) for p, pd in outcome.paths.items())
+    return (type(outcome).__name__, str(outcome))
+
+
+def _outcome(facts: Facts, policy: Policy) -> Decision | ImplicationConflict | ContradictionError:
+    try:
+        return resolve(facts, policy)
+    except ImplicationConflict as exc:
+        return exc
+    except ContradictionError as exc:
+        return exc
