@@ -88,3 +88,31 @@ def test_bad_input_exits_2(sets: tuple[Path, Path], capsys: pytest.CaptureFixtur
     assert main(["diff", "--bare", str(old), str(new)]) == 2
     assert "no path has a backend `tritn`" in capsys.readouterr().err
     assert main(["diff", "--bare", str(old), "no/such/folder"]) == 2
+
+
+DENY_TRITON_WITHOUT_SF = """\
+rules:
+  - id: triton-needs-sf-layout
+    when: {deep_gemm.has_sm120_sf_layout: false}
+    deny: triton
+    paths: [moe]
+    severity: accuracy
+    because: test rule reading an implied fact
+    refs: [test#2]
+"""
+
+
+def test_a_change_to_an_implication_alone_shows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d, value in ((old, "true"), (new, "false")):
+        d.mkdir()
+        shutil.copy(BASE, d / "catalog.yaml")
+        (d / "deny.yaml").write_text(DENY_TRITON_WITHOUT_SF)
+        (d / "implies.yaml").write_text(
+            "implies:\n  - id: gb10-sf\n    when: {gpu.sm: sm121}\n"
+            f"    set: {{deep_gemm.has_sm120_sf_layout: {value}}}\n"
+        )
+    assert main(["diff", "--bare", str(old), str(new)]) == 1
+    text = capsys.readouterr().out
+    assert "moe: triton -> marlin" in text and "sm121" in text
+    assert "dense" not in text
