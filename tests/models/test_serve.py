@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kernelpolicy.cli import main
 
@@ -181,3 +183,48 @@ def test_a_serve_line_leaves_nothing_unknown_that_vllm_defaults(capsys: pytest.C
     assert "deploy.lora" not in d["facts"]
     _, d, _ = _run(capsys, "--gpu", "GB10", "--", "vllm", "serve", MODEL, "--enable-lora")
     assert d["facts"]["deploy.lora"] is True
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    tp=st.sampled_from([None, 1, 2, 8]),
+    dp=st.sampled_from([None, 1, 4]),
+    ep=st.booleans(),
+    kv=st.sampled_from([None, "auto", "fp8", "fp8_e5m2"]),
+    tokens=st.sampled_from([None, 2048, 16384]),
+    moe=st.sampled_from([None, "auto", "triton", "marlin", "cutlass"]),
+    gpu=st.sampled_from(["GB10", "H100", "B200", "RTX 5090"]),
+)
+def test_any_serve_line_decides_as_the_native_flags(
+    capsys: pytest.CaptureFixture[str],
+    tp: int | None,
+    dp: int | None,
+    ep: bool,
+    kv: str | None,
+    tokens: int | None,
+    moe: str | None,
+    gpu: str,
+) -> None:
+    line = ["vllm", "serve", MODEL]
+    native = ["--model", MODEL, *SERVE_DEFAULTS]
+    for flag, value in (("-tp", tp), ("-dp", dp), ("--kv-cache-dtype", kv), ("--max-num-batched-tokens", tokens)):
+        if value is not None:
+            line += [flag, str(value)]
+    if tp is not None:
+        native += ["--fact", f"deploy.tp={tp}"]
+    if ep:
+        line.append("--enable-expert-parallel")
+        native += ["--fact", f"deploy.ep={(tp or 1) * (dp or 1)}"]
+    if kv is not None:
+        native += ["--fact", f"deploy.kv_cache_dtype={kv}"]
+    if tokens is not None:
+        native += ["--fact", f"deploy.max_num_batched_tokens={tokens}"]
+    if moe is not None:
+        line += ["--moe-backend", moe]
+        if moe != "auto":
+            native += ["--moe-backend", {"cutlass": "vllm_cutlass"}.get(moe, moe)]
+    code_a, a, err_a = _run(capsys, "--gpu", gpu, *native)
+    code_b, b, err_b = _run(capsys, "--gpu", gpu, "--", *line)
+    assert (code_a, err_a) == (code_b, err_b)
+    if a:
+        _same(a, b)
