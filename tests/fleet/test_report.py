@@ -251,3 +251,14 @@ def test_a_nodes_own_bad_input_is_its_row(
     head = json.loads(capsys.readouterr().out)["nodes"][0]
     assert head["status"] == "error"
     assert "KERNELPOLICY_FACTS" in head["reason"] and "not valid JSON" in head["reason"]
+
+
+def test_gpu_facts_that_contradict_the_machine_are_the_nodes_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: kp.Policy
+) -> None:
+    # NVML saw an H200, but the file also says sm121: `explain --gpu auto` refuses that, so does the fleet
+    lying = _facts_file(tmp_path, capsys, "lying.json", {**facts_from_spec("H200", policy.gpus), "gpu.sm": "sm121"})
+    assert main(["fleet", "--model", MODEL, "--from", str(lying)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"kernelpolicy: error: `{lying}`: fact `gpu.")
+    assert err.count("\n") == 1 and "contradicts" in err

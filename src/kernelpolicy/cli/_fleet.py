@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import UsageError
+from ..errors import FactError, UsageError
 from ._common import split_assignment
 
 if TYPE_CHECKING:
@@ -114,7 +114,10 @@ def _from_files(files: list[str], request: dict[str, Any]) -> tuple[dict[str, An
         if not isinstance(data, dict):
             raise UsageError(f"`{name}`: not the output of `kernelpolicy facts --json` (a JSON object)")
         machine = machine_from_json(data, name)
-        payload = decide(machine, model=request["model"], environ=None, facts=request["facts"], env=request["env"])
+        try:
+            payload = decide(machine, model=request["model"], environ=None, facts=request["facts"], env=request["env"])
+        except FactError as exc:  # the file's facts (a policy or model problem is not the file's)
+            raise UsageError(f"`{name}`: {exc}") from None
         rows.append(
             answer_from_payload(name, None, {**payload, "gpu": data.get("gpu"), "gpu_reason": data.get("gpu_reason")})
         )

@@ -62,16 +62,20 @@ def decide(
     """The ``ok`` answer for *machine*'s facts and *model*, under the policy this process loads.
 
     :param environ: the node's environment (``None`` for a facts file: it recorded none).
-    :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model).
+    :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model, GPU
+        facts that contradict each other, as ``explain`` refuses them).
     """
     from ..dsl.loader import POLICY_ENV, discover, load_policy
     from ..facts import facts_for
+    from ..facts.gpu import check_gpu_facts
     from ..facts.machine import to_facts
     from ..resolver import resolve
 
     policy = load_policy()
     deployment = facts_for(model=model, facts=facts, env=env, policy=policy, environ=environ)
-    decision = resolve(to_facts(machine).merged(deployment), policy)
+    merged = to_facts(machine).merged(deployment)  # as `explain --gpu auto` layers them
+    check_gpu_facts(merged.values, merged.sources, policy.gpus)
+    decision = resolve(merged, policy)
     files = [s.display for s in discover() if s.layer != "shipped"]
     return {
         "status": "ok",
