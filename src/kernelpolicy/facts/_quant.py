@@ -312,12 +312,10 @@ def _routing(text: HfConfig) -> str | None:
     model_type = text.model_type or ""
     if model_type.startswith("llama4"):
         return "llama4"
+    if text.scoring_func != "softmax" and (text.n_group is not None or text.topk_method == "noaux_tc"):
+        return "deepseek_v3"  # grouped sigmoid top-k with a correction bias (GLM-4.5 leaves scoring_func out)
     if text.scoring_func == "sigmoid":
-        if text.n_group or text.topk_method == "noaux_tc":
-            return "deepseek_v3"
-        if model_type.startswith("minimax"):
-            return "minimax"
-        return None
+        return "minimax" if model_type.startswith("minimax") else None
     if text.norm_topk_prob is True:
         return "renormalize_naive"
     if text.norm_topk_prob is False:
