@@ -390,6 +390,71 @@ _ALL += [
 ]
 # --- end of MoE knowledge -----------------------------------------------------------------
 
+# --- dense knowledge (issue #9): JIT toolchain, libraries, activations, graphs ------------
+_ALL += [
+    FactKey(
+        "gpu.has_fp8",
+        Kind.BOOL,
+        "the GPU has FP8 (E4M3/E5M2) tensor-core MMA: sm89 (Ada) and later, not sm80-sm87"
+        " (Ampere); implied by `gpu.sm` (rules/implies/gpu.yaml)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "nvcc.version",
+        Kind.VERSION,
+        "the CUDA toolkit whose nvcc JIT compilers (DeepGEMM, FlashInfer) will run: `$CUDA_HOME/bin/nvcc`,"
+        " else `nvcc` on PATH (`nvcc --version`, with a timeout); not the CUDA torch was built with",
+        (),
+        "12.8",
+    ),
+    FactKey(
+        "cudnn.version",
+        Kind.VERSION,
+        "the cuDNN torch loads: metadata of the `nvidia-cudnn-cu12`/`-cu13` wheel",
+        (),
+        "9.10.2.21",
+    ),
+    FactKey(
+        "flashinfer_cubin.version",
+        Kind.VERSION,
+        "the installed `flashinfer-cubin` (FlashInfer's precompiled kernels; must match flashinfer-python)",
+        (),
+        "0.6.13",
+    ),
+    FactKey(
+        "flashinfer_jit_cache.version",
+        Kind.VERSION,
+        "the installed `flashinfer-jit-cache` (FlashInfer's AOT-built JIT modules, per CUDA build)",
+        (),
+        "0.6.3",
+    ),
+    FactKey(
+        "flashinfer.cubin_matches",
+        Kind.BOOL,
+        "flashinfer-cubin (and flashinfer-jit-cache, when installed) have flashinfer-python's"
+        " version, or FLASHINFER_DISABLE_VERSION_CHECK=1: FlashInfer's start-up check passes"
+        " (package metadata)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "model.activation_dtype",
+        _E,
+        "the dtype activations run in: vLLM `--dtype`, else config.json's `torch_dtype`",
+        ("bfloat16", "float16", "float32"),
+        "bfloat16",
+    ),
+    FactKey(
+        "deploy.cuda_graphs",
+        Kind.BOOL,
+        "CUDA graphs are captured (vLLM's default); false with `--enforce-eager`",
+        (),
+        "true",
+    ),
+]
+# --- end of dense knowledge ---------------------------------------------------------------
+
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}
 
