@@ -90,11 +90,12 @@ def _style(node: Any, key: str | None = None, condition: bool = False) -> None:
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     condition = condition or key in _FLOW_KEYS
+    keep = _has_comments(node)  # a node with comments keeps its style: the comments stay where they are
     if isinstance(node, CommentedMap):
-        flow = condition and _is_flat(node) and not _has_comments(node) and _flow_len(node) <= _MAX_FLOW
+        flow = condition and _is_flat(node) and not keep and _flow_len(node) <= _MAX_FLOW
         if flow:
             node.fa.set_flow_style()
-        else:
+        elif not keep:
             node.fa.set_block_style()
         for k, v in node.items():
             _style(v, str(k), condition)
@@ -102,10 +103,13 @@ def _style(node: Any, key: str | None = None, condition: bool = False) -> None:
                 v.fa.set_flow_style()
     elif isinstance(node, CommentedSeq):
         scalars = all(not isinstance(v, (CommentedMap, CommentedSeq)) for v in node)
-        if scalars and node and not _has_comments(node) and _flow_len(node) <= _MAX_FLOW:
+        if keep:
+            pass
+        elif scalars and node and _flow_len(node) <= _MAX_FLOW:
             node.fa.set_flow_style()
         else:
             node.fa.set_block_style()
+        if not (scalars and node.fa.flow_style()):
             for v in node:
                 _style(v, None, condition)
 
@@ -122,6 +126,15 @@ def _yaml() -> Any:
     y.width = 4096  # never re-wrap a `because`
     y.preserve_quotes = True
     return y
+
+
+def _same_data(a: str, b: str) -> bool:
+    import yaml
+
+    try:
+        return bool(yaml.safe_load(a) == yaml.safe_load(b))
+    except yaml.YAMLError:
+        return False
 
 
 def find_schema(file: Path) -> Path | None:
@@ -180,6 +193,8 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     if data is not None:
         y.dump(data, out)
     result = re.sub(r"[ \t]+\n", "\n", out.getvalue()).rstrip("\n") + "\n"
+    if not _same_data(body, result):  # never change what a file says, only how it looks
+        raise FormatError(f"{where}: formatting would change its data (a kernelpolicy bug): left as it is")
     if header:
         result = f"{SCHEMA_HEADER}{header}\n" + result
     return result

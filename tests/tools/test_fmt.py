@@ -115,3 +115,27 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "\n" not in err and f"{f}:" in err and "not valid YAML" in err
     assert main(["fmt", str(tmp_path / "missing.yaml")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
+
+
+def test_a_commented_flow_list_keeps_its_items_and_comment() -> None:
+    text = (
+        "rules:\n  - id: r\n    when: {gpu.sm: sm90}\n"
+        "    backend: [deep_gemm, flashinfer_deep_gemm]   # the latter falls back to DeepGEMM\n"
+        "    require: {vllm.version: '<0.25'}\n    severity: crash\n    because: x\n"
+    )
+    out = format_text(text)
+    assert "backend: [deep_gemm, flashinfer_deep_gemm]   # the latter falls back to DeepGEMM\n" in out
+    assert yaml.safe_load(out) == yaml.safe_load(text)
+
+
+def test_formatting_never_changes_the_data(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpolicy import fmt
+    from kernelpolicy.fmt import FormatError
+
+    def lossy(node: object, key: str | None = None, condition: bool = False) -> None:
+        if key == "rules":
+            node.pop()  # type: ignore[attr-defined]  # a layout step with a bug drops a rule
+
+    monkeypatch.setattr(fmt, "_style", lossy)
+    with pytest.raises(FormatError, match="would change its data"):
+        format_text(CANONICAL)
