@@ -151,7 +151,8 @@ h1{font-size:18px;margin:0 0 8px}
 .filters select{min-width:160px}
 table{border-collapse:collapse}
 th,td{border:1px solid #bbb;padding:2px 6px;white-space:nowrap}
-th{background:#f3f3f3;position:sticky;top:0}
+th{background:#f3f3f3;position:sticky;top:0;z-index:1}
+tbody th{position:sticky;left:0;text-align:left}
 td.cell{cursor:help;text-align:center}
 td.na{color:#777}
 td.none{background:#f4b6b6;font-weight:700}
