@@ -158,7 +158,7 @@ def run_matrix_with(
     """:func:`run_matrix`, and *extra* deployments in the same vLLM process (their choices)."""
     from ..facts.model import find_model
     from ..resolver import resolve
-    from ..testing.vllm import Deployment, simulate_many
+    from ..testing.vllm import Deployment
 
     decisions = [resolve(_facts(policy, cell, target), policy) for cell in cells]
     deployments = []
@@ -179,13 +179,39 @@ def run_matrix_with(
                     model_id=cell.model,
                 )
             )
-    choices = simulate_many(python, [*deployments, *extra], timeout=timeout)
+    choices = _simulate_distinct(python, [*deployments, *extra], policy, timeout)
     natives, patched = choices[: len(cells)], choices[len(cells) : 2 * len(cells)]
     out = []
     for cell, decision, native, with_plugin in zip(cells, decisions, natives, patched, strict=True):
         result, reason, parity = judge(with_plugin, decision)
         out.append(CellResult(cell, native, with_plugin, decision, result, reason, parity))
     return out, choices[2 * len(cells) :]
+
+
+def _simulate_distinct(
+    python: str | Path, deployments: Sequence[Deployment], policy: Policy, timeout: float
+) -> list[NativeChoices]:
+    """:func:`simulate_many`, running each distinct deployment once: catalog entries that share
+    a config (DeepSeek-V3 and R1, a model and its re-release) select alike on a GPU."""
+    import json
+
+    from ..testing.vllm import simulate_many
+
+    extras = {m.id: dict(m.facts) for m in policy.models}
+
+    def key(d: Deployment) -> str:
+        request = d.request()
+        request["model_id"] = extras.get(d.model_id or "", {})  # the served name only finds these
+        return json.dumps(request, sort_keys=True, default=str)
+
+    index: dict[str, int] = {}
+    distinct: list[Deployment] = []
+    for d in deployments:
+        if key(d) not in index:
+            index[key(d)] = len(distinct)
+            distinct.append(d)
+    ran = simulate_many(python, distinct, timeout=timeout)
+    return [ran[index[key(d)]] for d in deployments]
 
 
 def _failure(choices: NativeChoices, decision: Decision) -> str | None:
