@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from .errors import UsageError
+from .errors import Diagnostic, PolicyError, UsageError
 
 __all__ = ["SCHEMA_HEADER", "FormatError", "find_schema", "format_text"]
 
@@ -163,7 +163,8 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     *schema* sets the ``$schema`` header; without it an existing header is kept, or one is
     added pointing at the ``schemas/`` folder above *file* (a relative path).
 
-    :raises FormatError: naming the file and line when *text* is not YAML.
+    :raises PolicyError: naming the file, line and column when *text* is not YAML.
+    :raises FormatError: when ruamel.yaml is missing, or formatting would change the data.
     """
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
     from ruamel.yaml.error import MarkedYAMLError
@@ -178,7 +179,9 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     except MarkedYAMLError as exc:
         mark = exc.problem_mark
         line = (mark.line + 1 + (header is not None)) if mark is not None else 0
-        raise FormatError(f"{where}:{line}: not valid YAML: {exc.problem}") from None
+        column = mark.column + 1 if mark is not None else 0
+        diag = Diagnostic(f"not valid YAML: {exc.problem}", file=where, line=line, column=column, code="yaml")
+        raise PolicyError([diag]) from None
     header = schema if schema is not None else header or _header_for(file, None)
     if isinstance(data, CommentedMap):
         orders = _orders()

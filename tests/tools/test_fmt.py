@@ -140,3 +140,18 @@ def test_formatting_never_changes_the_data(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(fmt, "_style", lossy)
     with pytest.raises(FormatError, match="would change its data"):
         format_text(CANONICAL)
+
+
+def test_files_are_read_as_the_loader_reads_them(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    big = tmp_path / "big.yaml"
+    big.write_text("a: " + "x" * 1_100_000 + "\n", encoding="utf-8")
+    binary = tmp_path / "bin.yaml"
+    binary.write_bytes(b"\xff\xfe")
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)
+    for path, needle in ((big, "larger than"), (binary, "not UTF-8"), (fifo, "not a regular file")):
+        assert main(["fmt", str(path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert "\n" not in err and str(path) in err and needle in err

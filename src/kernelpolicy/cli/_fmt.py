@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import UsageError
+from ..errors import PolicyError, UsageError
 
 __all__ = ["add_parser", "run"]
 
@@ -29,12 +29,17 @@ def add_parser(sub: Any) -> None:
 
 
 def _targets(items: list[str]) -> list[Path]:
+    from ..dsl._source import SourceError, yaml_files_under
+
     out: list[Path] = []
     for item in items:
         p = Path(item)
         if p.is_dir():
-            out += sorted(f for f in p.rglob("*.y*ml") if f.is_file())
-        elif p.is_file():
+            try:
+                out += yaml_files_under(p)
+            except SourceError as exc:
+                raise PolicyError([exc.diagnostic]) from None
+        elif p.exists():
             out.append(p)
         else:
             raise UsageError(f"no such file or folder `{item}`")
@@ -42,14 +47,15 @@ def _targets(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..dsl._source import SourceError, decode, read_bounded
     from ..fmt import format_text
 
     changed = 0
     for path in _targets(args.files):
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"`{path}`: cannot read it ({exc.__class__.__name__})") from None
+        try:  # the loader's bounded reader: regular files only, at most 1 MB, UTF-8
+            text = decode(read_bounded(path, str(path)), str(path))
+        except SourceError as exc:
+            raise PolicyError([exc.diagnostic]) from None
         new = format_text(text, file=path, schema=args.schema)
         if new == text:
             continue
