@@ -232,3 +232,55 @@ def test_shipped_rules_load_clean(policy: kp.Policy) -> None:
     assert policy.warnings == ()
     assert all(r.refs for r in policy.rules if r.kind == "deny" and r.layer == "shipped")
     assert {"dense", "moe", "router"} <= set(policy.backends)
+
+
+def test_field_errors_and_meaning_errors_in_one_pass(tmp_path: Path) -> None:
+    """A misspelt field does not hide a misspelt fact key or backend of the same rule."""
+    bad = """
+rules:
+  - id: one
+    when: {gpu.famly: sm120}
+    deny: deep_gem
+    severity: crash
+    becuase: x
+    refs: [a#1]
+"""
+    out = errors(tmp_path, catalog=CATALOG, bad=bad)
+    assert out == [
+        "bad.yaml:3:5: error: missing field `because` (rule `one`)",
+        "bad.yaml:4:12: error: unknown fact key `gpu.famly` (rule `one`)",
+        "bad.yaml:5:11: error: no path has a backend `deep_gem` (rule `one`)",
+        "bad.yaml:7:5: error: unknown field `becuase` (rule `one`)",
+    ]
+
+
+def test_bad_severity_is_not_also_a_missing_severity(tmp_path: Path) -> None:
+    bad = "rules:\n  - id: one\n    deny: triton\n    severity: fatal\n    because: x\n    refs: [a#1]\n"
+    out = errors(tmp_path, catalog=CATALOG, bad=bad)
+    assert len(out) == 1 and "`severity`: input should be" in out[0]
+
+
+@pytest.mark.parametrize("spelling", ["off", "no", "On", "YES"])
+def test_yaml11_boolean_env_value_is_a_warning(tmp_path: Path, spelling: str) -> None:
+    rule = (
+        "rules:\n  - id: env-off\n    when: {any: [{deploy.env.VLLM_USE_DEEP_GEMM: %s}]}\n"
+        "    deny: deep_gemm\n    severity: perf\n    because: x\n    refs: [a#1]\n"
+    )
+    policy = load(tmp_path, catalog=CATALOG, rules=rule % spelling)
+    (w,) = [d for d in policy.warnings if d.code == "yaml-boolean"]
+    as_str = "true" if spelling.lower() in ("on", "yes") else "false"
+    assert w.one_line().endswith(
+        f"rules.yaml:3:50: warning: `{spelling}` is a YAML 1.1 boolean: `deploy.env.VLLM_USE_DEEP_GEMM` "
+        f"is compared with the string `{as_str}` (rule `env-off`)"
+    )
+    assert w.help == f'quote it (`"{spelling}"`) to compare with `{spelling}`'
+
+
+@pytest.mark.parametrize("value", ["false", '"off"', "'0'"])
+def test_env_values_as_meant_are_no_warning(tmp_path: Path, value: str) -> None:
+    rule = (
+        "rules:\n  - id: env\n    when: {deploy.env.VLLM_USE_DEEP_GEMM: %s}\n"
+        "    deny: deep_gemm\n    severity: perf\n    because: x\n    refs: [a#1]\n"
+    )
+    policy = load(tmp_path, catalog=CATALOG, rules=rule % value)
+    assert not [d for d in policy.warnings if d.code == "yaml-boolean"]

@@ -1,8 +1,10 @@
 """Compile rule and policy files into a :class:`~kernelpolicy.policy.Policy` (no caching).
 
-Every file is read, checked for structure and meaning, and compiled; every problem found in
-any file is collected, and one :class:`~kernelpolicy.errors.PolicyError` reports them all,
-each with its file, line and column.
+A :class:`Compiler` makes one pass over every file: each is read, checked for structure and
+meaning, and compiled, one method per section. Every problem found in any file is collected,
+field errors and meaning errors together (an entry with a bad field is still checked for
+misspelt fact keys and backend ids in its other fields), and one
+:class:`~kernelpolicy.errors.PolicyError` reports them all, each with its file, line and column.
 """
 
 from __future__ import annotations
@@ -10,12 +12,12 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from ..errors import Diagnostic, FactError, PolicyError, did_you_mean
-from ..facts._keys import BACKENDS, GPU_SMS, PATHS
+from ..facts._keys import BACKENDS, ENV_PREFIX, GPU_SMS, PATHS
 from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
 from ..facts.model import CatalogModel, parse_catalog
@@ -32,144 +34,56 @@ from .schema import (
     OrderSpec,
     RuleFileSpec,
     RuleSpec,
+    UnsupportedSpec,
 )
 
-__all__ = ["compile_files", "compile_sources"]
+__all__ = ["Compiler", "compile_files", "compile_sources"]
 
+Where = tuple[str | int, ...]
 
-@dataclass
-class _Ctx:
-    diags: list[Diagnostic] = field(default_factory=list)
-
-    def add(
-        self,
-        loc: Located | None,
-        src: SourceFile,
-        path: tuple[str | int, ...],
-        message: str,
-        *,
-        help: str | None = None,
-        rule: str | None = None,
-        level: str = "error",
-        code: str = "schema",
-        key: bool = False,
-    ) -> None:
-        line = col = 0
-        width = 1
-        text = None
-        if loc is not None:
-            line, col, width = loc.where(path, key=key)
-            text = loc.line_text(line)
-        self.diags.append(
-            Diagnostic(
-                message,
-                file=src.display,
-                line=line,
-                column=col,
-                level=level,  # type: ignore[arg-type]
-                rule=rule,
-                help=help,
-                code=code,
-                source_line=text,
-                span=width,
-            )
-        )
-
-
-_FIELD_NAMES = {
-    "backends": ("backend", "paths", "requires", "warmup", "because", "refs"),
-    "rules": tuple(RuleSpec.model_fields),
-}
-
-
-def _pydantic_diags(
-    exc: ValidationError,
-    loc: Located,
-    src: SourceFile,
-    ctx: _Ctx,
-    prefix: tuple[str | int, ...] = (),
-) -> None:
-    for err in exc.errors():
-        path = prefix + tuple(err["loc"])
-        # drop union-branch labels pydantic appends (e.g. `str`, `list[str]`)
-        while path and isinstance(path[-1], str) and ("[" in path[-1] or path[-1] in ("str", "int", "bool")):
-            path = path[:-1]
-        field_name = path[-1] if path else ""
-        rule_id = _rule_id_at(loc, path)
-        typ = err["type"]
-        if typ == "extra_forbidden":
-            section = path[0] if path else ""
-            known = _FIELD_NAMES.get(str(section), ())
-            hint = did_you_mean(str(field_name), known) if known else []
-            ctx.add(
-                loc,
-                src,
-                path,
-                f"unknown field `{field_name}`",
-                help=f"did you mean `{hint[0]}`?" if hint else None,
-                rule=rule_id,
-                key=True,
-            )
-        elif typ == "missing":
-            ctx.add(loc, src, path[:-1], f"missing field `{field_name}`", rule=rule_id)
-        else:
-            msg = err["msg"]
-            msg = msg[:1].lower() + msg[1:]
-            where = ".".join(str(p) for p in path[2:]) or str(field_name)
-            ctx.add(loc, src, path, f"`{where}`: {msg}", rule=rule_id)
-
-
-_SECTIONS: dict[str, Any] = {
+_SECTIONS: Final[dict[str, type[BaseModel]]] = {
     "backends": BackendSpec,
     "order": OrderSpec,
     "rules": RuleSpec,
     "implies": ImplySpec,
+    "unsupported": UnsupportedSpec,
     "models": ModelSpec,
     "gpus": GpuSpec,
 }
+_SECTION_NAMES: Final = (*_SECTIONS, "engine")
+#: Sections whose entries are checked for meaning even when a field failed its schema.
+_PARTIAL: Final = frozenset({"backends", "order", "rules", "implies", "unsupported"})
+_FIELD_NAMES: Final = {
+    "backends": ("backend", "paths", "requires", "warmup", "because", "refs"),
+    "rules": tuple(RuleSpec.model_fields),
+}
+_ALL_IDS: Final = sorted({b for bs in BACKENDS.values() for b in bs})
+_EFFECTS: Final = ("deny", "prefer", "require", "use")
+#: How YAML 1.1 spells booleans besides true/false (PyYAML reads them all as booleans).
+_YAML11_TRUE: Final = frozenset({"yes", "on", "y"})
+_YAML11_FALSE: Final = frozenset({"no", "off", "n"})
 
 
-def _validate_file(loc: Located, src: SourceFile, ctx: _Ctx) -> tuple[RuleFileSpec, bool]:
-    """Validate each entry on its own, so one bad entry hides no problem in the others."""
-    ok = True
-    sections: dict[str, Any] = {}
-    for name, value in loc.data.items():
-        if name == "engine":
-            try:
-                sections["engine"] = EngineSpec.model_validate(value)
-            except ValidationError as exc:
-                _pydantic_diags(exc, loc, src, ctx, prefix=("engine",))
-                ok = False
-            continue
-        model = _SECTIONS.get(name)
-        if model is None:
-            hint = did_you_mean(str(name), [*_SECTIONS, "engine"])
-            ctx.add(
-                loc,
-                src,
-                (name,),
-                f"unknown section `{name}`",
-                key=True,
-                help=f"did you mean `{hint[0]}`?" if hint else "sections: " + ", ".join([*_SECTIONS, "engine"]),
-            )
-            ok = False
-            continue
-        if not isinstance(value, list):
-            ctx.add(loc, src, (name,), f"section `{name}` must be a list")
-            ok = False
-            continue
-        items = []
-        for i, item in enumerate(value):
-            try:
-                items.append(model.model_validate(item))
-            except ValidationError as exc:
-                _pydantic_diags(exc, loc, src, ctx, prefix=(name, i))
-                ok = False
-        sections[name] = items
-    return RuleFileSpec.model_construct(**{**RuleFileSpec().model_dump(), **sections}), ok
+@dataclass(frozen=True)
+class _File:
+    """One file that parsed: its source, its positions, its sections, and the entries whose
+    listed fields failed their schema (those fields are left out; the entry is not compiled)."""
+
+    src: SourceFile
+    loc: Located
+    spec: RuleFileSpec
+    bad: dict[Where, frozenset[str]] = field(default_factory=dict)
+
+    def partial(self, where: Where) -> frozenset[str] | None:
+        return self.bad.get(where)
+
+    def entries(self, section: str) -> list[Any]:
+        """The entries of *section*; those in :attr:`bad` may have ``None`` for required fields."""
+        items: list[Any] = getattr(self.spec, section)
+        return items
 
 
-def _rule_id_at(loc: Located, path: tuple[str | int, ...]) -> str | None:
+def _rule_id_at(loc: Located, path: Where) -> str | None:
     if len(path) >= 2 and isinstance(path[1], int):
         try:
             item = loc.data[path[0]][path[1]]
@@ -181,29 +95,482 @@ def _rule_id_at(loc: Located, path: tuple[str | int, ...]) -> str | None:
     return None
 
 
-def _cond(
-    data: Any,
-    loc: Located,
-    src: SourceFile,
-    path: tuple[str | int, ...],
-    ctx: _Ctx,
-    rule: str | None,
-) -> Condition | None:
-    if data is None:
-        return TRUE
-    try:
-        return parse_condition(data)
-    except ConditionError as exc:
-        ctx.add(
-            loc,
-            src,
-            (*path, *exc.path),
-            exc.message,
-            help=exc.help,
-            rule=rule,
-            key=bool(exc.path) and "unknown fact key" in exc.message,
+class Compiler:
+    """Compiles rule files in one pass; :meth:`compile` returns the policy or raises one
+    :class:`PolicyError` with every problem of every file."""
+
+    def __init__(self) -> None:
+        self.diags: list[Diagnostic] = []
+        self.files: list[_File] = []
+        self.broken = False  #: a file or catalog entry did not load: no reference errors from it
+        self.digest = hashlib.sha256()
+        self.names: list[str] = []
+        self.backends: dict[str, dict[str, Backend]] = {p: {} for p in PATHS if p != "warmup"}
+        self.orders: dict[str, list[Order]] = {p: [] for p in self.backends}
+        self.rules: list[Rule] = []
+        self.implications: list[Implication] = []
+        self.unsupported: list[Unsupported] = []
+        self.models: list[CatalogModel] = []
+        self.gpus: list[GpuProduct] = []
+        self.engines: dict[str, EngineMap] = {}
+        self.seen_ids: dict[str, str] = {}
+        self.partial_ids: set[str] = set()  #: ids of entries not compiled because of a field error
+
+    # ------------------------------------------------------------------ the pass
+
+    def compile(self, sources: Iterable[tuple[SourceFile, bytes | Diagnostic]]) -> Policy:
+        for src, data in sources:
+            self.read(src, data)
+        for f in self.files:
+            self.catalog(f)
+        for f in self.files:
+            self.order_section(f)
+            self.rule_section(f)
+            self.implies_section(f)
+            self.unsupported_section(f)
+            self.model_section(f)
+            self.gpu_section(f)
+            self.engine_section(f)
+        self.check_overrides()
+        if any(d.level == "error" for d in self.diags):
+            raise PolicyError(self.diags)
+        by_id = {r.id: r for r in self.rules}
+        return Policy(
+            backends=self.backends,
+            orders={p: tuple(v) for p, v in self.orders.items()},
+            rules=tuple(self.rules),
+            implications=tuple(self.implications),
+            models=tuple(self.models),
+            gpus=tuple(self.gpus),
+            engines=self.engines,
+            files=tuple(self.names),
+            digest="sha256:" + self.digest.hexdigest(),
+            warnings=tuple(self.diags),
+            by_id=by_id,
+            unsupported=tuple(self.unsupported),
         )
-        return None
+
+    # ------------------------------------------------------------------ diagnostics
+
+    def add(self, f: _File, path: Where, message: str, *, key: bool = False, **info: Any) -> None:
+        """Report *message* at *path* of *f* (its key with *key*); *info*: the
+        :class:`Diagnostic`'s ``rule``, ``help``, ``level`` and ``code``."""
+        line, col, width = f.loc.where(path, key=key)
+        info.setdefault("code", "schema")
+        self.diags.append(
+            Diagnostic(message, file=f.src.display, line=line, column=col, source_line=f.loc.line_text(line),
+                       span=width, **info)
+        )
+
+    def _pydantic(self, exc: ValidationError, f: _File, prefix: Where) -> None:
+        for err in exc.errors():
+            path = prefix + tuple(err["loc"])
+            # drop union-branch labels pydantic appends (e.g. `str`, `list[str]`)
+            while path and isinstance(path[-1], str) and ("[" in path[-1] or path[-1] in ("str", "int", "bool")):
+                path = path[:-1]
+            name = path[-1] if path else ""
+            rule_id = _rule_id_at(f.loc, path)
+            typ = err["type"]
+            if typ == "extra_forbidden":
+                known = _FIELD_NAMES.get(str(path[0]) if path else "", ())
+                hint = did_you_mean(str(name), known) if known else []
+                self.add(f, path, f"unknown field `{name}`", help=f"did you mean `{hint[0]}`?" if hint else None,
+                         rule=rule_id, key=True)
+            elif typ == "missing":
+                self.add(f, path[:-1], f"missing field `{name}`", rule=rule_id)
+            else:
+                msg = err["msg"]
+                where = ".".join(str(p) for p in path[2:]) or str(name)
+                self.add(f, path, f"`{where}`: {msg[:1].lower() + msg[1:]}", rule=rule_id)
+
+    def cond(self, f: _File, data: Any, path: Where, rule: str | None) -> Condition | None:
+        """A condition, or ``None`` (reported) when it does not parse; YAML 1.1 booleans given
+        to environment variables are warnings."""
+        if data is None:
+            return TRUE
+        try:
+            parsed = parse_condition(data)
+        except ConditionError as exc:
+            self.add(f, (*path, *exc.path), exc.message, help=exc.help, rule=rule,
+                     key=bool(exc.path) and "unknown fact key" in exc.message)
+            return None
+        self._yaml11_env_booleans(f, data, path, rule)
+        return parsed
+
+    def _yaml11_env_booleans(self, f: _File, data: Any, path: Where, rule: str | None) -> None:
+        """Warn where an environment variable is compared with ``on``/``off``/``yes``/``no``:
+        YAML 1.1 reads those as booleans, which compare as the strings ``true``/``false``."""
+        if not isinstance(data, dict):
+            return
+        for key, value in data.items():
+            here = (*path, key)
+            if key in ("all", "any") and isinstance(value, list):
+                for i, c in enumerate(value):
+                    self._yaml11_env_booleans(f, c, (*here, i), rule)
+            elif key == "not":
+                self._yaml11_env_booleans(f, value, here, rule)
+            elif str(key).startswith(ENV_PREFIX):
+                values: list[tuple[int | None, Any]] = (
+                    list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+                )
+                for j, v in values:
+                    if isinstance(v, bool):
+                        self._warn_yaml11(f, here if j is None else (*here, j), str(key), v, rule)
+
+    def _warn_yaml11(self, f: _File, where: Where, key: str, value: bool, rule: str | None) -> None:
+        line, col, width = f.loc.where(where)
+        text = (f.loc.line_text(line) or "")[col - 1 : col - 1 + width].strip().strip("\"'")
+        if text.lower() not in (_YAML11_TRUE | _YAML11_FALSE):
+            return  # true/false as written: meant as a boolean
+        as_str = "true" if value else "false"
+        self.add(f, where, f"`{text}` is a YAML 1.1 boolean: `{key}` is compared with the string `{as_str}`",
+                 help=f'quote it (`"{text}"`) to compare with `{text}`', rule=rule, level="warning",
+                 code="yaml-boolean")
+
+    # ------------------------------------------------------------------ reading and structure
+
+    def read(self, src: SourceFile, data: bytes | Diagnostic) -> None:
+        """Parse one file and check each entry's fields (its meaning is checked later)."""
+        if isinstance(data, Diagnostic):
+            self.diags.append(data)
+            return
+        try:
+            text = decode(data, src.display)
+        except SourceError as exc:
+            self.diags.append(exc.diagnostic)
+            return
+        self.digest.update(f"{src.layer}\0{src.display}\0".encode() + text.encode("utf-8") + b"\0")
+        self.names.append(src.display)
+        try:
+            loc = load_located(text, src.display)
+        except YamlError as exc:
+            self.diags.append(exc.diagnostic)
+            self.broken = True
+            return
+        if loc.data is None:
+            return
+        f = _File(src, loc, RuleFileSpec())
+        if not isinstance(loc.data, dict):
+            self.add(f, (), "a rule file must be a mapping of sections", help="sections: " + ", ".join(_SECTION_NAMES))
+            return
+        self.files.append(self._structure(f))
+
+    def _structure(self, f: _File) -> _File:
+        """Validate each entry on its own, so one bad entry hides no problem in the others."""
+        sections: dict[str, Any] = {}
+        bad: dict[Where, frozenset[str]] = {}
+        for name, value in f.loc.data.items():
+            if name == "engine":
+                try:
+                    sections["engine"] = EngineSpec.model_validate(value)
+                except ValidationError as exc:
+                    self._pydantic(exc, f, ("engine",))
+                continue
+            model = _SECTIONS.get(name)
+            if model is None:
+                hint = did_you_mean(str(name), _SECTION_NAMES)
+                self.add(f, (name,), f"unknown section `{name}`", key=True,
+                         help=f"did you mean `{hint[0]}`?" if hint else "sections: " + ", ".join(_SECTION_NAMES))
+                continue
+            if not isinstance(value, list):
+                self.add(f, (name,), f"section `{name}` must be a list")
+                continue
+            items = []
+            for i, item in enumerate(value):
+                try:
+                    items.append(model.model_validate(item))
+                except ValidationError as exc:
+                    self._pydantic(exc, f, (name, i))
+                    part = self._partial(model, item, exc) if name in _PARTIAL else None
+                    if part is not None:
+                        items.append(part[0])
+                        bad[(name, i)] = part[1]
+                    if name == "backends":
+                        self.broken = True  # the catalog lacks an entry: no cascade of "no backend"
+            sections[name] = items
+        spec = RuleFileSpec.model_construct(**{**RuleFileSpec().model_dump(), **sections})
+        return _File(f.src, f.loc, spec, bad)
+
+    @staticmethod
+    def _partial(model: type[BaseModel], item: Any, exc: ValidationError) -> tuple[Any, frozenset[str]] | None:
+        """*item* without its fields that failed, the required ones among them ``None``, and
+        the names of the fields left out; ``None`` when it is not a mapping."""
+        if not isinstance(item, dict):
+            return None
+        failed = {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
+        kept = {k: v for k, v in item.items() if k not in failed and k in model.model_fields}
+        absent = {n for n, fi in model.model_fields.items() if fi.is_required() and n not in kept}
+        return model.model_construct(**kept, **dict.fromkeys(absent)), frozenset(failed | absent)
+
+    # ------------------------------------------------------------------ sections
+
+    def catalog(self, f: _File) -> None:
+        """``backends``: what exists on each path and what it needs."""
+        for i, b in enumerate(f.entries("backends")):
+            here: Where = ("backends", i)
+            if f.partial(here) is not None:
+                if b.requires is not None:
+                    self.cond(f, b.requires, (*here, "requires"), b.backend)
+                continue
+            for path in b.paths:
+                self._catalog_entry(f, b, path, here)
+
+    def _catalog_entry(self, f: _File, b: BackendSpec, path: str, here: Where) -> None:
+        if path == "warmup":
+            self.add(f, (*here, "paths"), "`warmup` is derived: mark a backend `warmup: true` instead", rule=b.backend)
+            return
+        if b.backend not in BACKENDS[path]:
+            hint = did_you_mean(b.backend, BACKENDS[path])
+            self.add(f, (*here, "backend"), f"`{b.backend}` is not a backend id of path `{path}`",
+                     help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]), rule=b.backend)
+            return
+        if b.backend in self.backends[path]:
+            self.add(f, (*here, "backend"), f"`{b.backend}` is declared twice on path `{path}`", rule=b.backend,
+                     code="duplicate")
+            return
+        cond = self.cond(f, b.requires, (*here, "requires"), b.backend)
+        if cond is None:
+            return
+        self.backends[path][b.backend] = Backend(
+            b.backend, path, cond, b.warmup, b.because, tuple(b.refs),
+            Origin(f.src.display, f.loc.where(here)[0], f.src.layer), b.auto,
+        )
+
+    def _exists(self, backend: str, path: str) -> bool:
+        if path == "warmup":
+            return any(e.warmup for entries in self.backends.values() for k, e in entries.items() if k == backend)
+        return backend in self.backends.get(path, {})
+
+    def check_backends(self, f: _File, names: Sequence[str], paths: Sequence[str] | None, where: Where,
+                       rid: str | None) -> bool:
+        """Whether every backend of *names* exists on *paths* (every path it is on if ``None``)."""
+        ok = True
+        for n in names:
+            if self.broken and n in _ALL_IDS:
+                continue  # its catalog entry may be in the file that did not load
+            scope = list(paths) if paths else [p for p in self.backends if n in self.backends[p]]
+            if not scope:
+                hint = [h for h in did_you_mean(n, _ALL_IDS) if h != n]
+                self.add(f, where, f"no path has a backend `{n}`" + (" in the catalog" if n in _ALL_IDS else ""),
+                         help=f"did you mean `{hint[0]}`?" if hint else None, rule=rid)
+                ok = False
+            for p in scope:
+                if not self._exists(n, p):
+                    self.add(f, where, f"backend `{n}` does not exist on path `{p}`", rule=rid)
+                    ok = False
+        return ok
+
+    def claim(self, f: _File, rid: str | None, where: Where) -> None:
+        """Record a rule id, reporting a duplicate (ids are unique across all files)."""
+        if rid is None:
+            return
+        if rid in self.seen_ids:
+            self.add(f, where, f"duplicate rule id `{rid}` (first in {self.seen_ids[rid]})", rule=rid, code="duplicate")
+        else:
+            self.seen_ids[rid] = f"{f.src.display}:{f.loc.where(where)[0]}"
+
+    def _origin(self, f: _File, here: Where, layer: Any = None) -> Origin:
+        return Origin(f.src.display, f.loc.where(here)[0], layer or f.src.layer)
+
+    def order_section(self, f: _File) -> None:
+        """``order``: the default priority of a path's backends."""
+        for i, o in enumerate(f.entries("order")):
+            here: Where = ("order", i)
+            bad = f.partial(here)
+            self.claim(f, o.id, (*here, "id"))
+            cond = self.cond(f, o.when, (*here, "when"), o.id)
+            if o.path is None or o.backends is None:
+                continue
+            if self.check_backends(f, o.backends, [o.path], (*here, "backends"), o.id) and cond is not None and not bad:
+                self.orders[o.path].append(Order(o.id, o.path, cond, tuple(o.backends), self._origin(f, here)))
+
+    def rule_section(self, f: _File) -> None:
+        """``rules``: deny, prefer, require and (operator policies only) use."""
+        for i, r in enumerate(f.entries("rules")):
+            bad = f.partial(("rules", i))
+            rule = self.rule(f, r, i, bad or frozenset())
+            if bad is not None:
+                if r.id is not None:
+                    self.partial_ids.add(r.id)
+                continue
+            if rule is not None:
+                self.claim(f, r.id, ("rules", i, "id"))
+                self.rules.append(rule)
+
+    def rule(self, f: _File, r: RuleSpec, i: int, bad: frozenset[str]) -> Rule | None:
+        """Check one rule entry; the compiled rule, or ``None`` when it has a problem.
+
+        Checks about a field that failed its schema (in *bad*) are skipped: that field's own
+        error says what is wrong, and its absence is no second error.
+        """
+        here: Where = ("rules", i)
+        effects = [k for k in _EFFECTS if getattr(r, k) is not None]
+        if len(effects) != 1:
+            if not bad & set(_EFFECTS):
+                self.add(f, here, "a rule needs exactly one effect: `deny`, `prefer`, `require` or `use`"
+                         + (f" (it has {', '.join(effects)})" if effects else ""), rule=r.id)
+            self.cond(f, r.when, (*here, "when"), r.id)
+            return None
+        kind = effects[0]
+        ok = self._rule_shape(f, r, here, kind, bad)
+        targets = self._targets(r, kind)
+        paths = tuple(r.paths) if r.paths else None
+        if targets and not self.check_backends(f, targets, paths, (*here, kind), r.id):
+            ok = False
+        when = self.cond(f, r.when, (*here, "when"), r.id)
+        until = self.cond(f, r.until, (*here, "until"), r.id) if r.until is not None else None
+        require = self.cond(f, r.require, (*here, "require"), r.id) if r.require is not None else TRUE
+        if not ok or bad or when is None or require is None or (r.until is not None and until is None):
+            return None
+        return Rule(
+            id=r.id,
+            kind=kind,  # type: ignore[arg-type]
+            when=when,
+            backends=targets,
+            paths=paths,
+            severity=r.severity or ("user" if kind == "use" else "perf"),
+            because=r.because,
+            origin=self._origin(f, here),
+            require=require,
+            help=r.help,
+            refs=tuple(r.refs),
+            until=until,
+            overrides=tuple(r.overrides),
+        )
+
+    @staticmethod
+    def _targets(r: RuleSpec, kind: str) -> tuple[str, ...]:
+        if kind == "deny":
+            return (r.deny,) if isinstance(r.deny, str) else tuple(r.deny or ())
+        if kind == "prefer":
+            return tuple(r.prefer or ())
+        if kind == "use":
+            return (r.use,) if r.use else ()
+        return (r.backend,) if isinstance(r.backend, str) else tuple(r.backend or ())
+
+    def _rule_shape(self, f: _File, r: RuleSpec, here: Where, kind: str, bad: frozenset[str]) -> bool:
+        """The fields a rule of *kind* must and must not have."""
+        problems: list[tuple[Where, str]] = []
+        if kind == "prefer" and not r.paths and "paths" not in bad:
+            problems.append(((*here, "prefer"), "a `prefer` rule must name its `paths`"))
+        if kind == "use" and f.src.layer == "shipped":
+            problems.append(((*here, "use"), "`use` is an operator's choice: put it in a policy file, not in rules/"))
+        if kind == "require" and not self._targets(r, kind) and "backend" not in bad:
+            problems.append((here, "a `require` rule must name its `backend`"))
+        if r.backend is not None and kind != "require":
+            problems.append(((*here, "backend"), "`backend` goes with `require` only"))
+        if r.overrides and kind != "use":
+            problems.append(((*here, "overrides"), "`overrides` goes with `use` only"))
+        if kind in ("deny", "require") and r.severity is None and "severity" not in bad:
+            problems.append((here, f"a `{kind}` rule needs a `severity` (crash, accuracy, perf or support)"))
+        for where, message in problems:
+            self.add(f, where, message, rule=r.id)
+        if kind == "deny" and not r.refs and not bad:  # a warning only for an entry that compiles
+            self.add(f, (*here, "deny"), "a `deny` rule without `refs`", rule=r.id, level="warning",
+                     code="missing-refs", help="cite the upstream issue that establishes it, e.g. `vllm#50332`")
+        return not problems
+
+    def _fact_values(self, f: _File, values: dict[str, Any] | None, where: Where, rid: str | None) -> dict[str, Any]:
+        """*values* (fact key -> value) checked and normalised; the bad ones reported and left out."""
+        out: dict[str, Any] = {}
+        for k, v in (values or {}).items():
+            try:
+                out[k] = normalise_value(k, v)
+            except FactError as exc:
+                self.add(f, (*where, k), f"`{k}`: {exc.message}", help=exc.help, rule=rid)
+        return out
+
+    def implies_section(self, f: _File) -> None:
+        """``implies``: facts that follow from facts."""
+        for i, imp in enumerate(f.entries("implies")):
+            here: Where = ("implies", i)
+            self.claim(f, imp.id, (*here, "id"))
+            cond = self.cond(f, imp.when, (*here, "when"), imp.id) if imp.when is not None else None
+            unless = self.cond(f, imp.unless, (*here, "unless"), imp.id) if imp.unless else None
+            sets = self._fact_values(f, imp.set, (*here, "set"), imp.id)
+            if cond is not None and imp.set is not None and len(sets) == len(imp.set) and not f.partial(here):
+                self.implications.append(
+                    Implication(imp.id, cond, sets, imp.because, tuple(imp.refs), self._origin(f, here), unless)
+                )
+
+    def unsupported_section(self, f: _File) -> None:
+        """``unsupported``: deployments where a path knowingly has no backend."""
+        for i, u in enumerate(f.entries("unsupported")):
+            here: Where = ("unsupported", i)
+            self.claim(f, u.id, (*here, "id"))
+            cond = self.cond(f, u.when, (*here, "when"), u.id) if u.when is not None else None
+            if cond is not None and not f.partial(here):
+                self.unsupported.append(
+                    Unsupported(u.id, cond, tuple(u.paths), u.because, self._origin(f, here), u.help, tuple(u.refs))
+                )
+
+    def model_section(self, f: _File) -> None:
+        """``models``: the shipped model catalog."""
+        for i, m in enumerate(f.spec.models):
+            self._fact_values(f, m.facts, ("models", i, "facts"), m.id)
+        self.models += parse_catalog([m.model_dump() for m in f.spec.models])
+
+    def gpu_section(self, f: _File) -> None:
+        """``gpus``: the shipped GPU catalog."""
+        for i, g in enumerate(f.spec.gpus):
+            if g.sm not in GPU_SMS:
+                self.add(f, ("gpus", i, "sm"), f"`{g.sm}` is not a known compute capability",
+                         help="one of: " + ", ".join(GPU_SMS), rule=g.name)
+                continue
+            self.gpus.append(GpuProduct(g.name, tuple(g.aliases), g.sm, g.host_machine, g.unified_memory, g.source))
+
+    def engine_section(self, f: _File) -> None:
+        """``engine``: an engine's names, flags and environment variables."""
+        e = f.spec.engine
+        if e is None:
+            return
+        for j, env in enumerate(e.env):
+            rule = self._env_rule(f, e.name, env, ("engine", "env", j))
+            if rule is not None:
+                self.rules.append(rule)
+        self.engines[e.name] = EngineMap(
+            e.name,
+            e.plugin,
+            {k: dict(v) for k, v in e.aliases.items()},
+            dict(e.moe_flag),
+            {k: tuple(v) for k, v in e.dense_kernels.items()},
+            self._origin(f, ("engine",)),
+        )
+
+    def _env_rule(self, f: _File, engine: str, env: Any, here: Where) -> Rule | None:
+        target = env.deny or env.use
+        rid = f"{engine}.env.{env.name}={env.value}"
+        if (env.deny is None) == (env.use is None) or target is None:
+            self.add(f, here, "an env entry needs exactly one of `deny` or `use`", rule=rid)
+            return None
+        if not self.check_backends(f, [target], env.paths, here, rid):
+            return None
+        try:
+            test = parse_test(f"{ENV_PREFIX}{env.name}", env.value)
+        except ConditionError as exc:
+            self.add(f, (*here, "name"), f"`{env.name}` is not an environment variable name: {exc.message}", rule=rid)
+            return None
+        return Rule(
+            id=rid,
+            kind="deny" if env.deny else "use",
+            when=test,
+            backends=(target,),
+            paths=tuple(env.paths) if env.paths else None,
+            severity="user",
+            because=env.because,
+            origin=self._origin(f, here, "user"),
+        )
+
+    def check_overrides(self) -> None:
+        """Every id an ``overrides`` list names is a rule (or a catalog requirement)."""
+        known = {r.id for r in self.rules} | self.partial_ids
+        for f in self.files:
+            for i, r in enumerate(f.spec.rules):
+                for j, oid in enumerate(r.overrides or ()):
+                    if oid not in known and not oid.startswith("catalog."):
+                        hint = did_you_mean(oid, known)
+                        self.add(f, ("rules", i, "overrides", j), f"`overrides` names no rule `{oid}`",
+                                 help=f"did you mean `{hint[0]}`?" if hint else None, rule=r.id)
 
 
 def compile_files(files: Iterable[SourceFile]) -> Policy:
@@ -215,412 +582,4 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
 
 def compile_sources(sources: Iterable[tuple[SourceFile, bytes | Diagnostic]]) -> Policy:
     """Check and compile files already read (their bytes, or why they could not be read)."""
-    ctx = _Ctx()
-    parsed: list[tuple[SourceFile, Located, RuleFileSpec]] = []
-    broken = False  # a file failed to parse: do not cascade reference errors from it
-    digest = hashlib.sha256()
-    names: list[str] = []
-    for src, data in sources:
-        if isinstance(data, Diagnostic):
-            ctx.diags.append(data)
-            continue
-        try:
-            text = decode(data, src.display)
-        except SourceError as exc:
-            ctx.diags.append(exc.diagnostic)
-            continue
-        digest.update(f"{src.layer}\0{src.display}\0".encode() + text.encode("utf-8") + b"\0")
-        names.append(src.display)
-        try:
-            loc = load_located(text, src.display)
-        except YamlError as exc:
-            ctx.diags.append(exc.diagnostic)
-            broken = True
-            continue
-        if loc.data is None:
-            continue
-        if not isinstance(loc.data, dict):
-            ctx.add(
-                loc,
-                src,
-                (),
-                "a rule file must be a mapping of sections",
-                help="sections: backends, order, rules, implies, unsupported, models, gpus, engine",
-            )
-            continue
-        spec, ok = _validate_file(loc, src, ctx)
-        broken = broken or not ok
-        parsed.append((src, loc, spec))
-
-    # 1. the catalog: what exists on each path
-    backends: dict[str, dict[str, Backend]] = {p: {} for p in PATHS if p != "warmup"}
-    for src, loc, spec in parsed:
-        for i, b in enumerate(spec.backends):
-            here: tuple[str | int, ...] = ("backends", i)
-            for path in b.paths:
-                if path == "warmup":
-                    ctx.add(
-                        loc,
-                        src,
-                        (*here, "paths"),
-                        "`warmup` is derived: mark a backend `warmup: true` instead",
-                        rule=b.backend,
-                    )
-                    continue
-                if b.backend not in BACKENDS[path]:
-                    hint = did_you_mean(b.backend, BACKENDS[path])
-                    ctx.add(
-                        loc,
-                        src,
-                        (*here, "backend"),
-                        f"`{b.backend}` is not a backend id of path `{path}`",
-                        help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]),
-                        rule=b.backend,
-                    )
-                    continue
-                if b.backend in backends[path]:
-                    ctx.add(
-                        loc,
-                        src,
-                        (*here, "backend"),
-                        f"`{b.backend}` is declared twice on path `{path}`",
-                        rule=b.backend,
-                        code="duplicate",
-                    )
-                    continue
-                cond = _cond(b.requires, loc, src, (*here, "requires"), ctx, b.backend)
-                if cond is None:
-                    continue
-                line = loc.where(here)[0]
-                backends[path][b.backend] = Backend(
-                    b.backend,
-                    path,
-                    cond,
-                    b.warmup,
-                    b.because,
-                    tuple(b.refs),
-                    Origin(src.display, line, src.layer),
-                    b.auto,
-                )
-
-    def exists(backend: str, path: str) -> bool:
-        if path == "warmup":
-            return any(e.warmup for p, entries in backends.items() for k, e in entries.items() if k == backend)
-        return backend in backends.get(path, {})
-
-    def check_backends(
-        names_: Sequence[str],
-        paths: Sequence[str] | None,
-        loc: Located,
-        src: SourceFile,
-        where: tuple[str | int, ...],
-        rid: str,
-    ) -> bool:
-        ok = True
-        all_ids = sorted({b for bs in BACKENDS.values() for b in bs})
-        for n in names_:
-            if broken and n in all_ids:
-                continue  # its catalog entry may be in the file that did not load
-            scope = list(paths) if paths else [p for p in backends if n in backends[p]]
-            if not scope:
-                hint = [h for h in did_you_mean(n, all_ids) if h != n]
-                ctx.add(
-                    loc,
-                    src,
-                    where,
-                    f"no path has a backend `{n}`" + (" in the catalog" if n in all_ids else ""),
-                    help=f"did you mean `{hint[0]}`?" if hint else None,
-                    rule=rid,
-                )
-                ok = False
-            for p in scope:
-                if not exists(n, p):
-                    ctx.add(loc, src, where, f"backend `{n}` does not exist on path `{p}`", rule=rid)
-                    ok = False
-        return ok
-
-    # 2. orders, rules, implications, catalogs, engines
-    orders: dict[str, list[Order]] = {p: [] for p in backends}
-    rules: list[Rule] = []
-    implications: list[Implication] = []
-    unsupported: list[Unsupported] = []
-    models: list[CatalogModel] = []
-    gpus: list[GpuProduct] = []
-    engines: dict[str, EngineMap] = {}
-    seen_ids: dict[str, str] = {}
-
-    def claim(rid: str, loc: Located, src: SourceFile, where: tuple[str | int, ...]) -> None:
-        if rid in seen_ids:
-            ctx.add(
-                loc,
-                src,
-                where,
-                f"duplicate rule id `{rid}` (first in {seen_ids[rid]})",
-                rule=rid,
-                code="duplicate",
-            )
-        else:
-            seen_ids[rid] = f"{src.display}:{loc.where(where)[0]}"
-
-    for src, loc, spec in parsed:
-        for i, o in enumerate(spec.order):
-            here = ("order", i)
-            claim(o.id, loc, src, (*here, "id"))
-            cond = _cond(o.when, loc, src, (*here, "when"), ctx, o.id)
-            if check_backends(o.backends, [o.path], loc, src, (*here, "backends"), o.id) and cond is not None:
-                orders[o.path].append(
-                    Order(
-                        o.id,
-                        o.path,
-                        cond,
-                        tuple(o.backends),
-                        Origin(src.display, loc.where(here)[0], src.layer),
-                    )
-                )
-        for i, r in enumerate(spec.rules):
-            rule = _compile_rule(r, i, loc, src, ctx, check_backends)
-            if rule is not None:
-                claim(r.id, loc, src, ("rules", i, "id"))
-                rules.append(rule)
-        for i, imp in enumerate(spec.implies):
-            here = ("implies", i)
-            claim(imp.id, loc, src, (*here, "id"))
-            cond = _cond(imp.when, loc, src, (*here, "when"), ctx, imp.id)
-            unless = _cond(imp.unless, loc, src, (*here, "unless"), ctx, imp.id) if imp.unless else None
-            sets: dict[str, Any] = {}
-            for k, v in imp.set.items():
-                try:
-                    sets[k] = normalise_value(k, v)
-                except FactError as exc:
-                    ctx.add(
-                        loc,
-                        src,
-                        (*here, "set", k),
-                        f"`{k}`: {exc.message}",
-                        help=exc.help,
-                        rule=imp.id,
-                    )
-            if cond is not None and len(sets) == len(imp.set):
-                implications.append(
-                    Implication(
-                        imp.id,
-                        cond,
-                        sets,
-                        imp.because,
-                        tuple(imp.refs),
-                        Origin(src.display, loc.where(here)[0], src.layer),
-                        unless,
-                    )
-                )
-        for i, u in enumerate(spec.unsupported):
-            here = ("unsupported", i)
-            claim(u.id, loc, src, (*here, "id"))
-            cond = _cond(u.when, loc, src, (*here, "when"), ctx, u.id)
-            if cond is not None:
-                unsupported.append(
-                    Unsupported(
-                        u.id,
-                        cond,
-                        tuple(u.paths),
-                        u.because,
-                        Origin(src.display, loc.where(here)[0], src.layer),
-                        u.help,
-                        tuple(u.refs),
-                    )
-                )
-        for i, m in enumerate(spec.models):
-            for k, v in (m.facts or {}).items():
-                try:
-                    normalise_value(k, v)
-                except FactError as exc:
-                    ctx.add(
-                        loc,
-                        src,
-                        ("models", i, "facts", k),
-                        f"`{k}`: {exc.message}",
-                        help=exc.help,
-                        rule=m.id,
-                    )
-        models += parse_catalog([m.model_dump() for m in spec.models])
-        for i, g in enumerate(spec.gpus):
-            if g.sm not in GPU_SMS:
-                ctx.add(
-                    loc,
-                    src,
-                    ("gpus", i, "sm"),
-                    f"`{g.sm}` is not a known compute capability",
-                    help="one of: " + ", ".join(GPU_SMS),
-                    rule=g.name,
-                )
-                continue
-            gpus.append(GpuProduct(g.name, tuple(g.aliases), g.sm, g.host_machine, g.unified_memory, g.source))
-        if spec.engine is not None:
-            e = spec.engine
-            for j, env in enumerate(e.env):
-                where_env: tuple[str | int, ...] = ("engine", "env", j)
-                here = where_env
-                target = env.deny or env.use
-                rid = f"{e.name}.env.{env.name}={env.value}"
-                if (env.deny is None) == (env.use is None) or target is None:
-                    ctx.add(
-                        loc,
-                        src,
-                        here,
-                        "an env entry needs exactly one of `deny` or `use`",
-                        rule=rid,
-                    )
-                    continue
-                if not check_backends([target], env.paths, loc, src, here, rid):
-                    continue
-                try:
-                    env_test = parse_test(f"deploy.env.{env.name}", env.value)
-                except ConditionError as exc:
-                    ctx.add(
-                        loc,
-                        src,
-                        (*here, "name"),
-                        f"`{env.name}` is not an environment variable name: {exc.message}",
-                        rule=rid,
-                    )
-                    continue
-                rules.append(
-                    Rule(
-                        id=rid,
-                        kind="deny" if env.deny else "use",
-                        when=env_test,
-                        backends=(target,),
-                        paths=tuple(env.paths) if env.paths else None,
-                        severity="user",
-                        because=env.because,
-                        origin=Origin(src.display, loc.where(here)[0], "user"),
-                    )
-                )
-            engines[e.name] = EngineMap(
-                e.name,
-                e.plugin,
-                {k: dict(v) for k, v in e.aliases.items()},
-                dict(e.moe_flag),
-                {k: tuple(v) for k, v in e.dense_kernels.items()},
-                Origin(src.display, loc.where(("engine",))[0], src.layer),
-            )
-
-    by_id = {r.id: r for r in rules}
-    for src, loc, spec in parsed:
-        for i, r in enumerate(spec.rules):
-            for j, oid in enumerate(r.overrides):
-                if oid not in by_id and not oid.startswith("catalog."):
-                    hint = did_you_mean(oid, by_id)
-                    ctx.add(
-                        loc,
-                        src,
-                        ("rules", i, "overrides", j),
-                        f"`overrides` names no rule `{oid}`",
-                        help=f"did you mean `{hint[0]}`?" if hint else None,
-                        rule=r.id,
-                    )
-
-    if any(d.level == "error" for d in ctx.diags):
-        raise PolicyError(ctx.diags)
-    return Policy(
-        backends=backends,
-        orders={p: tuple(v) for p, v in orders.items()},
-        rules=tuple(rules),
-        implications=tuple(implications),
-        models=tuple(models),
-        gpus=tuple(gpus),
-        engines=engines,
-        files=tuple(names),
-        digest="sha256:" + digest.hexdigest(),
-        warnings=tuple(ctx.diags),
-        by_id=by_id,
-        unsupported=tuple(unsupported),
-    )
-
-
-def _compile_rule(r: RuleSpec, i: int, loc: Located, src: SourceFile, ctx: _Ctx, check_backends: Any) -> Rule | None:
-    here: tuple[str | int, ...] = ("rules", i)
-    effects = [k for k in ("deny", "prefer", "require", "use") if getattr(r, k) is not None]
-    if len(effects) != 1:
-        ctx.add(
-            loc,
-            src,
-            here,
-            "a rule needs exactly one effect: `deny`, `prefer`, `require` or `use`"
-            + (f" (it has {', '.join(effects)})" if effects else ""),
-            rule=r.id,
-        )
-        return None
-    kind = effects[0]
-    ok = True
-    paths = tuple(r.paths) if r.paths else None
-    if kind == "deny":
-        targets = (r.deny,) if isinstance(r.deny, str) else tuple(r.deny or ())
-    elif kind == "prefer":
-        targets = tuple(r.prefer or ())
-        if not paths:
-            ctx.add(loc, src, (*here, "prefer"), "a `prefer` rule must name its `paths`", rule=r.id)
-            ok = False
-    elif kind == "use":
-        targets = (r.use,) if r.use else ()
-        if src.layer == "shipped":
-            ctx.add(
-                loc,
-                src,
-                (*here, "use"),
-                "`use` is an operator's choice: put it in a policy file, not in rules/",
-                rule=r.id,
-            )
-            ok = False
-    else:
-        targets = (r.backend,) if isinstance(r.backend, str) else tuple(r.backend or ())
-        if not targets:
-            ctx.add(loc, src, here, "a `require` rule must name its `backend`", rule=r.id)
-            ok = False
-    if r.backend is not None and kind != "require":
-        ctx.add(loc, src, (*here, "backend"), "`backend` goes with `require` only", rule=r.id)
-        ok = False
-    if r.overrides and kind != "use":
-        ctx.add(loc, src, (*here, "overrides"), "`overrides` goes with `use` only", rule=r.id)
-        ok = False
-    if kind in ("deny", "require") and r.severity is None:
-        ctx.add(
-            loc,
-            src,
-            here,
-            f"a `{kind}` rule needs a `severity` (crash, accuracy, perf or support)",
-            rule=r.id,
-        )
-        ok = False
-    if kind == "deny" and not r.refs:
-        ctx.add(
-            loc,
-            src,
-            (*here, "deny"),
-            "a `deny` rule without `refs`",
-            rule=r.id,
-            level="warning",
-            code="missing-refs",
-            help="cite the upstream issue that establishes it, e.g. `vllm#50332`",
-        )
-    if targets and not check_backends(targets, paths, loc, src, (*here, kind), r.id):
-        ok = False
-    when = _cond(r.when, loc, src, (*here, "when"), ctx, r.id)
-    until = _cond(r.until, loc, src, (*here, "until"), ctx, r.id) if r.until is not None else None
-    require = _cond(r.require, loc, src, (*here, "require"), ctx, r.id) if r.require is not None else TRUE
-    if not ok or when is None or require is None or (r.until is not None and until is None):
-        return None
-    return Rule(
-        id=r.id,
-        kind=kind,  # type: ignore[arg-type]
-        when=when,
-        backends=targets,
-        paths=paths,
-        severity=r.severity or ("user" if kind == "use" else "perf"),
-        because=r.because,
-        origin=Origin(src.display, loc.where(here)[0], src.layer),
-        require=require,
-        help=r.help,
-        refs=tuple(r.refs),
-        until=until,
-        overrides=tuple(r.overrides),
-    )
+    return Compiler().compile(sources)
