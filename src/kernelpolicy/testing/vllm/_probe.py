@@ -127,11 +127,12 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
         extra["served_model_name"] = req["model_id"]  # what `vllm serve ID` shows the plugin
     if "allow_deprecated_quantization" in fields:
         extra["allow_deprecated_quantization"] = True  # fbgemm_fp8 (Llama 4) on 0.33
+    if req.get("max_model_len"):
+        extra["max_model_len"] = int(req["max_model_len"])  # else vLLM derives it from the config
     model_config = ModelConfig(
         model=str(model_dir),
         skip_tokenizer_init=True,
         dtype="bfloat16",
-        max_model_len=int(req.get("max_model_len", 4096)),
         **extra,
     )
     kernel_kwargs: dict[str, Any] = {}
