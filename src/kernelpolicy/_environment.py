@@ -76,7 +76,7 @@ def engine_variables(policy: Policy) -> dict[str, list[tuple[str, str, str, str]
         for t in tests_of(cond):
             if t.key.startswith(ENV_PREFIX):
                 entry = (t.text, effect, rule, where)
-                bucket = out.setdefault(t.key[len(ENV_PREFIX):], [])
+                bucket = out.setdefault(t.key[len(ENV_PREFIX) :], [])
                 if entry not in bucket:
                     bucket.append(entry)
     return dict(sorted(out.items()))
@@ -102,4 +102,4 @@ def replace_table(text: str, new: str) -> str:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError("no environment table markers")
-    return text[:start] + new + text[end + len(END):]
+    return text[:start] + new + text[end + len(END) :]

@@ -124,7 +124,9 @@ def ensure_venv(
             code = runner(cmd)
             if code != 0:
                 shutil.rmtree(venv, ignore_errors=True)
-                raise VenvError(f"building the vLLM `{version}` venv failed while {step} (exit status {code})",
-                                help=f"command: {' '.join(cmd[:4])} ...")
+                raise VenvError(
+                    f"building the vLLM `{version}` venv failed while {step} (exit status {code})",
+                    help=f"command: {' '.join(cmd[:4])} ...",
+                )
         marker.write_text(f"vllm=={version}\n", encoding="utf-8")
     return python

@@ -89,8 +89,13 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, tu
             helps = {a.dest: a.help or "" for a in action._choices_actions}
             for name, sub in action.choices.items():
                 key = f"{prefix} {name}".strip()
-                opts = [o for a in sub._actions if a.help != argparse.SUPPRESS
-                        for o in a.option_strings if o.startswith("--")]
+                opts = [
+                    o
+                    for a in sub._actions
+                    if a.help != argparse.SUPPRESS
+                    for o in a.option_strings
+                    if o.startswith("--")
+                ]
                 out[key] = (opts, helps.get(name, ""))
                 out.update(_commands(sub, key))
     return out
@@ -129,8 +134,8 @@ def _bash(parser: argparse.ArgumentParser) -> str:
     cases = []
     for key, (opts, _) in cmds.items():
         subs = " ".join(k.split()[-1] for k in cmds if k.startswith(key + " ") and k.count(" ") == key.count(" ") + 1)
-        cases.append(f'        {shlex.quote(key)}) opts={shlex.quote(" ".join(opts))}; subs={shlex.quote(subs)} ;;')
-    prev = "\n".join(f'        {o}) _kernelpolicy_values {k}; return ;;' for o, k in OPTION_VALUES.items())
+        cases.append(f"        {shlex.quote(key)}) opts={shlex.quote(' '.join(opts))}; subs={shlex.quote(subs)} ;;")
+    prev = "\n".join(f"        {o}) _kernelpolicy_values {k}; return ;;" for o, k in OPTION_VALUES.items())
     fixed = "\n".join(
         f'        {shlex.quote(c)}) [[ -z "$pos" ]] && fixed={shlex.quote(" ".join(v))} ;;'
         for c, v in _positional_values(parser).items()
@@ -197,8 +202,9 @@ def _fish(parser: argparse.ArgumentParser) -> str:
         else:
             siblings = " ".join(k.split()[-1] for k in cmds if k.startswith(words[0] + " "))
             cond = f"__fish_seen_subcommand_from {words[0]}; and not __fish_seen_subcommand_from {siblings}"
-        lines.append(f"complete -c kernelpolicy -n {shlex.quote(cond)} -a {shlex.quote(words[-1])}"
-                     f" -d {shlex.quote(help_[:60])}")
+        lines.append(
+            f"complete -c kernelpolicy -n {shlex.quote(cond)} -a {shlex.quote(words[-1])} -d {shlex.quote(help_[:60])}"
+        )
         seen = f"__fish_seen_subcommand_from {words[-1]}"
         for o in opts:
             kind = OPTION_VALUES.get(o)
@@ -207,8 +213,10 @@ def _fish(parser: argparse.ArgumentParser) -> str:
                 extra = f" -x -a {shlex.quote(' '.join(choices[(key, o)]))}"
             lines.append(f"complete -c kernelpolicy -n {shlex.quote(seen)} -l {o[2:]}{extra}")
     for cmd, fixed in _positional_values(parser).items():
-        lines.append(f"complete -c kernelpolicy -n {shlex.quote('__fish_seen_subcommand_from ' + cmd)}"
-                     f" -a {shlex.quote(' '.join(fixed))}")
+        lines.append(
+            f"complete -c kernelpolicy -n {shlex.quote('__fish_seen_subcommand_from ' + cmd)}"
+            f" -a {shlex.quote(' '.join(fixed))}"
+        )
     lines.append("complete -c kernelpolicy -n " + shlex.quote("not __fish_use_subcommand") + " -F")
     return "\n".join(lines) + "\n"
 

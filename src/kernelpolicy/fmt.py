@@ -118,9 +118,7 @@ def _yaml() -> Any:
     try:
         from ruamel.yaml import YAML
     except ImportError:
-        raise FormatError(
-            "`kernelpolicy fmt` needs ruamel.yaml", help="pip install 'kernelpolicy[fmt]'"
-        ) from None
+        raise FormatError("`kernelpolicy fmt` needs ruamel.yaml", help="pip install 'kernelpolicy[fmt]'") from None
     y = YAML(typ="rt")
     y.indent(mapping=2, sequence=4, offset=2)
     y.width = 4096  # never re-wrap a `because`
@@ -171,7 +169,7 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
 
     y = _yaml()
     lines = text.splitlines()
-    header = lines[0][len(SCHEMA_HEADER):].strip() if lines and lines[0].startswith(SCHEMA_HEADER) else None
+    header = lines[0][len(SCHEMA_HEADER) :].strip() if lines and lines[0].startswith(SCHEMA_HEADER) else None
     body = "\n".join(lines[1:]) + "\n" if header is not None else text
     where = str(file) if file else "<text>"
     try:

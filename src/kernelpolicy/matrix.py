@@ -84,10 +84,21 @@ def build(policy: Policy) -> list[Cell]:
                         reason, refs = f"`{lost.backend}` rejected: {lost.reason or ''}", lost.refs
                 elif p.backend:
                     reason = "the first candidate of the path's order"
-                cells.append(Cell(
-                    gpu.name, gpu.sm, model.id, quant, path, p.backend, True, rule, reason, tuple(refs),
-                    (rule_origin(policy, rule) or "") if rule else "",
-                ))
+                cells.append(
+                    Cell(
+                        gpu.name,
+                        gpu.sm,
+                        model.id,
+                        quant,
+                        path,
+                        p.backend,
+                        True,
+                        rule,
+                        reason,
+                        tuple(refs),
+                        (rule_origin(policy, rule) or "") if rule else "",
+                    )
+                )
     return cells
 
 
@@ -129,8 +140,15 @@ def to_markdown(cells: Sequence[Cell]) -> str:
         first = by[(model, gpus[0], "dense")]
         moe = by[(model, gpus[0], "moe")]
         quant = first.quant + (f", MoE {moe.quant}" if moe.present and moe.quant != first.quant else "")
-        lines += ["", f"## {model}", "", f"quant: {quant}", "", "| GPU | sm | " + " | ".join(PATHS) + " |",
-                  "| --- | --- |" + " --- |" * len(PATHS)]
+        lines += [
+            "",
+            f"## {model}",
+            "",
+            f"quant: {quant}",
+            "",
+            "| GPU | sm | " + " | ".join(PATHS) + " |",
+            "| --- | --- |" + " --- |" * len(PATHS),
+        ]
         for gpu in gpus:
             row = []
             for path in PATHS:
@@ -254,7 +272,7 @@ Hover a cell for the deciding rule, its reason and refs. Select several entries 
 </div>
 <div class="legend">{legend}</div>
 <table id="matrix"><thead><tr><th>model</th><th>path</th><th>quant</th>{head}</tr></thead>
-<tbody>{''.join(body)}</tbody></table>
+<tbody>{"".join(body)}</tbody></table>
 <script>{_JS}</script>
 </body></html>
 """

@@ -58,10 +58,12 @@ def _vocabulary() -> tuple[dict[str, Any], dict[str, Any]]:
         key = FACT_KEYS[name]
         doc = key.doc + (f" (e.g. `{key.example}`)" if key.example else "")
         props[name] = {"description": doc, **_fact_value(key.kind.value, key.domain)}
-    env = {"^" + ENV_PREFIX.replace(".", r"\.") + r"[A-Za-z_][A-Za-z0-9_]*$": {
-        "description": "an environment variable of the deployment, as the string it is set to",
-        **_fact_value("str", ()),
-    }}
+    env = {
+        "^" + ENV_PREFIX.replace(".", r"\.") + r"[A-Za-z_][A-Za-z0-9_]*$": {
+            "description": "an environment variable of the deployment, as the string it is set to",
+            **_fact_value("str", ()),
+        }
+    }
     ref = {"$ref": "#/$defs/Condition"}
     condition = {
         "type": "object",
@@ -101,8 +103,15 @@ def _rules_schema() -> dict[str, Any]:
     patches: dict[str, dict[str, Any]] = {
         "BackendSpec": {"backend": {"$ref": "#/$defs/BackendId"}, "requires": cond},
         "OrderSpec": {"when": cond, "backends": backends},
-        "RuleSpec": {"when": cond, "deny": one_or_more, "prefer": backends, "require": cond,
-                     "use": {"$ref": "#/$defs/BackendId"}, "backend": one_or_more, "until": cond},
+        "RuleSpec": {
+            "when": cond,
+            "deny": one_or_more,
+            "prefer": backends,
+            "require": cond,
+            "use": {"$ref": "#/$defs/BackendId"},
+            "backend": one_or_more,
+            "until": cond,
+        },
         "ImplySpec": {"when": cond, "unless": cond, "set": {"$ref": "#/$defs/FactValues"}},
         "ModelSpec": {"facts": {"$ref": "#/$defs/FactValues"}},
         "GpuSpec": {"sm": {"enum": list(GPU_SMS)}},

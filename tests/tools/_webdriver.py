@@ -60,16 +60,21 @@ class Browser:
                     self.proc.kill()
                     raise
                 time.sleep(0.1)
-        caps = {"capabilities": {"alwaysMatch": {
-            "browserName": "chrome",
-            "goog:chromeOptions": {"binary": browser, "args": CHROMIUM_FLAGS},
-        }}}
+        caps = {
+            "capabilities": {
+                "alwaysMatch": {
+                    "browserName": "chrome",
+                    "goog:chromeOptions": {"binary": browser, "args": CHROMIUM_FLAGS},
+                }
+            }
+        }
         self.session = self._call("POST", "/session", caps)["sessionId"]
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(self.base + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json"})
+        req = urllib.request.Request(
+            self.base + path, data=data, method=method, headers={"Content-Type": "application/json"}
+        )
         with urllib.request.urlopen(req, timeout=60) as resp:
             return json.loads(resp.read())["value"]
 

@@ -38,7 +38,13 @@ def _sarif_errors(doc: Any) -> list[str]:
     return [f"{list(e.absolute_path)}: {e.message}" for e in v.iter_errors(doc)]
 
 
-CASES = ["dead-rule.yaml", "schema-error.yaml", "unknown-backend.yaml", "coverage-hole.yaml", "contradiction-prefer.yaml"]
+CASES = [
+    "dead-rule.yaml",
+    "schema-error.yaml",
+    "unknown-backend.yaml",
+    "coverage-hole.yaml",
+    "contradiction-prefer.yaml",
+]
 
 
 @pytest.mark.parametrize("name", CASES)
@@ -68,8 +74,15 @@ def test_every_finding_code_has_a_description() -> None:
 def test_sarif_location_for_a_finding_without_a_file_and_stable_fingerprints(tmp_path: Path) -> None:
     domain = Finding("no-backend", "path `moe` has no valid backend in 16 cells", "error", cell="sm90", cells=16)
     moved = Finding("dead", "rule `x` never acts", "warning", file="rules/a.yaml", line=3, column=5, rule="x")
-    doc = to_sarif([domain, moved, Finding("dead", "rule `x` never acts", "warning", file="rules/a.yaml",
-                                           line=40, column=5, rule="x")], files=["rules/a.yaml"], root=tmp_path)
+    doc = to_sarif(
+        [
+            domain,
+            moved,
+            Finding("dead", "rule `x` never acts", "warning", file="rules/a.yaml", line=40, column=5, rule="x"),
+        ],
+        files=["rules/a.yaml"],
+        root=tmp_path,
+    )
     assert _sarif_errors(doc) == []
     r0, r1, r2 = doc["runs"][0]["results"]
     assert r0["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "rules/a.yaml"
@@ -163,8 +176,13 @@ def test_the_action_check_step_runs(tmp_path: Path) -> None:
     bad.mkdir()
     (bad / "p.yaml").write_text("rules:\n  - id: x\n    deny: tritn\n    because: typo\n", encoding="utf-8")
     sarif = tmp_path / "out.sarif"
-    env = {**os.environ, "KP_FILES": str(bad), "KP_STRICT": "true", "KP_SARIF": str(sarif),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    env = {
+        **os.environ,
+        "KP_FILES": str(bad),
+        "KP_STRICT": "true",
+        "KP_SARIF": str(sarif),
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    }
     script = step["run"].replace("kernelpolicy check", "kernelpolicy check --no-coverage")  # fast
     res = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
     assert res.returncode == 1, res.stderr

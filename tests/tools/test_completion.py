@@ -38,7 +38,7 @@ def test_values_follow_the_rules(policy: kp.Policy, tmp_path: Path, monkeypatch:
     monkeypatch.setenv("HF_HUB_CACHE", _env(tmp_path)["HF_HUB_CACHE"])
     models = values("models")
     assert [m.id for m in policy.models] == models[: len(policy.models)]
-    assert models[len(policy.models):] == ["acme/Tiny-FP8", "org/Other"]
+    assert models[len(policy.models) :] == ["acme/Tiny-FP8", "org/Other"]
 
 
 def test_hf_cache_locations(tmp_path: Path) -> None:
@@ -75,8 +75,10 @@ def _bash(tmp_path: Path, words: list[str]) -> list[str]:
     script_file = tmp_path / "kp.bash"
     script_file.write_text(script("bash", _parser()), encoding="utf-8")
     arr = " ".join(f"'{w}'" for w in words)
-    cmd = f"source {script_file}; COMP_WORDS=({arr}); COMP_CWORD={len(words) - 1}; _kernelpolicy; " \
-          'printf "%s\\n" "${COMPREPLY[@]}"'
+    cmd = (
+        f"source {script_file}; COMP_WORDS=({arr}); COMP_CWORD={len(words) - 1}; _kernelpolicy; "
+        'printf "%s\\n" "${COMPREPLY[@]}"'
+    )
     res = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, env=_env(tmp_path), check=True)
     return [ln for ln in res.stdout.splitlines() if ln]
 
@@ -92,7 +94,9 @@ def test_bash(tmp_path: Path, policy: kp.Policy) -> None:
     first = policy.models[0].id
     assert first in _bash(tmp_path, ["kernelpolicy", "vllm", "audit", "--model", first[:4]])
     assert _bash(tmp_path, ["kernelpolicy", "explain", "--moe-backend", "trit"]) == ["triton"]
-    assert _bash(tmp_path, ["kernelpolicy", "explain", "--fact", "deep_gemm.has_"]) == ["deep_gemm.has_sm120_sf_layout="]
+    assert _bash(tmp_path, ["kernelpolicy", "explain", "--fact", "deep_gemm.has_"]) == [
+        "deep_gemm.has_sm120_sf_layout="
+    ]
     rule = sorted(policy.by_id)[0]
     assert rule in _bash(tmp_path, ["kernelpolicy", "explain", "--allow", rule[:5]])
     assert _bash(tmp_path, ["kernelpolicy", "schema", "d"]) == ["decision"]
@@ -104,8 +108,10 @@ def test_zsh(tmp_path: Path) -> None:
     f = tmp_path / "_kernelpolicy"
     f.write_text(script("zsh", _parser()), encoding="utf-8")
     # ksharrays as bashcompinit's own wrapper sets it; zsh's compadd does the prefix filtering
-    cmd = (f"source {f}; setopt ksharrays; COMP_WORDS=(kernelpolicy explain --gpu GB1); COMP_CWORD=3; "
-           '_kernelpolicy; print -l -- "${COMPREPLY[@]}"')
+    cmd = (
+        f"source {f}; setopt ksharrays; COMP_WORDS=(kernelpolicy explain --gpu GB1); COMP_CWORD=3; "
+        '_kernelpolicy; print -l -- "${COMPREPLY[@]}"'
+    )
     res = subprocess.run(["zsh", "-c", cmd], capture_output=True, text=True, env=_env(tmp_path), check=True)
     assert "GB10" in res.stdout.split("\n")
 
@@ -117,8 +123,13 @@ def test_fish(tmp_path: Path) -> None:
     f.write_text(script("fish", _parser()), encoding="utf-8")
 
     def complete(line: str) -> list[str]:
-        res = subprocess.run(["fish", "-c", f"source {f}; complete -C '{line}'"], capture_output=True, text=True,
-                             env=_env(tmp_path), check=True)
+        res = subprocess.run(
+            ["fish", "-c", f"source {f}; complete -C '{line}'"],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            check=True,
+        )
         return [ln.split("\t")[0] for ln in res.stdout.splitlines()]
 
     assert "explain" in complete("kernelpolicy ex")
@@ -130,8 +141,10 @@ def test_fish(tmp_path: Path) -> None:
 
 def test_no_cost_to_start_up() -> None:
     # (kernelpolicy.schemas is imported for `schema NAME`'s choices: constants only, no models)
-    code = ("import sys; from kernelpolicy.cli import _parser; _parser(); "
-            "print(sorted(m for m in sys.modules if m.startswith('kernelpolicy.') and "
-            "m.split('.')[1] in ('completion', '_output_models', 'fmt', 'matrix', 'progress', '_venvs', '_github')))")
+    code = (
+        "import sys; from kernelpolicy.cli import _parser; _parser(); "
+        "print(sorted(m for m in sys.modules if m.startswith('kernelpolicy.') and "
+        "m.split('.')[1] in ('completion', '_output_models', 'fmt', 'matrix', 'progress', '_venvs', '_github')))"
+    )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"

@@ -20,8 +20,13 @@ def _read_in(*folders: str) -> set[str]:
     names: set[str] = set()
     for folder in folders:
         for p in (ROOT / folder).rglob("*"):
-            if p.is_file() and p.suffix in (".py", ".sh", "") and "__pycache__" not in p.parts and (
-                p.name != "_environment.py"  # the list itself
+            if (
+                p.is_file()
+                and p.suffix in (".py", ".sh", "")
+                and "__pycache__" not in p.parts
+                and (
+                    p.name != "_environment.py"  # the list itself
+                )
             ):
                 names |= set(_NAME.findall(p.read_text(encoding="utf-8", errors="replace")))
     return names
@@ -36,8 +41,11 @@ def test_every_variable_the_code_reads_is_listed_and_every_listed_one_is_read() 
     found = _read_in("src/kernelpolicy", "scripts") - {"KERNELPOLICY_VLLM"}  # the prefix, in a docstring
     unlisted = sorted(n for n in found if not _listed(n))
     assert unlisted == [], "add these to kernelpolicy._environment.KERNELPOLICY_VARIABLES"
-    stale = [k for k in KERNELPOLICY_VARIABLES if not any(_listed(n) and re.fullmatch(
-        re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+"), n) for n in found)]
+    stale = [
+        k
+        for k in KERNELPOLICY_VARIABLES
+        if not any(_listed(n) and re.fullmatch(re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+"), n) for n in found)
+    ]
     assert stale == []
 
 

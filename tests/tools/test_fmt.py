@@ -74,7 +74,9 @@ def test_shipped_files_keep_data_and_comments_and_format_is_idempotent(path: Pat
     assert format_text(once, file=path) == once
     assert yaml.safe_load(once) == yaml.safe_load(text)
     comments = [ln.strip() for ln in text.splitlines() if ln.strip().startswith("#")]
-    comments += ["#" + ln.split(" #", 1)[1] for ln in text.splitlines() if " #" in ln and not ln.strip().startswith("#")]
+    comments += [
+        "#" + ln.split(" #", 1)[1] for ln in text.splitlines() if " #" in ln and not ln.strip().startswith("#")
+    ]
     assert [c for c in comments if c not in once] == []
     assert once.startswith(SCHEMA_HEADER)  # the checkout has schemas/ above it
 

@@ -40,7 +40,9 @@ def test_cells_are_what_resolve_decides(policy: kp.Policy, cells: list[Cell]) ->
 
 def test_docs_matrix_is_in_sync(cells: list[Cell]) -> None:
     current = (ROOT / "docs" / "matrix.md").read_text(encoding="utf-8")
-    assert current == to_markdown(cells), "docs/matrix.md is out of date: run `kernelpolicy matrix --out docs/matrix.md`"
+    assert current == to_markdown(cells), (
+        "docs/matrix.md is out of date: run `kernelpolicy matrix --out docs/matrix.md`"
+    )
 
 
 def test_markdown_names_the_deciding_rule(cells: list[Cell]) -> None:
@@ -79,13 +81,16 @@ def browser() -> Browser:
 
 
 def _visible(b: Browser, css: str) -> int:
-    return int(b.js(
-        f"return Array.from(document.querySelectorAll({json.dumps(css)})).filter(e => e.offsetParent !== null).length;"
-    ))
+    return int(
+        b.js(
+            f"return Array.from(document.querySelectorAll({json.dumps(css)})).filter(e => e.offsetParent !== null).length;"
+        )
+    )
 
 
-def test_html_page_in_headless_chromium(browser: Browser, cells: list[Cell], tmp_path_factory: pytest.TempPathFactory,
-                                        request: pytest.FixtureRequest) -> None:
+def test_html_page_in_headless_chromium(
+    browser: Browser, cells: list[Cell], tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> None:
     out = tmp_path_factory.mktemp("matrix")
     page = out / "matrix.html"
     page.write_text(to_html(cells), encoding="utf-8")
@@ -102,18 +107,25 @@ def test_html_page_in_headless_chromium(browser: Browser, cells: list[Cell], tmp
         "var r = document.querySelector('tr[data-model=\"' + arguments[0] + '\"][data-path=\"' + arguments[1] + '\"]');"
         "var td = r.querySelector('td[data-gpu=\"' + arguments[2] + '\"]');"
         "return [td.textContent, td.title, getComputedStyle(td).backgroundColor];",
-        c.model, c.path, c.gpu,
+        c.model,
+        c.path,
+        c.gpu,
     )
     assert info[0] == c.backend
     assert c.rule in info[1] and c.refs[0] in info[1] and c.origin in info[1]
     hexcol = color(c.backend)
-    assert info[2] == "rgb({}, {}, {})".format(*(int(hexcol[i:i + 2], 16) for i in (1, 3, 5)))
+    assert info[2] == "rgb({}, {}, {})".format(*(int(hexcol[i : i + 2], 16) for i in (1, 3, 5)))
 
     # filter by path: only MoE rows stay
     browser.click(browser.find('#f-path option[value="moe"]'))
     assert _visible(browser, "tbody tr") == rows // len(PATHS)
-    assert browser.js("return Array.from(document.querySelectorAll('tbody tr')).filter("
-                      "e => e.offsetParent !== null && e.dataset.path !== 'moe').length;") == 0
+    assert (
+        browser.js(
+            "return Array.from(document.querySelectorAll('tbody tr')).filter("
+            "e => e.offsetParent !== null && e.dataset.path !== 'moe').length;"
+        )
+        == 0
+    )
     # filter by GPU: one column stays
     browser.click(browser.find(f'#f-gpu option[value="{gpus[0]}"]'))
     assert _visible(browser, "thead th[data-gpu]") == 1

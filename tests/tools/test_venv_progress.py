@@ -65,8 +65,9 @@ def test_an_incomplete_venv_is_rebuilt(cache: Path) -> None:
     assert steps[0] == "removing an incomplete venv"
 
 
-def test_bad_version_and_missing_uv(cache: Path, monkeypatch: pytest.MonkeyPatch,
-                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_version_and_missing_uv(
+    cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(_venvs.shutil, "which", lambda name: None)
     with pytest.raises(UsageError, match="not on PATH"):
         _venvs.ensure_venv("0.26.0", use_uv=True, runner=_fake([]))

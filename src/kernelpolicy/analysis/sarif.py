@@ -106,13 +106,17 @@ def to_sarif(findings: Sequence[Finding], files: Sequence[str] = (), root: Path 
     return {
         "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
         "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "kernelpolicy",
-                "version": __version__,
-                "rules": rules,
-            }},
-            "originalUriBaseIds": {_SRCROOT: {"uri": root.resolve().as_uri() + "/"}},
-            "results": results,
-        }],
+        "runs": [
+            {
+                "tool": {
+                    "driver": {
+                        "name": "kernelpolicy",
+                        "version": __version__,
+                        "rules": rules,
+                    }
+                },
+                "originalUriBaseIds": {_SRCROOT: {"uri": root.resolve().as_uri() + "/"}},
+                "results": results,
+            }
+        ],
     }

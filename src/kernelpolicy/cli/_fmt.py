@@ -63,8 +63,9 @@ def run(args: argparse.Namespace) -> int:
         if args.check:
             sys.stdout.write(f"would reformat {path}\n")
             if args.diff:
-                sys.stdout.writelines(difflib.unified_diff(
-                    text.splitlines(True), new.splitlines(True), f"{path}", f"{path} (formatted)"))
+                sys.stdout.writelines(
+                    difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"{path}", f"{path} (formatted)")
+                )
         else:
             path.write_text(new, encoding="utf-8")
             sys.stdout.write(f"reformatted {path}\n")
