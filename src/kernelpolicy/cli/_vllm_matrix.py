@@ -346,7 +346,18 @@ selection code on a simulated GPU, without and with the kernelpolicy plugin. Res
 (every path runs the decision), `differs` (another valid backend, or the plugin's facts differ
 from `explain`'s), `conflict` (a path runs what the decision rejects), `refused` (vLLM refused the
 decided backend; the plugin fell back to the decision's next valid candidate), `could not run`
-(vLLM's code failed in the simulation).
+(vLLM's code failed in the simulation). Parity: inside vLLM the plugin logs the fingerprint
+`explain` prints for the same inputs.
+
+Why a cell is not `same` (the reason column names the case):
+
+- a path the plugin does not steer: weight-only (W4A16/W8A16) dense kernels (`humming` or
+  `marlin` is vLLM's `choose_mp_linear_kernel`) and the NVFP4 dense kernel;
+- a router tier vLLM's `GateLinear` does not enable for that model's shape or weight dtype while
+  the decision ranks it first (the rule tables do not model that gate yet);
+- a warmup vLLM does not run for MXFP4 experts while the decision lists it;
+- `could not run`: vLLM's own config or selection code fails in the simulation (the whole error
+  is given), with the plugin and without it alike.
 """
 
 
