@@ -131,6 +131,19 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
         if plugin:
             out.append(f"with the plugin every path follows this decision:  {plugin}")
+    sglang = decision.engine.get("sglang")
+    if sglang is not None:
+        out.append("")
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sglang["env"].items())
+        args = " ".join(shlex.quote(a) for a in sglang["args"])
+        launch = "python -m sglang.launch_server --model-path"
+        cmd = " ".join(x for x in (env, launch, shlex.quote(model) if model else "MODEL", args) if x)
+        out.append("on SGLang without the plugin, where flags can:")
+        out.append(f"  {cmd}")
+        out += [f"  ({n})" for n in sglang.get("notes", ())]
+        plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
+        if plugin:
+            out.append(f"with the plugin every path follows this decision:  {plugin}")
     out.append("")
     out.append(f"fingerprint {decision.fingerprint}")
     return "\n".join(out)

@@ -19,10 +19,16 @@ __all__ = ["engine_flags"]
 _DEEP_GEMM_DENSE = ("deep_gemm", "flashinfer_deep_gemm")
 
 
-def engine_flags(paths: Mapping[str, PathDecision], engine: EngineMap) -> dict[str, Any]:
-    """``{"env": {...}, "args": [...], "notes": [...]}`` that reproduce *paths* on *engine*."""
+def engine_flags(paths: Mapping[str, PathDecision], engine: EngineMap, release: str | None = None) -> dict[str, Any]:
+    """``{"env": {...}, "args": [...], "notes": [...]}`` that reproduce *paths* on *engine*.
+
+    *release* names the engine release where its flags differ between releases (SGLang; the
+    newest known release when None).
+    """
     if engine.name == "vllm":
         return _vllm(paths, engine)
+    if engine.name == "sglang":
+        return _sglang(paths, engine, release)
     return {"env": {}, "args": [], "notes": [f"no flag mapping for engine `{engine.name}`"]}
 
 
@@ -60,4 +66,48 @@ def _vllm(paths: Mapping[str, PathDecision], engine: EngineMap) -> dict[str, Any
             notes.append(f"vLLM has no `--moe-backend` value for `{moe.backend}`")
     if router.backend is not None:
         notes.append("no vLLM flag selects the router kernel: the plugin applies it")
+    return {"env": env, "args": args, "notes": notes}
+
+
+def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str | None) -> dict[str, Any]:
+    from ..adapters.sglang._versions import latest_release, release_for
+
+    rel = release_for(release) if release else latest_release()
+    if rel is None:
+        return {"env": {}, "args": [], "notes": [f"sglang `{release}` is not a release kernelpolicy has scanned"]}
+    env: dict[str, str] = {}
+    args: list[str] = []
+    notes: list[str] = []
+    dense, moe, router = paths["dense"], paths["moe"], paths["router"]
+    dg_dense = dense.backend in _DEEP_GEMM_DENSE
+    dg_moe = moe.backend == "deep_gemm"
+    if not dg_dense and not dg_moe:
+        env["SGLANG_ENABLE_JIT_DEEPGEMM"] = "0"
+        notes.append("SGL_ENABLE_JIT_DEEPGEMM, when set, wins over SGLANG_ENABLE_JIT_DEEPGEMM: leave it unset")
+    warm = set(paths["warmup"].kernels or ())
+    jit = {f"{p.backend}.{name}" for name, p in (("dense", dense), ("moe", moe)) if p.backend in _DEEP_GEMM_DENSE}
+    if jit and not jit & warm:
+        env["SGLANG_JIT_DEEPGEMM_PRECOMPILE"] = "0"
+    if dense.applicable and dense.backend is not None:
+        name = (engine.dense_kernels.get(dense.backend) or ("",))[0]
+        flags = [f for f in ("--fp8-gemm-backend", "--fp4-gemm-backend") if name and rel.accepts(f, name)]
+        for f in flags:
+            args += [f, name]
+        if len(flags) > 1:
+            notes.append("only the GEMM flag of the checkpoint's format (FP8 or NVFP4) takes effect")
+        if not flags:
+            notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`: "
+                         "the plugin applies it")
+        notes.append("the GEMM flags act on block-FP8, MXFP8 and NVFP4 linears; per-tensor and per-channel FP8 "
+                     "linears have no SGLang flag: the plugin applies it there")
+    if moe.applicable and moe.backend is not None:
+        flag = engine.moe_flag.get(moe.backend)
+        if flag and rel.accepts("--moe-runner-backend", flag):
+            args += ["--moe-runner-backend", flag]
+        else:
+            notes.append(f"SGLang {rel.version} has no `--moe-runner-backend` value for `{moe.backend}`: "
+                         "the plugin applies it")
+    if router.applicable and router.backend is not None:
+        notes.append("no SGLang flag selects the router kernel: the plugin applies it")
+    notes.append("SGLang falls back to Triton per layer for shapes a backend cannot run; only the plugin reports it")
     return {"env": env, "args": args, "notes": notes}

@@ -1,0 +1,96 @@
+"""SGLang's vocabulary (rules/engines/sglang.yaml): the flags `explain` prints for SGLang."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernelpolicy.adapters.sglang._versions import known_releases, latest_release, release_for
+from kernelpolicy.cli import main
+from kernelpolicy.engines import engine_flags
+from kernelpolicy.policy import EngineMap
+
+
+def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+    code = main(["explain", "--json", "--no-env", *argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def _sglang_map() -> EngineMap:
+    from kernelpolicy import load_policy
+
+    return load_policy().engines["sglang"]
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("--gpu", "H100", "--model-type", "deepseek_v3", "--quant", "fp8_block"),
+        ("--gpu", "B200", "--model-type", "deepseek_v3", "--quant", "fp8_block"),
+        ("--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"),
+    ],
+)
+def test_flags_name_the_decided_backends(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
+    d = _explain(capsys, *argv)
+    sg = d["engine"]["sglang"]
+    engine = _sglang_map()
+    rel = latest_release()
+    args = dict(zip(sg["args"][::2], sg["args"][1::2], strict=True))
+    dense, moe = d["paths"]["dense"]["backend"], d["paths"]["moe"]["backend"]
+    name = engine.dense_kernels[dense][0]
+    assert args.get("--fp8-gemm-backend") == (name if rel.accepts("--fp8-gemm-backend", name) else None)
+    assert args["--moe-runner-backend"] == engine.moe_flag[moe]
+    uses_dg = dense in ("deep_gemm", "flashinfer_deep_gemm") or moe == "deep_gemm"
+    assert ("SGLANG_ENABLE_JIT_DEEPGEMM" in sg["env"]) is not uses_dg
+    assert any("router" in n for n in sg["notes"])
+
+
+def test_seed_sm121_turns_deep_gemm_off(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _explain(capsys, "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8")
+    sg = d["engine"]["sglang"]
+    assert sg["env"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    assert sg["args"] == ["--fp8-gemm-backend", "cutlass", "--moe-runner-backend", "triton"]
+
+
+def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    line = out.split("on SGLang without the plugin, where flags can:\n", 1)[1].splitlines()[0]
+    assert line.strip().startswith("SGLANG_ENABLE_JIT_DEEPGEMM=0 python -m sglang.launch_server --model-path")
+    assert "--moe-runner-backend triton" in line
+    assert "SGLANG_PLUGINS=kernelpolicy" in out
+
+
+def test_a_backend_an_older_release_lacks_is_a_note() -> None:
+    """0.5.12.post1 has no `marlin` for `--fp4-gemm-backend` (0.5.23 has); neither has it for FP8."""
+    from kernelpolicy.decision import PathDecision
+
+    old = release_for("0.5.12.post1")
+    assert old is not None and not old.accepts("--fp4-gemm-backend", "marlin")
+    paths = {
+        "dense": PathDecision("dense", "marlin"),
+        "moe": PathDecision("moe", "flashinfer_trtllm"),
+        "router": PathDecision("router", None, present=False),
+        "warmup": PathDecision("warmup", None, kernels=()),
+    }
+    new = engine_flags(paths, _sglang_map(), "0.5.23")
+    assert new["args"][:2] == ["--fp4-gemm-backend", "marlin"]
+    flags = engine_flags(paths, _sglang_map(), "0.5.12.post1")
+    assert flags["args"] == ["--moe-runner-backend", "flashinfer_trtllm"]
+    assert any("0.5.12.post1 has no dense GEMM flag value for `marlin`" in n for n in flags["notes"])
+    unknown = engine_flags(paths, _sglang_map(), "0.4.0")
+    assert unknown["args"] == [] and "not a release" in unknown["notes"][0]
+
+
+def test_every_flag_value_is_accepted_by_some_release() -> None:
+    """The vocabulary names only values SGLang's flags take (a typo would print a failing command)."""
+    engine = _sglang_map()
+    rels = known_releases().values()
+    for names in engine.dense_kernels.values():
+        assert any(r.accepts(f, names[0]) for r in rels for f in ("--fp8-gemm-backend", "--fp4-gemm-backend")), names
+    for value in engine.moe_flag.values():
+        assert any(r.accepts("--moe-runner-backend", value) for r in rels), value
