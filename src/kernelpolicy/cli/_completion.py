@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
         description="Print a completion script that completes subcommands, options, GPU names, model ids "
         "(catalog and local Hugging Face cache), backend ids, fact keys and rule ids. Install: "
         "bash: `kernelpolicy completion bash > ~/.local/share/bash-completion/completions/kernelpolicy`; "
-        'zsh: `kernelpolicy completion zsh > "${fpath[1]}/_kernelpolicy"`; '
+        "zsh: `source <(kernelpolicy completion zsh)` in ~/.zshrc; "
         "fish: `kernelpolicy completion fish > ~/.config/fish/completions/kernelpolicy.fish`.",
     )
     p.add_argument("shell", nargs="?", choices=_SHELLS, metavar="SHELL", help=", ".join(_SHELLS))
