@@ -373,7 +373,9 @@ def disagreements(peers: Peers, step: int = 1) -> list[str]:
 
 
 def main() -> None:
-    peers = prepare()
+    """``peers.py [ROUNDS [MODEL_STEP]]``: timing rounds (3000), every MODEL_STEP-th catalog model (1)."""
+    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
+    peers = prepare(model_step=int(sys.argv[2]) if len(sys.argv) > 2 else 1)
     n = len(peers.cells)
     chosen = [peers.kernelpolicy(i) for i in range(n)]
     wrong = disagreements(peers)
@@ -391,7 +393,6 @@ def main() -> None:
         fn()
         return time.perf_counter() - t
 
-    rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 3000
     kpt, cet, clt = [], [], []
     policy = peers.policy
     for r in range(rounds):

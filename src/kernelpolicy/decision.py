@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from ._version import __version__
 from .facts._record import Facts
@@ -35,6 +35,51 @@ __all__ = [
 
 SCHEMA = "kernelpolicy.decision/1"
 Verdict = Literal["chosen", "rejected", "viable", "refused"]
+
+_T = TypeVar("_T")
+
+
+class _Deferred(Generic[_T]):
+    """A dataclass field given either its value or a function that computes it, called on
+    first read and then kept: the resolver hands the explanation over unbuilt, and whoever
+    reads it (``explain``, the JSON, equality) sees the same value an eager build gives."""
+
+    def __init__(self, default: _T | _Later[_T]) -> None:
+        self.default = default
+        self.slot = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.slot = "_" + name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _T: ...
+    @overload
+    def __get__(self, obj: object, objtype: type | None = None) -> _T: ...
+    def __get__(self, obj: object | None, objtype: type | None = None) -> _T:
+        if obj is None:
+            return self.default  # type: ignore[return-value]  # the default, as dataclasses read it
+        value = obj.__dict__[self.slot]
+        if isinstance(value, _Later):
+            value = value.compute()
+            obj.__dict__[self.slot] = value
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: _T | _Later[_T]) -> None:
+        obj.__dict__[self.slot] = value
+
+
+@dataclass(frozen=True)
+class _Later(Generic[_T]):
+    """A value to compute when first read (see :class:`_Deferred`)."""
+
+    compute: Callable[[], _T]
+
+    def __reduce__(self) -> tuple[Callable[[_T], _T], tuple[_T]]:
+        return _ready, (self.compute(),)  # pickled and copied as the value itself
+
+
+def _ready(value: _T) -> _T:
+    return value
 
 
 @dataclass(frozen=True)
@@ -73,7 +118,7 @@ class PathDecision:
 
     path: str
     backend: str | None
-    candidates: tuple[Candidate, ...] = ()
+    candidates: _Deferred[tuple[Candidate, ...]] = _Deferred(())
     rule: str | None = None  #: the rule that decided, when the first candidate was not taken
     rules: tuple[str, ...] = ()  #: every rule that rejected a candidate ranked above the chosen one
     reason: str | None = None  #: why there is no backend (``backend is None``)
@@ -148,8 +193,8 @@ class Decision:
     policy_digest: str
     overrides: tuple[Override, ...] = ()
     warnings: tuple[str, ...] = ()
-    assumptions: tuple[Assumption, ...] = ()
-    engine: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    assumptions: _Deferred[tuple[Assumption, ...]] = _Deferred(())
+    engine: _Deferred[Mapping[str, Mapping[str, Any]]] = _Deferred(_Later(dict))
     model: str | None = None  #: the model as the user gave it (an id or a path), when known
     origins: Mapping[str, str] = field(default_factory=dict)  #: rule id -> ``file:line``, every rule that acted
 

@@ -17,12 +17,13 @@ alike; a ``crash`` rule or an unmet catalog requirement only when the choice nam
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
-from .decision import Assumption, Candidate, Decision, Override, PathDecision
-from .dsl.conditions import describe_failure, evaluate, failing_tests
+from .decision import Assumption, Candidate, Decision, Override, PathDecision, _Later
+from .dsl.conditions import Condition, TruthValue, compiled, describe_failure, evaluate, failing_tests
 from .engines import engine_flags
 from .errors import KernelPolicyError
 from .facts._record import Facts
@@ -42,7 +43,9 @@ from .semantics import (
 __all__ = ["DECIDED_PATHS", "ContradictionError", "ImplicationConflict", "apply_implications", "resolve"]
 
 _NULL_REPORTER: Final = BaseReporter()
+_UNSET: Final = object()
 _CACHE_MAX: Final = 4096
+_SAME_MAX: Final = 128  #: entries held by identity (each keeps its policy alive)
 
 
 class ContradictionError(KernelPolicyError, ValueError):
@@ -62,9 +65,67 @@ class ContradictionError(KernelPolicyError, ValueError):
 class _Rejection:
     rule: str
     severity: str
-    reason: str
+    why: str | Callable[[], str]  #: the reason, or how to word it (worded only when read)
     refs: tuple[str, ...]
     assumed: bool  #: applied only because a fact it reads is unknown
+
+    @property
+    def reason(self) -> str:
+        return self.why if isinstance(self.why, str) else self.why()
+
+
+_Fn = Callable[[Mapping[str, Any]], TruthValue]
+
+
+class _Index:
+    """What the resolver reads of one policy, looked up once: compiled conditions, the rules
+    aimed at each backend, the ``prefer`` rules of each path in the order they apply."""
+
+    def __init__(self, policy: Policy) -> None:
+        # by id, the last rule of an id wins (as a dict built over the rules would have it)
+        self.state_fns: dict[str, tuple[_Fn, _Fn | None]] = {
+            r.id: (compiled(r.when), compiled(r.until) if r.until is not None else None) for r in policy.rules
+        }
+        self.uses = tuple(r for r in policy.rules if r.kind == "use")
+        by_id = sorted(policy.rules, key=lambda r: r.id)
+        self.orders: dict[str, tuple[tuple[_Fn, tuple[str, ...]], ...]] = {}
+        self.prefers: dict[str, tuple[Rule, ...]] = {}
+        for path in DECIDED_PATHS:
+            entries = policy.orders.get(path, ())
+            self.orders[path] = tuple(
+                (compiled(o.when), o.backends)
+                for layer in ("policy", "shipped")
+                for o in entries
+                if o.origin.layer == layer
+            )
+            # within a layer, by id: the outcome never depends on file or rule order (two
+            # conflicting `prefer` rules of one layer are a `contradiction` for `kernelpolicy check`)
+            self.prefers[path] = tuple(
+                r
+                for layer in ("shipped", "policy")
+                for r in by_id
+                if r.kind == "prefer" and r.layer == layer and r.applies_to(path)
+            )
+        self.requires: dict[tuple[str, str], _Fn] = {
+            (path, b): compiled(e.requires) for path, entries in policy.backends.items() for b, e in entries.items()
+        }
+        self.judged: dict[tuple[str, str], tuple[tuple[Rule, _Fn | None], ...]] = {
+            (b, path): tuple(
+                (r, compiled(r.require) if r.kind == "require" else None) for r in policy.rules_for(b, path)
+            )
+            for path, entries in policy.backends.items()
+            for b in entries
+        }
+
+
+_indexes: weakref.WeakKeyDictionary[Policy, _Index] = weakref.WeakKeyDictionary()
+
+
+def _index_of(policy: Policy) -> _Index:
+    index = _indexes.get(policy)
+    if index is None:
+        index = _indexes[policy] = _Index(policy)
+    return index
 
 
 @dataclass(frozen=True)
@@ -75,7 +136,41 @@ class _Pick:
     layer: str
 
 
-_cache: dict[tuple[int, Facts], Decision] = {}
+class _Cache:
+    """Decisions by policy and facts: first by identity (the same objects asked again, as a
+    process that built its facts once does), then by equal facts."""
+
+    def __init__(self) -> None:
+        self.same: dict[tuple[int, int], tuple[Facts, Policy, Decision]] = {}
+        self.equal: dict[tuple[int, Facts], Decision] = {}
+
+    def get(self, facts: Facts, policy: Policy) -> Decision | None:
+        hit = self.same.get((id(facts), id(policy)))
+        if hit is not None and hit[0] is facts and hit[1] is policy:
+            return hit[2]
+        decision = self.equal.get((id(policy), facts))
+        if decision is None or decision.policy_digest != policy.digest:
+            return None
+        self._keep(facts, policy, decision)
+        return decision
+
+    def put(self, facts: Facts, policy: Policy, decision: Decision) -> None:
+        if len(self.equal) >= _CACHE_MAX:
+            self.equal.clear()
+        self.equal[id(policy), facts] = decision
+        self._keep(facts, policy, decision)
+
+    def _keep(self, facts: Facts, policy: Policy, decision: Decision) -> None:
+        if len(self.same) >= _SAME_MAX:
+            self.same.clear()
+        self.same[id(facts), id(policy)] = (facts, policy, decision)  # holds both: their ids stay theirs
+
+    def clear(self) -> None:
+        self.same.clear()
+        self.equal.clear()
+
+
+_cache = _Cache()
 
 
 def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) -> Decision:
@@ -89,14 +184,11 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
     :raises ImplicationConflict: when implications set one fact to different values.
     """
     if reporter is None:
-        key = (id(policy), facts)
-        hit = _cache.get(key)
-        if hit is not None and hit.policy_digest == policy.digest:
+        hit = _cache.get(facts, policy)
+        if hit is not None:
             return hit
         decision = _Resolution(facts, policy, _NULL_REPORTER).run()
-        if len(_cache) >= _CACHE_MAX:
-            _cache.clear()
-        _cache[key] = decision
+        _cache.put(facts, policy, decision)
         return decision
     return _Resolution(facts, policy, reporter).run()
 
@@ -113,35 +205,47 @@ class _Resolution:
     def __init__(self, facts: Facts, policy: Policy, reporter: BaseReporter) -> None:
         self.policy = policy
         self.reporter = reporter
+        self.index = _index_of(policy)
+        #: build the explanation only when it is read (no reporter is watching every verdict)
+        self.lazy = reporter is _NULL_REPORTER
         self.facts = apply_implications(facts, policy, reporter)
         self.typed = self.facts.typed()
-        self.when: dict[str, bool | None] = {}
-        for r in policy.rules:
-            until = evaluate(r.until, self.typed) if r.until is not None else None
-            self.when[r.id] = rule_state(evaluate(r.when, self.typed), until)
-        self.assumptions: list[Assumption] = []
+        self._states: dict[str, bool | None] = {}
+        self.assumptions: list[_Noted] = []  #: what the outcome rests on, worded when read
         self.overrides: list[Override] = []
         self.warnings: list[str] = []
+
+    def state(self, rule_id: str) -> bool | None:
+        """The rule's ``when`` after retirement (:func:`~kernelpolicy.semantics.rule_state`),
+        evaluated the first time a rule of that id is read."""
+        s = self._states.get(rule_id, _UNSET)
+        if s is _UNSET:
+            when, until = self.index.state_fns[rule_id]
+            s = self._states[rule_id] = rule_state(when(self.typed), until(self.typed) if until is not None else None)
+        return s  # type: ignore[return-value]
 
     def run(self) -> Decision:
         self.reporter.starting(self.facts)
         picks = self._explicit_picks()
         paths = {path: self._path(path, picks.get(path)) for path in DECIDED_PATHS}
         paths["warmup"] = self._warmup(paths)
-        uniq: dict[tuple[str, str], Assumption] = {}
-        for a in self.assumptions:
-            uniq.setdefault((a.fact, a.rule), a)
         decision = Decision(
             facts=self.facts,
             paths=paths,
             policy_digest=self.policy.digest,
             overrides=tuple(self.overrides),
             warnings=tuple(dict.fromkeys(self.warnings)),
-            assumptions=tuple(uniq.values()),
-            engine={name: engine_flags(paths, m) for name, m in self.policy.engines.items()},
+            assumptions=_Later(self._assumptions) if self.lazy else self._assumptions(),
+            engine=_Later(lambda: {name: engine_flags(paths, m) for name, m in self.policy.engines.items()}),
         )
         self.reporter.ending(decision)
         return decision
+
+    def _assumptions(self) -> tuple[Assumption, ...]:
+        uniq: dict[tuple[str, str], Assumption] = {}
+        for a in _expand(self.assumptions):
+            uniq.setdefault((a.fact, a.rule), a)
+        return tuple(uniq.values())
 
     # -- explicit choices
 
@@ -156,8 +260,8 @@ class _Resolution:
             b = self.facts.get(key)
             if b is not None:
                 by_path.setdefault(path, []).append(_Pick(str(b), f"{flag} {b}", allowed, "user"))
-        for r in self.policy.rules:
-            if r.kind != "use" or self.when[r.id] is not True:
+        for r in self.index.uses:
+            if self.state(r.id) is not True:
                 continue
             source = r.id if r.layer == "policy" else r.id.split(".env.", 1)[-1]
             for path in r.paths or [p for p in DECIDED_PATHS if r.backends[0] in self.policy.backends.get(p, {})]:
@@ -192,7 +296,7 @@ class _Resolution:
     def _user_denier(self, backend: str, path: str) -> Rule | None:
         """The deployment's own setting that denies *backend* on *path*, if one applies."""
         for r in self.policy.rules_for(backend, path):
-            if r.kind == "deny" and r.layer == "user" and self.when[r.id] is True:
+            if r.kind == "deny" and r.layer == "user" and self.state(r.id) is True:
                 return r
         return None
 
@@ -218,7 +322,7 @@ class _Resolution:
         return PathDecision(
             path,
             chosen,
-            tuple(cands),
+            cands,
             rule=pick.source if explicit_won and pick is not None else (deciding[0] if deciding else None),
             rules=deciding,
             reason=None if chosen else self._no_backend_reason(path),
@@ -232,24 +336,15 @@ class _Resolution:
         return f"no backend of path `{path}` is valid for these facts"
 
     def _order(self, path: str) -> list[str]:
-        catalog = list(self.policy.backends[path])
-        base: list[str] | None = None
-        for layer in ("policy", "shipped"):
-            for o in self.policy.orders.get(path, ()):
-                if o.origin.layer == layer and evaluate(o.when, self.typed) is True:
-                    base = list(o.backends)
-                    break
-            if base is not None:
-                break
-        order = base or []
-        order += [b for b in catalog if b not in order]
-        for layer in ("shipped", "policy"):
-            # within a layer, by id: the outcome never depends on file or rule order (two
-            # conflicting `prefer` rules of one layer are a `contradiction` for `kernelpolicy check`)
-            for r in sorted(self.policy.rules, key=lambda r: r.id):
-                if r.kind == "prefer" and r.layer == layer and r.applies_to(path) and self.when[r.id] is True:
-                    front = [b for b in r.backends if b in order]
-                    order = front + [b for b in order if b not in front]
+        """The catalog order for these facts (the first ``order`` entry that holds, policy
+        layer first), then the ``prefer`` rules in force (see :class:`_Index`)."""
+        typed = self.typed
+        order = next((list(backends) for when, backends in self.index.orders[path] if when(typed) is True), [])
+        order += [b for b in self.policy.backends[path] if b not in order]
+        for r in self.index.prefers[path]:
+            if self.state(r.id) is True:
+                front = [b for b in r.backends if b in order]
+                order = front + [b for b in order if b not in front]
         return order
 
     # -- warmup, derived from the other paths
@@ -278,11 +373,17 @@ class _Resolution:
         return PathDecision("warmup", None, tuple(cands), kernels=tuple(kernels))
 
     def _denies_warmup(self, r: Rule) -> bool:
-        return bool(r.paths) and "warmup" in (r.paths or ()) and applies(r.kind, r.severity, self.when[r.id])
+        return bool(r.paths) and "warmup" in (r.paths or ()) and applies(r.kind, r.severity, self.state(r.id))
 
 
 class _PathJudge:
-    """Judges one path's candidates in order; the first nothing rejects is chosen."""
+    """Judges one path's candidates in order; the first nothing rejects is chosen.
+
+    What decides (the chosen backend, the deciding rules, the assumptions and overrides) is
+    worked out at once, stopping at the chosen candidate. The explanation (each candidate's
+    verdict in words, and the verdicts of the candidates after the chosen one) is built when
+    first read, unless a reporter watches every verdict.
+    """
 
     def __init__(self, res: _Resolution, path: str, pick: _Pick | None) -> None:
         self.res = res
@@ -291,30 +392,53 @@ class _PathJudge:
         self.chosen: str | None = None
         self.deciding: list[str] = []
 
-    def decide(self, order: list[str]) -> tuple[list[Candidate], str | None, tuple[str, ...]]:
-        cands: list[Candidate] = []
-        for b in order:
-            mine: list[Assumption] = []
-            explicit = self.pick is not None and b == self.pick.backend
-            rejections = self.rejections(b, mine, explicit)
-            if explicit:
-                cand = self._explicit(b, rejections)
-            elif rejections:
-                if any(not x.assumed for x in rejections):
-                    mine = []  # rejected on known facts: nothing it assumed changed the outcome
-                cand = _rejected(b, rejections, mine)
-                if self.chosen is None and not any(x.severity == "catalog" for x in rejections):
-                    self.deciding.append(rejections[0].rule)
-            elif self.chosen is None:
-                cand = Candidate(b, "chosen", assumptions=tuple(dict.fromkeys(a.fact for a in mine)))
-                self.chosen = b
-            else:
-                cand = Candidate(b, "viable")
-            if self.chosen is None or self.chosen == b:
-                self.res.assumptions += mine  # only what shaped the outcome: candidates up to the chosen one
-            cands.append(cand)
-            self.res.reporter.judging(self.path, cand)
-        return cands, self.chosen, tuple(dict.fromkeys(self.deciding))
+    def decide(
+        self, order: list[str]
+    ) -> tuple[tuple[Candidate, ...] | _Later[tuple[Candidate, ...]], str | None, tuple[str, ...]]:
+        head: list[Callable[[], Candidate]] = []
+        rest: list[str] = []
+        for i, b in enumerate(order):
+            if self.chosen is not None and self.res.lazy:
+                rest = order[i:]  # nothing after the chosen candidate changes the outcome
+                break
+            head.append(self._judge(b))
+        deciding = tuple(dict.fromkeys(self.deciding))
+        if not self.res.lazy:
+            return tuple(c() for c in head), self.chosen, deciding
+        return _Later(lambda: tuple(c() for c in head) + tuple(self._after(b) for b in rest)), self.chosen, deciding
+
+    def _judge(self, b: str) -> Callable[[], Candidate]:
+        """Judge *b*, record what it contributes to the outcome, and return how to word its verdict."""
+        mine: list[_Noted] = []
+        explicit = self.pick is not None and b == self.pick.backend
+        rejections = self.rejections(b, mine, explicit)
+        cand: Callable[[], Candidate]
+        if explicit:
+            cand = _ready(self._explicit(b, rejections))
+        elif rejections:
+            if any(not x.assumed for x in rejections):
+                mine = []  # rejected on known facts: nothing it assumed changed the outcome
+            cand = _rejected(b, rejections, mine)
+            if self.chosen is None and not any(x.severity == "catalog" for x in rejections):
+                self.deciding.append(rejections[0].rule)
+        elif self.chosen is None:
+            cand = _chosen(b, mine)
+            self.chosen = b
+        else:
+            cand = _ready(Candidate(b, "viable"))
+        if self.chosen is None or self.chosen == b:
+            self.res.assumptions += mine  # only what shaped the outcome: candidates up to the chosen one
+        if not self.res.lazy:
+            self.res.reporter.judging(self.path, cand())
+        return cand
+
+    def _after(self, b: str) -> Candidate:
+        """The verdict on *b*, a candidate after the chosen one (nothing it does counts)."""
+        mine: list[_Noted] = []
+        rejections = self.rejections(b, mine, False)
+        if not rejections:
+            return Candidate(b, "viable")
+        return _rejected(b, rejections, [] if any(not x.assumed for x in rejections) else mine)()
 
     def _explicit(self, b: str, rejections: list[_Rejection]) -> Candidate:
         """The explicitly chosen backend: chosen unless a rule it may not override rejects it."""
@@ -342,8 +466,9 @@ class _PathJudge:
         self.chosen = b
         return Candidate(b, "chosen", (), None, None, refs, overridden=ids)
 
-    def rejections(self, backend: str, assumptions: list[Assumption], explicit: bool) -> list[_Rejection]:
-        """Every reason *backend* cannot run on the path, known facts first, gravest first.
+    def rejections(self, backend: str, assumptions: list[_Noted], explicit: bool) -> list[_Rejection]:
+        """Every reason *backend* cannot run on the path, known facts first, gravest first
+        (and, in *assumptions*, what the verdict assumes about unknown facts).
 
         A backend whose catalog requirement fails is rejected for that reason alone (unless it
         was chosen explicitly, when every reason counts).
@@ -355,51 +480,96 @@ class _PathJudge:
         if not entry.auto and not explicit:
             why = "chosen only when the deployment asks for it explicitly"
             return [_Rejection(entry.rule_id, "catalog", why, entry.refs, False)]
-        tv = evaluate(entry.requires, typed)
+        tv = res.index.requires[path, backend](typed)
         if not met(tv):
-            why = describe_failure(entry.requires, typed)
-            out.append(_Rejection(entry.rule_id, "catalog", f"needs {why}", entry.refs, False))
+            out.append(_Rejection(entry.rule_id, "catalog", _needs(entry.requires, typed), entry.refs, False))
             if not explicit:  # it cannot run here at all: no other rule needs a say
                 return out
         elif tv is None:
-            for t in failing_tests(entry.requires, typed)[1]:
-                why = f"assumed `{backend}` on `{path}` has {t.describe()}"
-                assumptions.append(Assumption(t.key, entry.rule_id, why))
-        for r in res.policy.rules_for(backend, path):
-            x = self._rejection(r, backend, assumptions)
+            assumptions.append(_Noted(entry.requires, typed, entry.rule_id, f"assumed `{backend}` on `{path}` has "))
+        for r, require in res.index.judged[backend, path]:
+            x = self._rejection(r, require, backend, assumptions)
             if x is not None:
                 out.append(x)
-        out.sort(key=lambda x: (x.assumed, gravity(x.severity)))
+        if len(out) > 1:
+            out.sort(key=lambda x: (x.assumed, gravity(x.severity)))
         return out
 
-    def _rejection(self, r: Rule, backend: str, assumptions: list[Assumption]) -> _Rejection | None:
+    def _rejection(self, r: Rule, require: _Fn | None, backend: str, assumptions: list[_Noted]) -> _Rejection | None:
         typed = self.res.typed
-        w = self.res.when[r.id]
+        w = self.res.state(r.id)
         if not applies(r.kind, r.severity, w):
             return None
-        if r.kind == "deny":
+        if require is None:  # a deny rule
             if w is None:
-                for k in sorted({t.key for t in failing_tests(r.when, typed)[1]}):
-                    why = f"crash rule applied: `{backend}` denied while `{k}` is unknown"
-                    assumptions.append(Assumption(k, r.id, why))
+                assumptions.append(_Noted(r.when, typed, r.id, backend, None))
             return _Rejection(r.id, r.severity, r.because, r.refs, w is None)
-        rv = evaluate(r.require, typed)
+        rv = require(typed)
         if rv is None:
-            for t in failing_tests(r.require, typed)[1]:
-                assumptions.append(Assumption(t.key, r.id, f"assumed {t.describe()} for `{backend}`"))
+            assumptions.append(_Noted(r.require, typed, r.id, "assumed ", f" for `{backend}`"))
         if met(rv):
             return None
-        why = describe_failure(r.require, typed)
-        return _Rejection(r.id, r.severity, f"{r.because} (needs {why})", r.refs, False)
+        return _Rejection(r.id, r.severity, _needs(r.require, typed, r.because), r.refs, False)
 
 
-def _rejected(b: str, rejections: list[_Rejection], assumed: list[Assumption]) -> Candidate:
-    return Candidate(
-        b,
-        "rejected",
-        tuple(dict.fromkeys(x.rule for x in rejections)),
-        rejections[0].reason,
-        rejections[0].severity,
-        tuple(dict.fromkeys(ref for x in rejections for ref in x.refs)),
-        assumptions=tuple(dict.fromkeys(a.fact for a in assumed)),
-    )
+def _needs(cond: Condition, typed: Mapping[str, Any], because: str | None = None) -> Callable[[], str]:
+    """How to word an unmet requirement, when the words are read."""
+
+    def word() -> str:
+        why = describe_failure(cond, typed)
+        return f"{because} (needs {why})" if because is not None else f"needs {why}"
+
+    return word
+
+
+@dataclass(frozen=True)
+class _Noted:
+    """Assumptions a verdict makes about the unknown facts of *cond*, worded when read: for a
+    requirement, one per unknown test (``{before}{test}{after}``); for a crash rule applied
+    while undecided (*before* is the backend), one per unknown key."""
+
+    cond: Condition
+    typed: Mapping[str, Any]
+    rule: str
+    before: str
+    after: str | None = ""
+
+    def assumptions(self) -> list[Assumption]:
+        unknown = failing_tests(self.cond, self.typed)[1]
+        if self.after is None:
+            return [
+                Assumption(k, self.rule, f"crash rule applied: `{self.before}` denied while `{k}` is unknown")
+                for k in sorted({t.key for t in unknown})
+            ]
+        return [Assumption(t.key, self.rule, f"{self.before}{t.describe()}{self.after}") for t in unknown]
+
+
+def _expand(noted: list[_Noted]) -> list[Assumption]:
+    return [a for n in noted for a in n.assumptions()]
+
+
+def _chosen(b: str, mine: list[_Noted]) -> Callable[[], Candidate]:
+    return lambda: Candidate(b, "chosen", assumptions=tuple(dict.fromkeys(a.fact for a in _expand(mine))))
+
+
+def _ready(cand: Candidate) -> Callable[[], Candidate]:
+    return lambda: cand
+
+
+def _rejected(b: str, rejections: list[_Rejection], assumed: list[_Noted]) -> Callable[[], Candidate]:
+    """How to word *b*'s rejection (the rule ids are settled now, the reason when read)."""
+    rules = tuple(dict.fromkeys(x.rule for x in rejections))
+
+    def word() -> Candidate:
+        facts = tuple(dict.fromkeys(a.fact for a in _expand(assumed)))
+        return Candidate(
+            b,
+            "rejected",
+            rules,
+            rejections[0].reason,
+            rejections[0].severity,
+            tuple(dict.fromkeys(ref for x in rejections for ref in x.refs)),
+            assumptions=facts,
+        )
+
+    return word

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from .dsl.conditions import evaluate
+from .dsl.conditions import compiled, tests_of
 from .errors import KernelPolicyError
 from .facts._record import Facts, typed_value
 
@@ -127,14 +127,49 @@ class ImplicationConflict(KernelPolicyError, ValueError):
         return f"implications contradict each other on `{self.key}`: {self.message}"
 
 
-def _fires(imp: Implication, typed: Mapping[str, Any]) -> bool:
-    if evaluate(imp.when, typed) is not True:
-        return False
-    return imp.unless is None or evaluate(imp.unless, typed) is not True
+class _Plan:
+    """Implications, looked up once: compiled conditions, the keys each reads, who sets a key."""
+
+    def __init__(self, implications: tuple[Implication, ...]) -> None:
+        self.implications = implications
+        self.fns = [
+            (compiled(imp.when), compiled(imp.unless) if imp.unless is not None else None) for imp in implications
+        ]
+        self.reads = [
+            frozenset(t.key for c in (imp.when, imp.unless) if c is not None for t in tests_of(c))
+            for imp in implications
+        ]
+        self.setters: dict[str, list[int]] = {}
+        for i, imp in enumerate(implications):
+            for k in imp.sets:
+                self.setters.setdefault(k, []).append(i)
+
+    def fires(self, i: int, typed: Mapping[str, Any]) -> bool:
+        """Whether implication *i* fires: its ``when`` holds and its ``unless`` does not."""
+        when, unless = self.fns[i]
+        if when(typed) is not True:
+            return False
+        return unless is None or unless(typed) is not True
+
+
+_plans: dict[int, _Plan] = {}
+
+
+def _plan_of(implications: tuple[Implication, ...]) -> _Plan:
+    plan = _plans.get(id(implications))
+    if plan is None or plan.implications is not implications:
+        if len(_plans) >= 64:
+            _plans.clear()
+        plan = _plans[id(implications)] = _Plan(implications)
+    return plan
 
 
 def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseReporter | None = None) -> Facts:
     """Set unknown facts that follow from known ones, to a fixpoint; known facts never change.
+
+    Implications are applied in order, pass after pass, until a pass sets nothing. (A pass
+    skips an implication that fired before, or whose facts did not change since it was last
+    read: reading it again could not set anything.)
 
     :raises ImplicationConflict: when two implications set one fact to different values for
         these facts, or an implication's ``unless`` holds once the fixpoint is reached (either
@@ -142,27 +177,37 @@ def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseRep
     """
     if not implications:
         return facts
+    plan = _plan_of(implications)
     typed = dict(facts.typed())
     added: dict[str, Any] = {}
     by: dict[str, Implication] = {}
+    at: dict[str, int] = {}  # the position of by[k] in implications
+    order: list[str] = []  # the keys set, in order
+    read_at = [-1] * len(implications)  # len(order) when each was last read; -1: never
     changed = True
     while changed:
         changed = False
-        for imp in implications:
-            if not _fires(imp, typed):
+        for i, imp in enumerate(implications):
+            seen = read_at[i]
+            if seen == -2 or (seen >= 0 and plan.reads[i].isdisjoint(order[seen:])):
                 continue
+            read_at[i] = len(order)
+            if not plan.fires(i, typed):
+                continue
+            read_at[i] = -2  # fired: every key it sets is known from now on
             for k, v in imp.sets.items():
                 if k in typed:
                     continue
                 added[k] = v
                 typed[k] = typed_value(k, v)
-                by[k] = imp
+                by[k], at[k] = imp, i
+                order.append(k)
                 if reporter is not None:
                     reporter.implying(imp.id, k, v)
                 changed = True
     if not added:
         return facts
-    _check_fixpoint(implications, typed, added, by)
+    _check_fixpoint(plan, typed, added, by, at)
     # the values were normalised when the implication was loaded: no need to validate again
     return Facts.model_construct(
         values={**facts.values, **added},
@@ -171,22 +216,25 @@ def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseRep
 
 
 def _check_fixpoint(
-    implications: tuple[Implication, ...],
+    plan: _Plan,
     typed: Mapping[str, Any],
     added: Mapping[str, Any],
     by: Mapping[str, Implication],
+    at: Mapping[str, int],
 ) -> None:
+    implications = plan.implications
     for k, v in added.items():
         setter = by[k]
-        if not _fires(setter, typed):
+        if not plan.fires(at[k], typed):
             raise ImplicationConflict(
                 k,
                 (setter.id,),
                 f"`{setter.id}` ({setter.origin}) set it to `{v}`, but its `unless` holds once the other "
                 "implications are applied",
             )
-        for imp in implications:
-            if imp is setter or k not in imp.sets or imp.sets[k] == v or not _fires(imp, typed):
+        for i in plan.setters[k]:
+            imp = implications[i]
+            if i == at[k] or imp.sets[k] == v or not plan.fires(i, typed):
                 continue
             raise ImplicationConflict(
                 k,

@@ -37,6 +37,7 @@ __all__ = [
     "Not",
     "Test",
     "TruthValue",
+    "compiled",
     "describe_failure",
     "evaluate",
     "evaluate_tree",
@@ -130,6 +131,16 @@ def evaluate(cond: Condition, values: Values) -> TruthValue:
         hit = (cond, _compile(cond))
         _COMPILED[id(cond)] = hit
     return hit[1](values)
+
+
+def compiled(cond: Condition) -> Callable[[Values], TruthValue]:
+    """*cond* as a function of the facts: ``compiled(c)(values) == evaluate(c, values)``, without
+    the lookup :func:`evaluate` makes on every call (for callers that evaluate one condition often)."""
+    hit = _COMPILED.get(id(cond))
+    if hit is None or hit[0] is not cond:
+        hit = (cond, _compile(cond))
+        _COMPILED[id(cond)] = hit
+    return hit[1]
 
 
 def _compile(cond: Condition) -> _Fn:
