@@ -1,0 +1,351 @@
+"""kernelpolicy's SGLang plugin: one decision, applied through SGLang's own plugin system.
+
+Registered as ``sglang.srt.plugins: kernelpolicy = kernelpolicy.adapters.sglang:register`` and
+allow-listed with ``SGLANG_PLUGINS=kernelpolicy`` (SGLang's ``load_plugins`` runs it in the
+main process, in every scheduler process, the detokenizer and the DP controller). It
+registers hooks with SGLang's ``HookRegistry`` (and, on 0.5.23, its resolution-hook registry);
+SGLang applies them. What each hook does:
+
+- main process, resolution (0.5.23: a resolution hook on ``handle_model_specific_adjustments``;
+  0.5.12.post1: around ``ServerArgs._handle_model_specific_adjustments``): resolves one
+  decision from the server args, GPU, environment and packages through the one fact pipeline,
+  then sets the SGLang flags that reproduce it (:func:`kernelpolicy.engines.engine_flags`, the
+  same settings ``kernelpolicy explain`` prints) on every flag the operator left at ``auto``,
+  and sets ``SGLANG_ENABLE_JIT_DEEPGEMM=0`` before the schedulers start when no path runs
+  DeepGEMM;
+- scheduler, around ``Scheduler.init_moe_gemm_config``: resolves the decision of this rank,
+  runs the multi-rank fingerprint agreement over ``torch.distributed`` (SGLang's world group),
+  and after SGLang's own step checks the flags it resolved against the decision;
+- scheduler, after ``Fp8Config.get_quant_method``: names the block-FP8 linear each layer got
+  and warns, naming the layer, when it is not the decided dense backend (a silent fallback).
+
+A mismatch or a fallback is a warning; ``KERNELPOLICY_STRICT=1`` makes it an error. An SGLang
+release the per-release table does not know: one warning, nothing registered.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata as md
+import json
+import logging
+import os
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from ...facts.pipeline import is_strict
+from ..vllm import AgreementError, check_agreement
+from ._names import FLAG_FIELDS, dense_ids_of
+from ._versions import SglangRelease, known_releases, release_for
+
+__all__ = [
+    "DISABLE_ENV",
+    "SET_ENV",
+    "AdapterError",
+    "AgreementError",
+    "current_decision",
+    "register",
+    "set_resolver",
+    "status",
+]
+
+logger = logging.getLogger("kernelpolicy.sglang")
+DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
+#: Names of the variables the plugin set in the main process (so child processes read the
+#: deployment's own environment, not the plugin's settings, as facts).
+SET_ENV: Final = "KERNELPOLICY_SGLANG_SET"
+_SOURCE: Final = "kernelpolicy"
+
+
+class AdapterError(RuntimeError):
+    """The plugin could not apply the decision and ``KERNELPOLICY_STRICT=1`` is set."""
+
+
+Resolver = Callable[[Any], Any]
+
+
+@dataclasses.dataclass
+class _State:
+    registered: bool = False
+    version: str | None = None
+    release: SglangRelease | None = None
+    hooks: list[str] = dataclasses.field(default_factory=list)
+    environ: dict[str, str] | None = None
+    decision: Any = None
+    flags: dict[str, Any] | None = None
+    facts: dict[str, object] = dataclasses.field(default_factory=dict)
+    applied: dict[str, str] = dataclasses.field(default_factory=dict)
+    agreed: bool = False
+    resolver: Resolver | None = None
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+
+
+_STATE = _State()
+
+
+def set_resolver(resolver: Resolver | None) -> None:
+    """Replace how facts become a decision (tests); ``None`` restores the kernelpolicy core."""
+    _STATE.resolver = resolver
+    _STATE.decision = None
+
+
+def _policy() -> Any:
+    import kernelpolicy as kp
+
+    return kp.load_policy()
+
+
+def _warn(message: str) -> None:
+    if message not in _STATE.warnings:
+        _STATE.warnings.append(message)
+        logger.warning("kernelpolicy: %s", message)
+
+
+def _fail(message: str) -> None:
+    """A problem applying the decision: a warning, or (``KERNELPOLICY_STRICT=1``) an error."""
+    if is_strict(os.environ):
+        raise AdapterError(f"kernelpolicy: {message}")
+    _warn(message + "; SGLang's own choice stands")
+
+
+def _summary(decision: Any) -> str:
+    from ..vllm import _summary as summary  # engine-neutral: one start-up line for both engines
+
+    return summary(decision)
+
+
+def _deployment_environ() -> dict[str, str]:
+    """``os.environ`` without the variables the plugin itself set in the main process."""
+    env = dict(os.environ)
+    for name in env.pop(SET_ENV, "").split(","):
+        if name.strip():
+            env.pop(name.strip(), None)
+    return env
+
+
+def _decide(server_args: Any) -> Any:
+    """The decision for *server_args* in this process (resolved once, then cached)."""
+    with _STATE.lock:
+        if _STATE.decision is not None:
+            return _STATE.decision
+        import kernelpolicy as kp
+
+        from ...engines import engine_flags
+        from ...facts.pipeline import build_facts
+        from ._facts import facts_from_sglang
+
+        try:
+            policy = _policy()
+            engine = policy.engines["sglang"]
+            values = facts_from_sglang(server_args, engine, policy.models)
+            built = build_facts(
+                policy,
+                derived=kp.Facts.from_values(values, source="sglang"),
+                environ=_STATE.environ if _STATE.environ is not None else _deployment_environ(),
+            )
+            for warning in built.warnings:
+                _warn(warning)
+            decision = (_STATE.resolver or (lambda f: kp.resolve(f, policy)))(built.facts)
+        except AdapterError:
+            raise
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            _fail(f"could not resolve a decision: {type(exc).__name__}: {first}")
+            return None
+        release = _STATE.release.version if _STATE.release else None
+        _STATE.decision = decision
+        _STATE.flags = engine_flags(decision.paths, engine, release)
+        _STATE.facts = dict(built.facts.values)
+        logger.info(
+            "kernelpolicy: sglang %s %s %s fingerprint=%s",
+            _STATE.version,
+            _STATE.facts.get("gpu.sm", "gpu=?"),
+            _summary(decision),
+            decision.fingerprint,
+        )
+        return decision
+
+
+def current_decision() -> Any:
+    """The decision this process resolved (``None`` before the first hook ran)."""
+    return _STATE.decision
+
+
+def _wanted_fields(server_args: Any) -> dict[str, str]:
+    """Server-args field -> value the decision asks for, on the fields the operator left ``auto``."""
+    args = list((_STATE.flags or {}).get("args", ()))
+    out: dict[str, str] = {}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        field = FLAG_FIELDS.get(flag)
+        if field is not None and str(getattr(server_args, field, "auto") or "auto") == "auto":
+            out[field] = value
+    return out
+
+
+def _apply_env() -> None:
+    """Set the decision's environment (DeepGEMM off) before the schedulers start."""
+    env: Mapping[str, str] = (_STATE.flags or {}).get("env", {})
+    set_here = []
+    for name, value in env.items():
+        have = os.environ.get(name)
+        if have is None:
+            os.environ[name] = value
+            set_here.append(name)
+            _STATE.applied[name] = value
+        elif have != value:
+            _fail(f"the decision needs {name}={value}, the deployment sets {name}={have}")
+    legacy = os.environ.get("SGL_ENABLE_JIT_DEEPGEMM")
+    if env.get("SGLANG_ENABLE_JIT_DEEPGEMM") == "0" and legacy not in (None, "0", "false"):
+        _fail(f"SGL_ENABLE_JIT_DEEPGEMM={legacy} wins over SGLANG_ENABLE_JIT_DEEPGEMM=0; unset it")
+    if set_here:
+        os.environ[SET_ENV] = ",".join([*filter(None, os.environ.get(SET_ENV, "").split(",")), *set_here])
+
+
+def _resolution_hook(server_args: Any, previous: Callable[[Any], None]) -> None:
+    """0.5.23: wraps ``handle_model_specific_adjustments`` (``fn(server_args, previous)``)."""
+    decision = _decide(server_args)
+    wanted = _wanted_fields(server_args) if decision is not None else {}
+    previous(server_args)
+    if not wanted:
+        return
+    from sglang.srt.arg_groups.overrides import declare_resolution
+
+    declare_resolution(server_args, _SOURCE, **wanted)
+    _STATE.applied.update(wanted)
+    _apply_env()
+
+
+def _post_init_hook(original: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> Any:
+    """0.5.12.post1: around ``ServerArgs._handle_model_specific_adjustments`` (it mutates ``self``)."""
+    decision = _decide(self)
+    wanted = _wanted_fields(self) if decision is not None else {}
+    result = original(self, *args, **kwargs)
+    for field, value in wanted.items():
+        setattr(self, field, value)
+    _STATE.applied.update(wanted)
+    if decision is not None:
+        _apply_env()
+    return result
+
+
+def _scheduler_hook(original: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> Any:
+    """Around ``Scheduler.init_moe_gemm_config``: agree across ranks, then check SGLang's result."""
+    server_args = getattr(self, "server_args", None)
+    decision = _decide(server_args) if server_args is not None else None
+    if decision is not None and not _STATE.agreed:
+        _STATE.agreed = True
+        rank = 0
+        try:
+            import torch.distributed as dist
+
+            rank = int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
+        except ImportError:
+            pass
+        summary = _summary(decision)
+        check_agreement({"rank": rank, "fingerprint": decision.fingerprint, "summary": summary, "facts": _STATE.facts})
+    result = original(self, *args, **kwargs)
+    if decision is not None and server_args is not None:
+        args_ = list((_STATE.flags or {}).get("args", ()))
+        for flag, value in zip(args_[::2], args_[1::2], strict=True):
+            field = FLAG_FIELDS.get(flag)
+            got = getattr(server_args, field, None) if field else None
+            if field and got is not None and str(got) != value:
+                _fail(f"SGLang resolved {field}=`{got}`, the decision is `{value}` ({flag})")
+    return result
+
+
+def _layer_hook(result: Any, *args: Any, **kwargs: Any) -> None:
+    """After ``Fp8Config.get_quant_method(self, layer, prefix)``: the block-FP8 linear of a layer."""
+    decision = _STATE.decision
+    fn = getattr(result, "w8a8_block_fp8_linear", None)
+    if decision is None or fn is None:
+        return
+    named = dense_ids_of(fn)
+    dense = decision.paths.get("dense")
+    backend = getattr(dense, "backend", None)
+    if named is None or backend is None or backend in named[1]:
+        return
+    prefix = kwargs.get("prefix", args[2] if len(args) > 2 else "?")
+    fallback = {"layer": str(prefix), "runs": named[0], "decided": str(backend)}
+    _STATE.fallbacks.append(fallback)
+    _fail(f"layer `{prefix}` runs `{named[0]}`, not the decided dense backend `{backend}`")
+
+
+def _installed_sglang() -> str | None:
+    version = getattr(sys.modules.get("sglang"), "__version__", None)
+    if isinstance(version, str):
+        return version
+    try:
+        return md.version("sglang")
+    except md.PackageNotFoundError:
+        return None
+
+
+def _target(release: SglangRelease, role: str) -> str | None:
+    point = release.selection_points.get(role)
+    return f"{point['module']}.{point['name']}" if point else None
+
+
+def register() -> None:
+    """The ``sglang.srt.plugins`` entry point: register the hooks (idempotent)."""
+    with _STATE.lock:
+        if _STATE.registered:
+            return
+        _STATE.registered = True
+        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+            logger.info("kernelpolicy: %s is set; the SGLang plugin does nothing", DISABLE_ENV)
+            return
+        _STATE.environ = _deployment_environ()
+        version = _installed_sglang()
+        _STATE.version = version
+        release = release_for(version) if version else None
+        if release is None:
+            known = ", ".join(known_releases())
+            message = (f"kernelpolicy: SGLang {version or '(not found)'} is not a release this plugin knows "
+                       f"({known}); nothing is patched, SGLang decides on its own")
+            if is_strict(os.environ):
+                raise AdapterError(message)
+            logger.warning(message)
+            _STATE.warnings.append(message)
+            return
+        _STATE.release = release
+        from sglang.srt.plugins.hook_registry import HookRegistry, HookType
+
+        hooks: list[tuple[str | None, Callable[..., Any], Any]] = [
+            (_target(release, "scheduler_gemm_config"), _scheduler_hook, HookType.AROUND),
+            (_target(release, "dense_layer"), _layer_hook, HookType.AFTER),
+        ]
+        if release.resolution == "hooks":
+            from sglang.srt.arg_groups.resolution_hooks import register_resolution_hook
+
+            register_resolution_hook("handle_model_specific_adjustments")(_resolution_hook)
+            _STATE.hooks.append("resolution:handle_model_specific_adjustments")
+        else:
+            hooks.append((_target(release, "resolution_post_init"), _post_init_hook, HookType.AROUND))
+        for target, hook, kind in hooks:
+            if target is None:
+                _fail(f"SGLang {version} lacks the selection point of `{hook.__name__}`")
+                continue
+            HookRegistry.register(target, hook, kind)
+            _STATE.hooks.append(target)
+
+
+def status() -> dict[str, Any]:
+    """What the plugin did in this process (JSON-ready)."""
+    d = _STATE.decision
+    out: dict[str, Any] = json.loads(json.dumps({
+        "registered": _STATE.registered,
+        "sglang_version": _STATE.version,
+        "hooks": list(_STATE.hooks),
+        "fingerprint": getattr(d, "fingerprint", None),
+        "summary": _summary(d) if d is not None else None,
+        "flags": _STATE.flags,
+        "applied": dict(_STATE.applied),
+        "fallbacks": [dict(f) for f in _STATE.fallbacks],
+        "warnings": list(_STATE.warnings),
+    }, default=str))
+    return out

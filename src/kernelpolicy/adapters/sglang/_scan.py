@@ -40,6 +40,8 @@ SELECTION_POINTS: Final = {
     "moe_runner": ("sglang.srt.layers.moe.moe_runner.runner", "MoeRunner.__init__"),
     "scheduler_gemm_config": ("sglang.srt.managers.scheduler", "Scheduler.init_moe_gemm_config"),
     "deep_gemm_switch": ("sglang.srt.layers.deep_gemm_wrapper.configurer", "_compute_enable_deep_gemm"),
+    "dense_layer": ("sglang.srt.layers.quantization.fp8", "Fp8Config.get_quant_method"),
+    "resolution_post_init": ("sglang.srt.server_args", "ServerArgs._handle_model_specific_adjustments"),
 }
 #: Resolution steps the adapter wraps, when the release lets plugins wrap them.
 _HOOK_STEPS: Final = ("handle_model_specific_adjustments", "handle_moe_kernel_config")

@@ -1,0 +1,37 @@
+"""SGLang's names for what runs, per kernelpolicy backend (read from the 0.5.12.post1 and 0.5.23
+wheels: the functions ``dispatch_w8a8_block_fp8_linear`` in
+``sglang/srt/layers/quantization/fp8_utils.py`` returns), and the server-args field of each flag.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of"]
+
+#: Block-FP8 linear function name -> the kernelpolicy dense backends it can be.
+DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
+    "deepgemm_w8a8_block_fp8_linear_with_fallback": frozenset({"deep_gemm"}),
+    "flashinfer_gemm_w8a8_block_fp8_linear_with_fallback": frozenset({"flashinfer_trtllm", "flashinfer_cutlass"}),
+    "flashinfer_deepgemm_w8a8_block_fp8_linear_with_fallback": frozenset({"flashinfer_deep_gemm"}),
+    "cutlass_w8a8_block_fp8_linear_with_fallback": frozenset({"cutlass"}),
+    "triton_w8a8_block_fp8_linear": frozenset({"triton"}),
+    "torch_w8a8_block_fp8_linear": frozenset({"torch"}),
+    "aiter_w8a8_block_fp8_linear": frozenset(),
+}
+
+#: SGLang flag -> the ``ServerArgs`` field it sets.
+FLAG_FIELDS: Final = {
+    "--fp8-gemm-backend": "fp8_gemm_runner_backend",
+    "--fp4-gemm-backend": "fp4_gemm_runner_backend",
+    "--moe-runner-backend": "moe_runner_backend",
+}
+
+
+def dense_ids_of(fn: object) -> tuple[str, frozenset[str]] | None:
+    """``(function name, kernelpolicy ids)`` of a dispatched linear (``functools.partial`` too)."""
+    inner = getattr(fn, "func", fn)
+    name = getattr(inner, "__name__", None)
+    if not isinstance(name, str) or name not in DENSE_FUNCTIONS:
+        return None
+    return name, DENSE_FUNCTIONS[name]

@@ -1,0 +1,231 @@
+"""The SGLang plugin against fake SGLang modules shaped like the 0.5.23 and 0.5.12.post1 wheels.
+
+The hooks are registered with a fake ``HookRegistry`` (same ``register(target, hook, type)``
+signature) and called as SGLang's wrappers call them; the decision is the real resolver's, for
+a GPU reported by a patched ``gpu_facts`` (no GPU, no SGLang needed).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import os
+import sys
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from kernelpolicy.adapters import sglang as plugin
+from kernelpolicy.adapters.sglang import _facts
+from kernelpolicy.facts.gpu import facts_from_capability
+
+MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"  # catalog: on sm121, dense cutlass and MoE triton, no DeepGEMM
+
+
+class HookType(enum.Enum):
+    BEFORE = "before"
+    AFTER = "after"
+    AROUND = "around"
+    REPLACE = "replace"
+
+
+class HookRegistry:
+    registered: ClassVar[list[tuple[str, Callable[..., Any], HookType]]] = []
+
+    @classmethod
+    def register(cls, target: str, hook: Callable[..., Any], hook_type: HookType = HookType.AFTER) -> None:
+        cls.registered.append((target, hook, hook_type))
+
+
+class ServerArgs:
+    """The fields the plugin reads, as SGLang's ``ServerArgs`` has them."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.model_path = MODEL
+        self.tp_size = 1
+        self.ep_size = 1
+        self.moe_runner_backend = "auto"
+        self.fp8_gemm_runner_backend = "auto"
+        self.fp4_gemm_runner_backend = "auto"
+        self.__dict__.update(kw)
+
+
+def declare_resolution(server_args: Any, source: str, **fields: Any) -> None:
+    unknown = sorted(set(fields) - set(vars(ServerArgs())))
+    if unknown:
+        raise AttributeError(f"{source}: {unknown} are not ServerArgs fields")
+    server_args.__dict__.setdefault("_resolved_overrides", []).append((source, dict(fields)))
+
+
+@pytest.fixture
+def fake_sglang(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dict[str, Any]]:
+    resolution: dict[str, list[Callable[..., Any]]] = {}
+
+    def register_resolution_hook(name: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            resolution.setdefault(name, []).append(fn)
+            return fn
+
+        return deco
+
+    mods = {
+        "sglang": types.ModuleType("sglang"),
+        "sglang.srt": types.ModuleType("sglang.srt"),
+        "sglang.srt.plugins": types.ModuleType("sglang.srt.plugins"),
+        "sglang.srt.plugins.hook_registry": types.ModuleType("sglang.srt.plugins.hook_registry"),
+        "sglang.srt.arg_groups": types.ModuleType("sglang.srt.arg_groups"),
+        "sglang.srt.arg_groups.resolution_hooks": types.ModuleType("sglang.srt.arg_groups.resolution_hooks"),
+        "sglang.srt.arg_groups.overrides": types.ModuleType("sglang.srt.arg_groups.overrides"),
+    }
+    mods["sglang"].__version__ = "0.5.23"  # type: ignore[attr-defined]
+    mods["sglang.srt.plugins.hook_registry"].HookRegistry = HookRegistry  # type: ignore[attr-defined]
+    mods["sglang.srt.plugins.hook_registry"].HookType = HookType  # type: ignore[attr-defined]
+    mods["sglang.srt.arg_groups.resolution_hooks"].register_resolution_hook = register_resolution_hook  # type: ignore[attr-defined]
+    mods["sglang.srt.arg_groups.overrides"].declare_resolution = declare_resolution  # type: ignore[attr-defined]
+    for name, mod in mods.items():
+        monkeypatch.setitem(sys.modules, name, mod)
+    monkeypatch.setattr(HookRegistry, "registered", [])
+    monkeypatch.setattr(plugin, "_STATE", plugin._State())
+    monkeypatch.setattr(_facts, "gpu_facts", lambda: facts_from_capability(12, 1, "NVIDIA GB10"))
+    for var in ("SGLANG_ENABLE_JIT_DEEPGEMM", "SGL_ENABLE_JIT_DEEPGEMM", plugin.SET_ENV, "KERNELPOLICY_STRICT",
+                "KERNELPOLICY_DISABLE", "KERNELPOLICY_FACTS", "SGLANG_JIT_DEEPGEMM_PRECOMPILE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    yield {"modules": mods, "resolution": resolution}
+    os.environ.pop("SGLANG_ENABLE_JIT_DEEPGEMM", None)
+    os.environ.pop(plugin.SET_ENV, None)
+
+
+def _hook(target_end: str) -> Callable[..., Any]:
+    return next(h for t, h, _ in HookRegistry.registered if t.endswith(target_end))
+
+
+def test_registers_at_the_scanned_selection_points(fake_sglang: dict[str, Any]) -> None:
+    plugin.register()
+    targets = {t: k for t, _, k in HookRegistry.registered}
+    assert targets == {
+        "sglang.srt.managers.scheduler.Scheduler.init_moe_gemm_config": HookType.AROUND,
+        "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method": HookType.AFTER,
+    }
+    assert list(fake_sglang["resolution"]) == ["handle_model_specific_adjustments"]
+    plugin.register()  # idempotent
+    assert len(HookRegistry.registered) == 2
+
+
+def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: dict[str, Any]) -> None:
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    args = ServerArgs()
+    calls: list[Any] = []
+    hook(args, calls.append)
+    assert calls == [args]  # SGLang's own step still runs
+    decision = plugin.current_decision()
+    assert decision.paths["dense"].backend == "cutlass" and decision.paths["moe"].backend == "triton"
+    assert args._resolved_overrides == [
+        ("kernelpolicy", {"fp8_gemm_runner_backend": "cutlass", "moe_runner_backend": "triton"})
+    ]
+    assert os.environ["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
+    assert os.environ[plugin.SET_ENV] == "SGLANG_ENABLE_JIT_DEEPGEMM"
+    assert plugin.status()["applied"]["moe_runner_backend"] == "triton"
+
+
+def test_an_operator_flag_is_left_alone(fake_sglang: dict[str, Any]) -> None:
+    """SGLang's own `cutlass` MoE has no kernelpolicy id: the plugin does not touch it."""
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    args = ServerArgs(moe_runner_backend="cutlass")
+    hook(args, lambda a: None)
+    assert args._resolved_overrides == [("kernelpolicy", {"fp8_gemm_runner_backend": "cutlass"})]
+
+
+def test_release_0_5_12_sets_the_fields_after_post_init(fake_sglang: dict[str, Any]) -> None:
+    fake_sglang["modules"]["sglang"].__version__ = "0.5.12.post1"
+    plugin.register()
+    assert fake_sglang["resolution"] == {}
+    hook = _hook("ServerArgs._handle_model_specific_adjustments")
+    args = ServerArgs()
+
+    def original(self: Any) -> str:
+        self.moe_runner_backend = "auto"  # 0.5.12.post1 mutates self; an `auto` stays auto on sm121
+        return "done"
+
+    assert hook(original, args) == "done"
+    assert (args.fp8_gemm_runner_backend, args.moe_runner_backend) == ("cutlass", "triton")
+
+
+def test_unknown_release_one_warning_nothing_patched(
+    fake_sglang: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_sglang["modules"]["sglang"].__version__ = "0.5.22"
+    with caplog.at_level(logging.WARNING, logger="kernelpolicy.sglang"):
+        plugin.register()
+    assert HookRegistry.registered == [] and fake_sglang["resolution"] == {}
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and "SGLang 0.5.22 is not a release" in lines[0] and "0.5.23" in lines[0]
+    monkeypatch.setattr(plugin, "_STATE", plugin._State())
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    with pytest.raises(plugin.AdapterError, match="0.5.22"):
+        plugin.register()
+
+
+def test_scheduler_checks_what_sglang_resolved(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin.register()
+    hook = _hook("init_moe_gemm_config")
+    scheduler = types.SimpleNamespace(server_args=ServerArgs(fp8_gemm_runner_backend="cutlass"))
+
+    def original(self: Any) -> None:
+        self.server_args.moe_runner_backend = "flashinfer_cutlass"  # a model override won
+
+    hook(original, scheduler)
+    assert any("moe_runner_backend=`flashinfer_cutlass`, the decision is `triton`" in w for w in plugin.status()["warnings"])
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    scheduler = types.SimpleNamespace(server_args=ServerArgs(fp8_gemm_runner_backend="cutlass"))
+    with pytest.raises(plugin.AdapterError, match="moe_runner_backend"):
+        hook(original, scheduler)
+
+
+def test_scheduler_reads_the_deployment_env_not_the_plugins(fake_sglang: dict[str, Any]) -> None:
+    """The main process set SGLANG_ENABLE_JIT_DEEPGEMM=0; a scheduler decides as the main process did."""
+    plugin.register()
+    fake_sglang["resolution"]["handle_model_specific_adjustments"][0](ServerArgs(), lambda a: None)
+    main_fp = plugin.current_decision().fingerprint
+    plugin._STATE = plugin._State()  # a fresh scheduler process inherits os.environ
+    plugin.register()
+    _hook("init_moe_gemm_config")(lambda self: None, types.SimpleNamespace(server_args=ServerArgs()))
+    assert plugin.current_decision().fingerprint == main_fp
+
+
+def triton_w8a8_block_fp8_linear() -> None: ...
+
+
+def cutlass_w8a8_block_fp8_linear_with_fallback() -> None: ...
+
+
+def test_a_layer_that_falls_back_is_named(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin.register()
+    fake_sglang["resolution"]["handle_model_specific_adjustments"][0](ServerArgs(), lambda a: None)
+    hook = _hook("get_quant_method")
+    ok = types.SimpleNamespace(w8a8_block_fp8_linear=cutlass_w8a8_block_fp8_linear_with_fallback)
+    hook(ok, object(), object(), "model.layers.0.self_attn.qkv_proj")
+    assert plugin.status()["fallbacks"] == []
+    bad = types.SimpleNamespace(w8a8_block_fp8_linear=functools.partial(triton_w8a8_block_fp8_linear))
+    hook(bad, object(), object(), "model.layers.3.mlp.shared_expert.down_proj")
+    assert plugin.status()["fallbacks"] == [
+        {"layer": "model.layers.3.mlp.shared_expert.down_proj", "runs": "triton_w8a8_block_fp8_linear",
+         "decided": "cutlass"}
+    ]
+    assert any("layer `model.layers.3.mlp.shared_expert.down_proj`" in w for w in plugin.status()["warnings"])
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    with pytest.raises(plugin.AdapterError, match=r"layers\.4"):
+        hook(bad, object(), object(), "model.layers.4.mlp.down_proj")
+
+
+def test_disable_env(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELPOLICY_DISABLE", "1")
+    plugin.register()
+    assert HookRegistry.registered == [] and plugin.status()["hooks"] == []
