@@ -229,3 +229,15 @@ def test_disable_env(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatc
     monkeypatch.setenv("KERNELPOLICY_DISABLE", "1")
     plugin.register()
     assert HookRegistry.registered == [] and plugin.status()["hooks"] == []
+
+
+def test_sglang_switches_that_contradict_the_decision_are_reported(
+    fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SGL_ENABLE_JIT_DEEPGEMM", "1")
+    monkeypatch.setenv("USE_TRITON_W8A8_FP8_KERNEL", "1")
+    plugin.register()
+    fake_sglang["resolution"]["handle_model_specific_adjustments"][0](ServerArgs(), lambda a: None)
+    warnings = plugin.status()["warnings"]
+    assert any("SGL_ENABLE_JIT_DEEPGEMM=1 wins over SGLANG_ENABLE_JIT_DEEPGEMM=0" in w for w in warnings)
+    assert any("dense backend is `cutlass`, the deployment sets USE_TRITON_W8A8_FP8_KERNEL=1" in w for w in warnings)

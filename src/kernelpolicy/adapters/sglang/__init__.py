@@ -198,11 +198,29 @@ def _apply_env() -> None:
             _STATE.applied[name] = value
         elif have != value:
             _fail(f"the decision needs {name}={value}, the deployment sets {name}={have}")
-    legacy = os.environ.get("SGL_ENABLE_JIT_DEEPGEMM")
-    if env.get("SGLANG_ENABLE_JIT_DEEPGEMM") == "0" and legacy not in (None, "0", "false"):
-        _fail(f"SGL_ENABLE_JIT_DEEPGEMM={legacy} wins over SGLANG_ENABLE_JIT_DEEPGEMM=0; unset it")
+    for message in _env_conflicts(env, os.environ):
+        _fail(message)
     if set_here:
         os.environ[SET_ENV] = ",".join([*filter(None, os.environ.get(SET_ENV, "").split(",")), *set_here])
+
+
+def _env_conflicts(wanted: Mapping[str, str], environ: Mapping[str, str]) -> list[str]:
+    """SGLang switches the deployment set that contradict the decision (the rule tables name
+    only ``SGLANG_ENABLE_JIT_DEEPGEMM``; these are checked here)."""
+    out = []
+    paths = _STATE.decision.paths if _STATE.decision is not None else {}
+    backends = {getattr(paths.get(p), "backend", None) for p in ("dense", "moe")}
+    legacy = environ.get("SGL_ENABLE_JIT_DEEPGEMM")
+    if legacy is not None:
+        off = legacy.strip().lower() in ("0", "false")
+        if wanted.get("SGLANG_ENABLE_JIT_DEEPGEMM") == "0" and not off:
+            out.append(f"SGL_ENABLE_JIT_DEEPGEMM={legacy} wins over SGLANG_ENABLE_JIT_DEEPGEMM=0; unset it")
+        elif off and backends & {"deep_gemm", "flashinfer_deep_gemm"}:
+            out.append(f"the decision runs DeepGEMM, the deployment sets SGL_ENABLE_JIT_DEEPGEMM={legacy}")
+    dense = getattr(paths.get("dense"), "backend", None)
+    if environ.get("USE_TRITON_W8A8_FP8_KERNEL", "").strip().lower() in ("1", "true") and dense not in (None, "triton"):
+        out.append(f"the decision's dense backend is `{dense}`, the deployment sets USE_TRITON_W8A8_FP8_KERNEL=1")
+    return out
 
 
 def _resolution_hook(server_args: Any, previous: Callable[[Any], None]) -> None:
