@@ -94,3 +94,22 @@ def test_every_flag_value_is_accepted_by_some_release() -> None:
         assert any(r.accepts(f, names[0]) for r in rels for f in ("--fp8-gemm-backend", "--fp4-gemm-backend")), names
     for value in engine.moe_flag.values():
         assert any(r.accepts("--moe-runner-backend", value) for r in rels), value
+
+
+def test_engine_option_picks_the_release(capsys: pytest.CaptureFixture[str]) -> None:
+    """NVFP4 dense on B200 via Marlin: 0.5.23's --fp4-gemm-backend has `marlin`, 0.5.12.post1's has not."""
+    argv = ("--gpu", "B200", "--model-type", "deepseek_v3", "--quant", "nvfp4", "--linear-backend", "marlin")
+    new = _explain(capsys, *argv, "--engine", "sglang==0.5.23")["engine"]["sglang"]
+    old = _explain(capsys, *argv, "--engine", "sglang==0.5.12.post1")["engine"]["sglang"]
+    assert new["args"][:2] == ["--fp4-gemm-backend", "marlin"]
+    assert "--fp4-gemm-backend" not in old["args"]
+    assert any("0.5.12.post1 has no dense GEMM flag value for `marlin`" in n for n in old["notes"])
+
+
+def test_engine_option_refuses_an_unknown_release(capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model-type", "llama", "--quant", "fp8_block",
+                 "--engine", "sglang==0.4.0"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err == ("kernelpolicy: error: --engine `sglang==0.4.0`: not an SGLang release kernelpolicy knows "
+                   "(known: 0.5.12.post1, 0.5.23)")

@@ -58,7 +58,8 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
         metavar="RULE_ID",
         help="let an explicit choice override this crash rule (repeatable)",
     )
-    p.add_argument("--engine", metavar="vllm==X.Y.Z", help="the engine release (sets its facts)")
+    p.add_argument("--engine", metavar="vllm==X.Y.Z", help="the engine release (sets its facts; sglang==X.Y.Z: "
+                   "the SGLang release whose flags explain prints)")
     p.add_argument(
         "--policy",
         action="append",
@@ -111,10 +112,17 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
         print(f"kernelpolicy: warning: {note}", file=sys.stderr)
     if args.engine:
         name, sep, version = args.engine.partition("==")
-        if name.strip() != "vllm" or not sep:
-            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
-        check_engine(version)
-        given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
+        if name.strip() == "sglang" and sep:
+            from ..adapters.sglang._versions import known_releases, release_for
+
+            if release_for(version) is None:
+                known = ", ".join(known_releases())
+                raise UsageError(f"--engine `{args.engine}`: not an SGLang release kernelpolicy knows (known: {known})")
+        elif name.strip() != "vllm" or not sep:
+            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
+        else:
+            check_engine(version)
+            given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
     if args.allow:
         check_allow(args.allow, policy)
         given["deploy.allow_rules"] = tuple(args.allow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy_from_args(args)
     facts = facts_from_args(args, policy)
     decision = with_provenance(resolve(facts, policy), policy, args.model)
+    name, _, release = (args.engine or "").partition("==")
+    if name.strip() == "sglang" and "sglang" in policy.engines:  # that release's flags, not the newest's
+        from ..engines import engine_flags
+
+        flags = engine_flags(decision.paths, policy.engines["sglang"], release.strip())
+        decision = dataclasses.replace(decision, engine={**decision.engine, "sglang": flags})
     if args.summary:
         sys.stdout.write(_startup_line(decision) + "\n")
     elif args.json:
