@@ -113,7 +113,7 @@ def test_model_type_and_quant(capsys: pytest.CaptureFixture[str]) -> None:
             [*SEED, "--moe-backend", "deep_gemm", "--env", "VLLM_USE_DEEP_GEMM=0"],
             "contradictory overrides",
         ),
-        ([*SEED, "--engine", "sglang==1.0"], "not of the form `vllm==X.Y.Z`"),
+        ([*SEED, "--engine", "tgi==1.0"], "not of the form `vllm==X.Y.Z`"),
         (["explain", "--gpu", "sm121"], "no model given"),
     ],
 )

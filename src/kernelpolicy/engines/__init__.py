@@ -96,18 +96,16 @@ def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str |
         if len(flags) > 1:
             notes.append("only the GEMM flag of the checkpoint's format (FP8 or NVFP4) takes effect")
         if not flags:
-            notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`: "
-                         "the plugin applies it")
+            notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`")
         notes.append("the GEMM flags act on block-FP8, MXFP8 and NVFP4 linears; per-tensor and per-channel FP8 "
-                     "linears have no SGLang flag: the plugin applies it there")
+                     "linears have no SGLang flag")
     if moe.applicable and moe.backend is not None:
         flag = engine.moe_flag.get(moe.backend)
         if flag and rel.accepts("--moe-runner-backend", flag):
             args += ["--moe-runner-backend", flag]
         else:
-            notes.append(f"SGLang {rel.version} has no `--moe-runner-backend` value for `{moe.backend}`: "
-                         "the plugin applies it")
+            notes.append(f"SGLang {rel.version} has no `--moe-runner-backend` value for `{moe.backend}`")
     if router.applicable and router.backend is not None:
-        notes.append("no SGLang flag selects the router kernel: the plugin applies it")
-    notes.append("SGLang falls back to Triton per layer for shapes a backend cannot run; only the plugin reports it")
+        notes.append("no SGLang flag selects the router kernel")
+    notes.append("SGLang falls back to Triton per layer for shapes a backend cannot run; the plugin names such layers")
     return {"env": env, "args": args, "notes": notes}
