@@ -400,19 +400,21 @@ class Compiler:
     def rule(self, f: _File, r: RuleSpec, i: int, bad: frozenset[str]) -> Rule | None:
         """Check one rule entry; the compiled rule, or ``None`` when it has a problem.
 
-        Checks about a field that failed its schema (in *bad*) are skipped: that field's own
-        error says what is wrong, and its absence is no second error.
+        An entry with a field that failed its schema (*bad*) is checked only for what its other
+        fields say (fact keys, backend ids): its shape is not, as a missing field may be the
+        misspelt one, whose own error says so.
         """
         here: Where = ("rules", i)
         effects = [k for k in _EFFECTS if getattr(r, k) is not None]
         if len(effects) != 1:
-            if not bad & set(_EFFECTS):
+            if not bad:
                 self.add(f, here, "a rule needs exactly one effect: `deny`, `prefer`, `require` or `use`"
                          + (f" (it has {', '.join(effects)})" if effects else ""), rule=r.id)
             self.cond(f, r.when, (*here, "when"), r.id)
             return None
         kind = effects[0]
-        ok = self._rule_shape(f, r, here, kind, bad)
+        # an entry with a field error: its own error says it; a missing field may be that one misspelt
+        ok = not bad and self._rule_shape(f, r, here, kind)
         targets = self._targets(r, kind)
         paths = tuple(r.paths) if r.paths else None
         if targets and not self.check_backends(f, targets, paths, (*here, kind), r.id):
@@ -448,24 +450,24 @@ class Compiler:
             return (r.use,) if r.use else ()
         return (r.backend,) if isinstance(r.backend, str) else tuple(r.backend or ())
 
-    def _rule_shape(self, f: _File, r: RuleSpec, here: Where, kind: str, bad: frozenset[str]) -> bool:
+    def _rule_shape(self, f: _File, r: RuleSpec, here: Where, kind: str) -> bool:
         """The fields a rule of *kind* must and must not have."""
         problems: list[tuple[Where, str]] = []
-        if kind == "prefer" and not r.paths and "paths" not in bad:
+        if kind == "prefer" and not r.paths:
             problems.append(((*here, "prefer"), "a `prefer` rule must name its `paths`"))
         if kind == "use" and f.src.layer == "shipped":
             problems.append(((*here, "use"), "`use` is an operator's choice: put it in a policy file, not in rules/"))
-        if kind == "require" and not self._targets(r, kind) and "backend" not in bad:
+        if kind == "require" and not self._targets(r, kind):
             problems.append((here, "a `require` rule must name its `backend`"))
         if r.backend is not None and kind != "require":
             problems.append(((*here, "backend"), "`backend` goes with `require` only"))
         if r.overrides and kind != "use":
             problems.append(((*here, "overrides"), "`overrides` goes with `use` only"))
-        if kind in ("deny", "require") and r.severity is None and "severity" not in bad:
+        if kind in ("deny", "require") and r.severity is None:
             problems.append((here, f"a `{kind}` rule needs a `severity` (crash, accuracy, perf or support)"))
         for where, message in problems:
             self.add(f, where, message, rule=r.id)
-        if kind == "deny" and not r.refs and not bad:  # a warning only for an entry that compiles
+        if kind == "deny" and not r.refs:
             self.add(f, (*here, "deny"), "a `deny` rule without `refs`", rule=r.id, level="warning",
                      code="missing-refs", help="cite the upstream issue that establishes it, e.g. `vllm#50332`")
         return not problems
