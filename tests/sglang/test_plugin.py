@@ -111,10 +111,11 @@ def test_registers_at_the_scanned_selection_points(fake_sglang: dict[str, Any]) 
     assert targets == {
         "sglang.srt.managers.scheduler.Scheduler.init_moe_gemm_config": HookType.AROUND,
         "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method": HookType.AFTER,
+        "sglang.srt.layers.moe.moe_runner.runner.MoeRunner.__init__": HookType.AFTER,
     }
     assert list(fake_sglang["resolution"]) == ["handle_model_specific_adjustments"]
     plugin.register()  # idempotent
-    assert len(HookRegistry.registered) == 2
+    assert len(HookRegistry.registered) == 3
 
 
 def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: dict[str, Any]) -> None:
@@ -241,3 +242,23 @@ def test_sglang_switches_that_contradict_the_decision_are_reported(
     warnings = plugin.status()["warnings"]
     assert any("SGL_ENABLE_JIT_DEEPGEMM=1 wins over SGLANG_ENABLE_JIT_DEEPGEMM=0" in w for w in warnings)
     assert any("dense backend is `cutlass`, the deployment sets USE_TRITON_W8A8_FP8_KERNEL=1" in w for w in warnings)
+
+
+class MoeRunnerBackend(enum.Enum):
+    TRITON = "triton"
+    FLASHINFER_CUTLASS = "flashinfer_cutlass"
+    AUTO = "auto"
+
+
+def test_a_moe_layer_on_another_runner_is_named(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    plugin.register()
+    fake_sglang["resolution"]["handle_model_specific_adjustments"][0](ServerArgs(), lambda a: None)
+    hook = _hook("MoeRunner.__init__")
+    hook(None, object(), MoeRunnerBackend.TRITON, types.SimpleNamespace(layer_id=0))
+    hook(None, object(), MoeRunnerBackend.AUTO, types.SimpleNamespace(layer_id=1))
+    assert plugin.status()["fallbacks"] == []
+    hook(None, object(), MoeRunnerBackend.FLASHINFER_CUTLASS, config=types.SimpleNamespace(layer_id=5))
+    assert plugin.status()["fallbacks"] == [{"layer": "MoE layer 5", "runs": "flashinfer_cutlass", "decided": "triton"}]
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    with pytest.raises(plugin.AdapterError, match="MoE layer 6 runs the `flashinfer_cutlass` MoE runner"):
+        hook(None, object(), MoeRunnerBackend.FLASHINFER_CUTLASS, types.SimpleNamespace(layer_id=6))

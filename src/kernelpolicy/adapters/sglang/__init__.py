@@ -17,7 +17,8 @@ SGLang applies them. What each hook does:
   runs the multi-rank fingerprint agreement over ``torch.distributed`` (SGLang's world group),
   and after SGLang's own step checks the flags it resolved against the decision;
 - scheduler, after ``Fp8Config.get_quant_method``: names the block-FP8 linear each layer got
-  and warns, naming the layer, when it is not the decided dense backend (a silent fallback).
+  and warns, naming the layer, when it is not the decided dense backend (a silent fallback);
+- scheduler, after ``MoeRunner.__init__``: the same for the MoE runner each layer got.
 
 A mismatch or a fallback is a warning; ``KERNELPOLICY_STRICT=1`` makes it an error. An SGLang
 release the per-release table does not know: one warning, nothing registered.
@@ -293,6 +294,29 @@ def _layer_hook(result: Any, *args: Any, **kwargs: Any) -> None:
     _fail(f"layer `{prefix}` runs `{named[0]}`, not the decided dense backend `{backend}`")
 
 
+def _runner_hook(result: Any, *args: Any, **kwargs: Any) -> None:
+    """After ``MoeRunner.__init__(self, runner_backend, config, ...)``: the runner a MoE layer got.
+
+    Quant methods that call their kernels directly bypass ``MoeRunner``; those are not seen here.
+    """
+    from ._facts import moe_ids_of
+
+    decision = _STATE.decision
+    backend = getattr(decision.paths.get("moe"), "backend", None) if decision is not None else None
+    runner = kwargs.get("runner_backend", args[1] if len(args) > 1 else None)
+    config = kwargs.get("config", args[2] if len(args) > 2 else None)
+    name = str(getattr(runner, "value", runner))
+    if backend is None or runner is None or name == "auto":
+        return
+    kp = moe_ids_of(_policy().engines["sglang"]).get(name)
+    if kp == backend:
+        return
+    layer = getattr(config, "layer_id", None)
+    where = f"MoE layer {layer}" if layer is not None else "a MoE layer"
+    _STATE.fallbacks.append({"layer": where, "runs": name, "decided": str(backend)})
+    _fail(f"{where} runs the `{name}` MoE runner, not the decided MoE backend `{backend}`")
+
+
 def _installed_sglang() -> str | None:
     version = getattr(sys.modules.get("sglang"), "__version__", None)
     if isinstance(version, str):
@@ -336,6 +360,7 @@ def register() -> None:
         hooks: list[tuple[str | None, Callable[..., Any], Any]] = [
             (_target(release, "scheduler_gemm_config"), _scheduler_hook, HookType.AROUND),
             (_target(release, "dense_layer"), _layer_hook, HookType.AFTER),
+            (_target(release, "moe_runner"), _runner_hook, HookType.AFTER),
         ]
         if release.resolution == "hooks":
             from sglang.srt.arg_groups.resolution_hooks import register_resolution_hook

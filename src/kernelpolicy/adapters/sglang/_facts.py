@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from ...facts.model import CatalogModel
     from ...policy import EngineMap
 
-__all__ = ["explicit_backends", "facts_from_sglang", "gpu_facts", "package_facts"]
+__all__ = ["explicit_backends", "facts_from_sglang", "gpu_facts", "moe_ids_of", "package_facts"]
 
 _PACKAGES: Final = (
     ("torch", "torch"),
@@ -62,6 +62,11 @@ def gpu_facts() -> dict[str, object]:
     return facts_from_capability(int(major), int(minor), name)
 
 
+def moe_ids_of(engine: EngineMap) -> dict[str, str]:
+    """SGLang MoE runner name -> kernelpolicy id (the vocabulary's ``moe_flag`` read backwards)."""
+    return {flag: kp for kp, flag in engine.moe_flag.items()} | dict(engine.aliases.get("moe", {}))
+
+
 def explicit_backends(server_args: Any, engine: EngineMap) -> dict[str, str]:
     """The backends the operator named with SGLang's flags, as kernelpolicy ids.
 
@@ -70,7 +75,7 @@ def explicit_backends(server_args: Any, engine: EngineMap) -> dict[str, str]:
     """
     out: dict[str, str] = {}
     moe = str(getattr(server_args, "moe_runner_backend", "auto") or "auto")
-    moe_ids = {flag: kp for kp, flag in engine.moe_flag.items()} | dict(engine.aliases.get("moe", {}))
+    moe_ids = moe_ids_of(engine)
     if moe != "auto" and moe in moe_ids:
         out["deploy.moe_backend"] = moe_ids[moe]
     dense_ids = {names[0]: kp for kp, names in engine.dense_kernels.items() if names} | dict(
