@@ -27,6 +27,7 @@ release the per-release table does not know: one warning, nothing registered.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.metadata as md
 import json
 import logging
@@ -94,6 +95,7 @@ def set_resolver(resolver: Resolver | None) -> None:
     _STATE.decision = None
 
 
+@functools.lru_cache(maxsize=1)
 def _policy() -> Any:
     import kernelpolicy as kp
 
