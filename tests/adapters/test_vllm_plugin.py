@@ -451,3 +451,40 @@ def test_core_resolver_maps_vllm_backend_names() -> None:
     decision: Any = _core_resolver(_pipeline_facts(values))
     assert decision.facts.get("deploy.moe_backend") == "vllm_cutlass"
     assert decision.paths["moe"].backend == "vllm_cutlass"
+
+
+def test_dense_table_without_an_allowed_kernel_falls_back_to_vllms_own(
+    fake_vllm: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def choose(config: Any, possible_kernels: Any, compute_capability: Any = None, force_kernel: Any = None) -> Any:
+        if not possible_kernels["CUDA"]:
+            raise ValueError("Failed to find a kernel that can implement the ScaledMM linear layer.")
+        return possible_kernels["CUDA"][0]
+
+    rejects_all = _Decision(
+        paths={
+            "dense": _Path(
+                "flashinfer_cutlass",
+                "r",
+                (
+                    _Cand("deep_gemm", "rejected"),
+                    _Cand("cutlass", "rejected"),
+                    _Cand("triton", "rejected"),
+                    _Cand("flashinfer_cutlass", "chosen"),
+                ),
+            )
+        }
+    )
+    fake_vllm["dense"].choose_scaled_mm_linear_kernel = choose
+    plugin.set_resolver(lambda values: rejects_all)
+    plugin.register()
+    table = fake_vllm["dense"]._POSSIBLE_FP8_BLOCK_KERNELS
+    assert fake_vllm["dense"].choose_scaled_mm_linear_kernel(None, table) is DeepGemmFp8BlockScaledMMKernel
+    (record,) = plugin.status()["fallbacks"]
+    assert record["path"] == "dense" and record["used"] == "DeepGemmFp8BlockScaledMMKernel (vLLM's own)"
+    plugin.unpatch()
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    fake_vllm["dense"].choose_scaled_mm_linear_kernel = choose
+    plugin.register()
+    with pytest.raises(plugin.AdapterError, match="no kernel the decision allows"):
+        fake_vllm["dense"].choose_scaled_mm_linear_kernel(None, table)

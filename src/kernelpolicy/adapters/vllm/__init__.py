@@ -414,12 +414,30 @@ def _patch_dense(points: VllmPatchPoints) -> None:
 
     def choose_scaled_mm_linear_kernel(config: Any, possible_kernels: Any, *a: Any, **kw: Any) -> Any:
         decision = current_decision()
-        if decision is not None and kw.get("force_kernel") is None:
-            block = possible_kernels is block_table or possible_kernels is getattr(
-                mod, "_POSSIBLE_FP8_BLOCK_KERNELS", None
+        if decision is None or kw.get("force_kernel") is not None:
+            return original(config, possible_kernels, *a, **kw)
+        block = possible_kernels is block_table or possible_kernels is getattr(mod, "_POSSIBLE_FP8_BLOCK_KERNELS", None)
+        try:
+            return original(config, _reorder_table(possible_kernels, decision, block), *a, **kw)
+        except _REFUSALS as exc:
+            # no kernel the decision allows can implement this layer: vLLM's own table decides
+            reason = _message(exc)
+            if _strict():
+                raise AdapterError(
+                    f"kernelpolicy: vLLM can implement this dense layer with no kernel the decision allows "
+                    f"({STRICT_ENV} is set, so start-up stops): {reason}"
+                ) from exc
+            chosen = original(config, possible_kernels, *a, **kw)
+            name = getattr(chosen, "__name__", None) or type(chosen).__name__
+            _fallback(
+                decision,
+                _backend(decision, "dense") or "?",
+                f"{name} (vLLM's own)",
+                "dense kernel table",
+                [f"every allowed kernel ({reason})"],
+                path="dense",
             )
-            possible_kernels = _reorder_table(possible_kernels, decision, block)
-        return original(config, possible_kernels, *a, **kw)
+            return chosen
 
     _set(
         mod,
@@ -541,15 +559,17 @@ def _first_accepted(
     return result
 
 
-def _fallback(decision: DecisionLike, chosen: str, used: str, where: str, refused: list[str]) -> None:
+def _fallback(
+    decision: DecisionLike, chosen: str, used: str, where: str, refused: list[str], *, path: str = "moe"
+) -> None:
     why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
-    record = {"path": "moe", "decided": chosen, "used": used, "where": where, "reason": why}
+    record = {"path": path, "decided": chosen, "used": used, "where": where, "reason": why}
     with _STATE.lock:
         if record in _STATE.fallbacks:
             return
         _STATE.fallbacks.append(record)
     used_text = used if "(" in used else f"`{used}`, the decision's next valid candidate"
-    message = f"vLLM's {where} {why}; moe uses {used_text} instead of the decided `{chosen}`"
+    message = f"vLLM's {where} {why}; {path} uses {used_text} instead of the decided `{chosen}`"
     _STATE.warnings.append(message)
     logger.warning("kernelpolicy: %s (fingerprint=%s)", message, decision.fingerprint)
 
