@@ -85,3 +85,16 @@ def test_broken_pipe_is_quiet() -> None:
         child.stdout.close()
         assert child.wait(timeout=120) == 0
         assert child.stderr.read() == b""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain", "--gpu", "sm121", "--config", "~nouser-kp/x.yaml"],
+        ["vllm", "audit", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--python", "~nouser-kp/py"],
+    ],
+)
+def test_other_paths_under_an_unknown_home(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    code, _, err = cli(capsys, *argv)
+    assert code == 2
+    assert "~nouser-kp/" in one_error_line(err)

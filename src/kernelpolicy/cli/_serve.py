@@ -14,9 +14,9 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from .._paths import expand_user
 from ..errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def _config_tokens(path: str) -> list[str]:
     """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
     import yaml
 
-    file = Path(path).expanduser()
+    file = expand_user(path)
     try:
         if file.stat().st_size > _MAX_CONFIG_BYTES:
             raise UsageError(f"--config `{path}`: larger than 1 MiB")

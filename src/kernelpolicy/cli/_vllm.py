@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .._paths import expand_user
 from ..errors import UsageError
 from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment
 
@@ -195,7 +196,7 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
         if args.python:
             raise UsageError("give --python or --engine, not both (the venv says which vLLM it has)")
     if args.python:
-        python = Path(args.python).expanduser()
+        python = expand_user(args.python)
         if not python.is_file():
             raise UsageError(f"--python `{args.python}`: no such file")
         return python, None

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from .._paths import expand_user
 from ..errors import UnknownModelError
 
 __all__ = ["METADATA_FILES", "HubOptions", "fetch_metadata", "is_repo_id", "read_cached"]
@@ -54,12 +55,12 @@ class HubOptions:
     ) -> HubOptions:
         env = os.environ if environ is None else environ
         if download_dir:
-            cache = Path(download_dir).expanduser()
+            cache = expand_user(download_dir)
         elif env.get("HF_HUB_CACHE"):
-            cache = Path(env["HF_HUB_CACHE"]).expanduser()
+            cache = expand_user(env["HF_HUB_CACHE"])
         else:
             home = env.get("HF_HOME") or str(Path(env.get("XDG_CACHE_HOME") or "~/.cache") / "huggingface")
-            cache = Path(home).expanduser() / "hub"
+            cache = expand_user(home) / "hub"
         offline = (env.get("HF_HUB_OFFLINE") or env.get("TRANSFORMERS_OFFLINE") or "").strip().lower() in _TRUE
         return cls(
             cache_dir=cache,
