@@ -121,6 +121,8 @@ def test_cached_policy_decides_as_the_compiled_one() -> None:
     _fresh_entry()
     cached = kp.load_policy(environ=False)  # from the entry
     assert encode_policy(cached) == encode_policy(compiled)
+    assert cached.unsupported == compiled.unsupported and compiled.unsupported  # every section kept
+    assert cached.rules == compiled.rules and cached.implications == compiled.implications
     for gpu, model in [("sm121", "Qwen/Qwen3.6-35B-A3B-FP8"), ("sm90", "deepseek-ai/DeepSeek-V3"),
                        ("B200", "openai/gpt-oss-120b")]:
         a = kp.resolve(kp.facts_for(gpu=gpu, model=model, policy=compiled), compiled)

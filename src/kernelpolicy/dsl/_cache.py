@@ -25,7 +25,7 @@ from ..facts._keys import PATHS, Kind
 from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
 from ..facts.model import CatalogModel
-from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Policy, Rule
+from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, read_bounded
 from .conditions import TRUE, All, Any_, Condition, Not, Test, parse_test
 
@@ -124,6 +124,11 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
              "because": i.because, "refs": list(i.refs), "origin": _enc_origin(i.origin),
              "unless": None if i.unless is None else _enc_cond(i.unless)}
             for i in policy.implications
+        ],
+        "unsupported": [
+            {"id": u.id, "when": _enc_cond(u.when), "paths": list(u.paths), "because": u.because,
+             "origin": _enc_origin(u.origin), "help": u.help, "refs": list(u.refs)}
+            for u in policy.unsupported
         ],
         "models": [
             {"id": m.id, "source": m.source, "config": m.config, "facts": m.facts, "refs": list(m.refs)}
@@ -243,6 +248,11 @@ def _dec_implication(d: dict[str, Any]) -> Implication:
                        _dec_origin(d.get("origin")), _opt_cond(d, "unless"))
 
 
+def _dec_unsupported(d: dict[str, Any]) -> Unsupported:
+    return Unsupported(_s(d, "id"), _dec_cond(d.get("when")), _strs(d, "paths"), _s(d, "because"),
+                       _dec_origin(d.get("origin")), _opt_s(d, "help"), _strs(d, "refs"))
+
+
 def _dec_engine(d: dict[str, Any]) -> EngineMap:
     aliases = {str(p): _str_map(m, "aliases") for p, m in _obj(d.get("aliases"), "aliases").items()}
     dense = {str(k): tuple(_typed(x, str, "dense_kernels") for x in _typed(v, list, "dense_kernels"))
@@ -299,6 +309,7 @@ def decode_policy(data: Any) -> Policy:
         digest=_s(d, "digest"),
         warnings=tuple(_items(d, "warnings", _dec_diag)),
         by_id={r.id: r for r in rules},
+        unsupported=tuple(_items(d, "unsupported", _dec_unsupported)),
     )
 
 
