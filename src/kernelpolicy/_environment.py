@@ -32,8 +32,12 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "KERNELPOLICY_FACTS": "a JSON object of facts the plugin cannot read from vLLM, e.g. "
     '`{"deep_gemm.has_sm120_sf_layout": false}`',
     "KERNELPOLICY_STRICT": "`1`: the vLLM plugin raises instead of warning (unknown release, unpatchable "
-    "selection point, unresolvable decision, bad `KERNELPOLICY_FACTS`)",
-    "KERNELPOLICY_DISABLE": "`1`: the vLLM plugin loads, logs that it is disabled and patches nothing",
+    "selection point, unresolvable decision, bad `KERNELPOLICY_FACTS`); so does the SGLang plugin (unknown "
+    "release, flags SGLang resolved differently, a layer that fell back)",
+    "KERNELPOLICY_DISABLE": "`1`: the vLLM plugin loads, logs that it is disabled and patches nothing "
+    "(the SGLang plugin likewise registers no hook)",
+    "KERNELPOLICY_SGLANG_SET": "set by the SGLang plugin in SGLang's main process: the variables it set there "
+    "(`SGLANG_ENABLE_JIT_DEEPGEMM`), which schedulers leave out of their facts",
     "KERNELPOLICY_DEBUG": "`1`: an internal error prints its traceback instead of one line",
     "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` makes venvs from (default: the running one)",
     "KERNELPOLICY_SKIP_VLLM": "`1`: `scripts/test.sh` builds no vLLM venvs; the vLLM integration tests skip",
