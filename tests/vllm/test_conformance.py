@@ -8,7 +8,6 @@ the tests below (:func:`sweep`).
 from __future__ import annotations
 
 import platform
-import tempfile
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -56,6 +55,8 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
         given = data["given"]
         if "error" in data["expect"] or given.get("linear_backend") or not given.get("model") or not given.get("gpu"):
             continue  # no deployment to start (an error case), or a flag the simulation lacks
+        if given.get("policy"):
+            continue  # operator files reach the plugin through KERNELPOLICY_POLICY: another policy digest
         named = given.get("policy") or ()
         files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
         if files not in policy_cache:
@@ -98,41 +99,19 @@ class Sweep:
     version: str
     results: list[CellResult]
     golden: list[tuple[GoldenCell, NativeChoices]]
-    refusals: list[NativeChoices]
 
 
 _SWEEPS: dict[str, Future[Sweep]] = {}
 _POOL = ThreadPoolExecutor(max_workers=2)  # one vLLM process per release, two at a time (2 cores)
 
 
-SCOUT = "RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"
-#: An operator pin of a backend vLLM refuses for this checkpoint (FlashInfer CUTLASS FP8 MoE
-#: takes no per-channel scales): the plugin must fall back, or stop under KERNELPOLICY_STRICT=1.
-PIN = """rules:
-  - id: op-pin-flashinfer_cutlass-moe
-    when: {gpu.family: sm120}
-    use: flashinfer_cutlass
-    paths: [moe]
-    because: a pin vLLM refuses for per-channel FP8 experts
-"""
-
-
-def _refusals(policy: kp.Policy) -> list[Deployment]:
-    folder = Path(tempfile.mkdtemp(prefix="kp-pin-"))
-    (folder / "pin.yaml").write_text(PIN, encoding="utf-8")
-    config = next(m.config for m in policy.models if m.id == SCOUT)
-    env = {"KERNELPOLICY_POLICY": str(folder / "pin.yaml")}
-    common: dict[str, Any] = {"config": config, "gpu": (12, 0), "plugin": True, "model_id": SCOUT}
-    return [Deployment(env=env, **common), Deployment(env={**env, "KERNELPOLICY_STRICT": "1"}, **common)]
-
-
 def _run(version: str, python: Path) -> Sweep:
     policy = kp.load_policy()
     target = _target_facts(python)
     golden = _golden({(): policy}, target)
-    extra = [g.deployment for g in golden] + _refusals(policy)
+    extra = [g.deployment for g in golden]
     results, natives = run_matrix_with(python, policy, matrix_cells(policy), target, extra)
-    return Sweep(version, results, list(zip(golden, natives, strict=False)), natives[len(golden) :])
+    return Sweep(version, results, list(zip(golden, natives, strict=True)))
 
 
 def sweep(version: str, venv: Any, releases: tuple[str, ...]) -> Sweep:
@@ -182,6 +161,8 @@ def test_golden_case_parity(release: str, venv: Any, releases: tuple[str, ...]) 
     assert golden
     broken = []
     for cell, native in golden:
+        if "probe" in native.errors:
+            continue  # this vLLM cannot build the model's config at all (gemma-4 on 0.26): nothing decided
         plugin = native.plugin or {}
         decisions = plugin.get("decisions") or []
         got = {d["fingerprint"] for d in decisions}
@@ -195,15 +176,3 @@ def test_golden_case_parity(release: str, venv: Any, releases: tuple[str, ...]) 
 
 def _norm(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
-
-
-def test_a_refused_backend_falls_back_inside_vllm(release: str, venv: Any, releases: tuple[str, ...]) -> None:
-    fallback, strict = sweep(release, venv, releases).refusals
-    assert fallback.ok, fallback.errors
-    plugin = fallback.plugin or {}
-    (record,) = plugin["fallbacks"]
-    assert record["decided"] == "flashinfer_cutlass" and record["used"] != "flashinfer_cutlass"
-    assert fallback.moe is not None and fallback.moe.backend_id == record["used"]
-    assert any("`flashinfer_cutlass`" in w and record["used"] in w for w in plugin["warnings"])
-    assert "AdapterError" in strict.errors.get("moe", ""), strict.errors
-    assert "KERNELPOLICY_STRICT is set" in strict.errors["moe"]
