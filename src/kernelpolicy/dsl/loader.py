@@ -109,7 +109,7 @@ def cache_dir() -> Path:
 def _compiler_stamp() -> bytes:
     """Identifies the code that compiles rules, so a changed compiler never reads old output."""
     parts = [f"{__version__}|{sys.version_info[:2]}"]
-    for rel in ("dsl", "policy.py", "facts/_keys.py", "facts/_record.py", "facts/gpu.py", "facts/model.py"):
+    for rel in ("dsl", "policy.py", "facts", "engines"):
         p = _PKG / rel
         for f in sorted(p.glob("*.py")) if p.is_dir() else [p]:
             st = f.stat()
