@@ -455,35 +455,6 @@ _ALL += [
 ]
 # --- end of dense knowledge ---------------------------------------------------------------
 
-#: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
-FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}
-
-ENV_PREFIX: Final = "deploy.env."
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-def lookup_key(name: str) -> FactKey | None:
-    """The vocabulary entry for *name*, or ``None`` when it is not a fact key.
-
-    ``deploy.env.<NAME>`` is a key for every environment variable name: its value is the
-    string the user set.
-    """
-    key = FACT_KEYS.get(name)
-    if key is not None:
-        return key
-    if name.startswith(ENV_PREFIX) and _ENV_NAME.match(name[len(ENV_PREFIX) :]):
-        return FactKey(name, Kind.STR, f"environment variable `{name[len(ENV_PREFIX) :]}`")
-    return None
-
-
-# deploy.allow_rules: added with the resolver's override semantics
-FACT_KEYS["deploy.allow_rules"] = FactKey(
-    "deploy.allow_rules",
-    Kind.STR_LIST,
-    "ids of crash rules (or catalog requirements) an explicit choice may override",
-    (),
-    "[deep_gemm-no-sm120-sf-layout]",
-)
 # --- model configs (issue #10): what config.json's typed parser reads (facts/_quant.py) ----
 _ALL += [
     FactKey(
@@ -534,3 +505,32 @@ _ALL += [
 ]
 # --- end of model configs -----------------------------------------------------------------
 
+#: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
+FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}
+
+ENV_PREFIX: Final = "deploy.env."
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def lookup_key(name: str) -> FactKey | None:
+    """The vocabulary entry for *name*, or ``None`` when it is not a fact key.
+
+    ``deploy.env.<NAME>`` is a key for every environment variable name: its value is the
+    string the user set.
+    """
+    key = FACT_KEYS.get(name)
+    if key is not None:
+        return key
+    if name.startswith(ENV_PREFIX) and _ENV_NAME.match(name[len(ENV_PREFIX) :]):
+        return FactKey(name, Kind.STR, f"environment variable `{name[len(ENV_PREFIX) :]}`")
+    return None
+
+
+# deploy.allow_rules: added with the resolver's override semantics
+FACT_KEYS["deploy.allow_rules"] = FactKey(
+    "deploy.allow_rules",
+    Kind.STR_LIST,
+    "ids of crash rules (or catalog requirements) an explicit choice may override",
+    (),
+    "[deep_gemm-no-sm120-sf-layout]",
+)
