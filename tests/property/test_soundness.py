@@ -122,7 +122,7 @@ def _class_of(d: Dimension, typed: Mapping[str, Any], tests: Mapping[str, list[A
 
 
 def _in_group(fixed: Mapping[str, ValueClass], cell: Mapping[str, ValueClass]) -> bool:
-    return all(cell.get(name) == v for name, v in fixed.items() if name != "model.is_moe")
+    return all(name in cell and v.covers(cell[name]) for name, v in fixed.items() if name != "model.is_moe")
 
 
 def _denied_chosen(d: Decision, path: str, policy: Policy) -> bool:

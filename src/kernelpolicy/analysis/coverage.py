@@ -54,6 +54,7 @@ from .domain import (
     Group,
     ValueClass,
     build_domain,
+    for_path,
     implied_sources,
     open_keys,
     outcomes,
@@ -181,7 +182,11 @@ def _closed_judge(implications: tuple[Implication, ...], keys: frozenset[str]) -
 
 
 class _Walker:
-    def __init__(self, policy: Policy, domain: Domain, original: Policy | None = None) -> None:
+    def __init__(
+        self, policy: Policy, domain: Domain, original: Policy | None = None, path: str | None = None
+    ) -> None:
+        self.path = path  #: the one path this walker walks (``None``: it hands each task to one)
+        self.by_path: dict[str, _Walker] = {}
         self.policy = policy
         self.original = original
         self.domain = domain
@@ -290,7 +295,17 @@ class _Walker:
         ]
 
     def walk_task(self, task: tuple[str, int, int]) -> list[PathGroup]:
-        path, gi, mi = task
+        """One part of the walk, over the domain as the task's path sees it (:func:`for_path`)."""
+        path = task[0]
+        if self.path is None:
+            sub = self.by_path.get(path)
+            if sub is None:
+                sub = self.by_path[path] = _Walker(self.policy, for_path(self.domain, path), self.original, path)
+            before = sub.resolves
+            out = sub.walk_task(task)
+            self.resolves += sub.resolves - before
+            return out
+        _, gi, mi = task
         g = self.domain.dim("gpu.sm").values[gi]
         m = self.domain.dim("model.is_moe").values[mi]
         conds, order_rules = self.order_conditions(path)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from packaging.specifiers import Specifier, SpecifierSet
@@ -41,6 +41,7 @@ __all__ = [
     "Group",
     "ValueClass",
     "build_domain",
+    "for_path",
     "open_keys",
     "outcomes",
     "possible_values",
@@ -79,6 +80,12 @@ class ValueClass:
     facts: Mapping[str, Any]  #: raw fact values (empty: the facts are unknown)
     typed: Mapping[str, Any]  #: the same values as conditions compare them
     weight: int = 1  #: how many domain values the class stands for
+    #: the classes this one merges (see :func:`for_path`); empty for a class of the domain
+    parts: tuple[ValueClass, ...] = ()
+
+    def covers(self, other: ValueClass) -> bool:
+        """Whether *other* (a class of the full domain) is this class or one it merges."""
+        return other == self or other in self.parts
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,8 @@ def _policy_conditions(policy: Policy) -> list[tuple[str, frozenset[str], Condit
         for c in (imp.when, imp.unless):
             if c is not None:
                 out.append((imp.id, frozenset({"*"}), c))
+    for u in policy.unsupported:
+        out.append((u.id, frozenset(u.paths), u.when))
     return out
 
 
@@ -455,6 +464,37 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
 
     pruned = tuple(sorted(k for k in FACT_KEYS if k not in read and k not in GPU_KEYS))
     return Domain(tuple(dims), pruned, tuple((o, p, c) for o, p, c in conds))
+
+
+def for_path(domain: Domain, path: str) -> Domain:
+    """*domain* as one path sees it: the classes of each dimension that no condition able to
+    matter to *path* (its rules, orders, catalog entries and ``unsupported`` entries, warmup
+    rules and implications) tells apart are merged, so the walk of that path never splits
+    cells that only another path's conditions distinguish. *unknown* is never merged with a
+    value (crash rules read it differently)."""
+    tests: dict[str, list[Test]] = {}
+    for _, paths, c in domain.conditions:
+        if path in paths or "warmup" in paths or "*" in paths:
+            for t in tests_of(c):
+                tests.setdefault(t.key, []).append(t)
+    dims: list[Dimension] = []
+    for d in domain.dims:
+        if d.name in ("gpu.sm", "model.is_moe"):
+            dims.append(d)
+            continue
+        mine = [t for k in d.keys for t in tests.get(k, [])]
+        groups: dict[tuple[Any, ...], list[ValueClass]] = {}
+        for v in d.values:
+            sig = ("unknown",) if not v.facts else tuple(t.match(v.typed[t.key]) for t in mine if t.key in v.typed)
+            groups.setdefault(sig, []).append(v)
+        merged = tuple(
+            vs[0] if len(vs) == 1 else ValueClass(
+                "|".join(v.label for v in vs), vs[0].facts, vs[0].typed, sum(v.weight for v in vs), tuple(vs)
+            )
+            for vs in groups.values()
+        )
+        dims.append(replace(d, values=merged))
+    return replace(domain, dims=tuple(dims))
 
 
 _PRIORITY: Final = {
