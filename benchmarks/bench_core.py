@@ -52,8 +52,10 @@ def fresh_load_time(py: str, *, cache: bool, repeat: int = 7) -> float:
 
     env = {**os.environ, "KERNELPOLICY_NO_CACHE": "" if cache else "1"}
     subprocess.run([py, "-c", _FRESH], check=True, capture_output=True, env=env)  # fills the cache
-    runs = [float(subprocess.run([py, "-c", _FRESH], check=True, capture_output=True, text=True, env=env).stdout)
-            for _ in range(repeat)]
+    runs = [
+        float(subprocess.run([py, "-c", _FRESH], check=True, capture_output=True, text=True, env=env).stdout)
+        for _ in range(repeat)
+    ]
     return statistics.median(runs)
 
 

@@ -141,13 +141,16 @@ rules:
     refs: [ops#1]
 """
 
-OPS_DECLARED = OPS_HOLE + """\
+OPS_DECLARED = (
+    OPS_HOLE
+    + """\
 unsupported:
   - id: ops-no-moe-on-gb10
     when: {gpu.sm: sm121}
     paths: [moe]
     because: we serve no MoE model on GB10
 """
+)
 
 
 def _ops_check(tmp_path: Path, text: str) -> tuple[str, list[Any]]:

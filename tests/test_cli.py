@@ -181,9 +181,20 @@ def test_gpu_auto_uses_machine_facts(capsys: pytest.CaptureFixture[str], monkeyp
 
     def fake() -> tuple[dict[str, object], dict[str, str]]:
         return (
-            {"gpu.sm": "sm121", "gpu.family": "sm120", "gpu.cc": "12.1", "gpu.name": "NVIDIA GB10",
-             "triton.version": "3.5.0"},
-            {"gpu.sm": "nvml", "gpu.family": "nvml", "gpu.cc": "nvml", "gpu.name": "nvml", "triton.version": "metadata"},
+            {
+                "gpu.sm": "sm121",
+                "gpu.family": "sm120",
+                "gpu.cc": "12.1",
+                "gpu.name": "NVIDIA GB10",
+                "triton.version": "3.5.0",
+            },
+            {
+                "gpu.sm": "nvml",
+                "gpu.family": "nvml",
+                "gpu.cc": "nvml",
+                "gpu.name": "nvml",
+                "triton.version": "metadata",
+            },
         )
 
     monkeypatch.setattr(machine, "auto_gpu_facts", fake)
@@ -208,8 +219,9 @@ def test_gpu_auto_without_gpu(capsys: pytest.CaptureFixture[str], monkeypatch: p
 
 def test_example_policy_loads_and_pins(capsys: pytest.CaptureFixture[str]) -> None:
     example = Path(__file__).parent.parent / "policy" / "examples" / "fleet.yaml"
-    code, out, _ = run(capsys, "explain", "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3",
-                       "--policy", str(example), "--json")
+    code, out, _ = run(
+        capsys, "explain", "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3", "--policy", str(example), "--json"
+    )
     d = json.loads(out)
     assert code == 0
     assert d["paths"]["moe"]["backend"] == "deep_gemm"

@@ -76,8 +76,11 @@ def test_json_groups_and_counts(sets: tuple[Path, Path], capsys: pytest.CaptureF
 def test_counts_are_cells_not_groups(sets: tuple[Path, Path]) -> None:
     old, new = sets
     (new / "deny.yaml").write_text(DENY_TRITON_GB10.replace("gpu.sm: sm121", "gpu.family: sm120"))
-    report = diff(load_policy([old], shipped=False, default_policy=False, environ=False),
-                  load_policy([new], shipped=False, default_policy=False, environ=False), jobs=1)
+    report = diff(
+        load_policy([old], shipped=False, default_policy=False, environ=False),
+        load_policy([new], shipped=False, default_policy=False, environ=False),
+        jobs=1,
+    )
     moves = {(c.path, c.old, c.new): c.cells for c in report.changes}
     assert moves == {("moe", "triton", "marlin"): 2}  # sm120 and sm121
 

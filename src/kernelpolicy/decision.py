@@ -277,8 +277,9 @@ def rule_origin(policy: Policy, rule: str) -> str | None:
     return None
 
 
-def acted_rules(paths: Mapping[str, PathDecision], overrides: Sequence[Override],
-                assumptions: Sequence[Assumption], facts: Facts) -> list[str]:
+def acted_rules(
+    paths: Mapping[str, PathDecision], overrides: Sequence[Override], assumptions: Sequence[Assumption], facts: Facts
+) -> list[str]:
     """Every rule id that acted on a decision: rejected or overrode a candidate, decided a path,
     was overridden or refused an override, rests on an assumption, or implied a fact."""
     ids: list[str] = []

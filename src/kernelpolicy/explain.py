@@ -143,8 +143,9 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         out += [f"  ({n})" for n in sglang.get("notes", ())]
         plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
         if plugin:
-            out.append("the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  "
-                       + plugin)
+            out.append(
+                "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
+            )
     out.append("")
     out.append(f"fingerprint {decision.fingerprint}")
     return "\n".join(out)

@@ -33,9 +33,7 @@ def h200_runs() -> dict[str, Any]:
 
 
 def as_run(rec: Mapping[str, Any]) -> ScriptRun:
-    return ScriptRun(
-        rec["returncode"], rec["stdout"], rec["stderr"], bool(rec["timed_out"]), rec["seconds"]
-    )
+    return ScriptRun(rec["returncode"], rec["stdout"], rec["stderr"], bool(rec["timed_out"]), rec["seconds"])
 
 
 class ReplayRunner:
@@ -138,9 +136,7 @@ def no_packages(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(_probes, "find_builds", lambda: (None, None))
 
 
-def vendored_build(
-    path: str = "/site/vllm/third_party/deep_gemm", sm120: bool = True
-) -> DeepGemmBuild:
+def vendored_build(path: str = "/site/vllm/third_party/deep_gemm", sm120: bool = True) -> DeepGemmBuild:
     files = ("sm120_fp8_fp4_gemm_1d1d.cuh",) if sm120 else ()
     return DeepGemmBuild("vendored", path, "vllm", "2.5.0", None, files)
 

@@ -126,14 +126,10 @@ def test_probe_results_added_to_cache_later(
 
 
 @pytest.mark.usefixtures("h200_packages")
-def test_crashing_probe_does_not_crash_gather(
-    monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, tmp_path: Path
-) -> None:
+def test_crashing_probe_does_not_crash_gather(monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, tmp_path: Path) -> None:
     script_nvml(monkeypatch, pynvml_mod, [gb10_gpu()])
     crash = ScriptRun(-11, "", "Segmentation fault")
-    runner = ReplayRunner(
-        {"torch_info.py": crash, "deep_gemm_sf.py": crash, "triton_compile.py": crash}
-    )
+    runner = ReplayRunner({"torch_info.py": crash, "deep_gemm_sf.py": crash, "triton_compile.py": crash})
     m = _gather(tmp_path, runner, probe=True)
     assert m.values["deep_gemm.sf_probe_ue8m0"] == "crashed"
     assert m.values["gpu.unified_memory"] is True
@@ -157,9 +153,7 @@ def test_provider_bug_becomes_a_note(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("h200_packages")
-def test_to_facts(
-    monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, replay_h200: ReplayRunner, tmp_path: Path
-) -> None:
+def test_to_facts(monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, replay_h200: ReplayRunner, tmp_path: Path) -> None:
     script_nvml(monkeypatch, pynvml_mod, [h200_gpu()])
     facts = to_facts(_gather(tmp_path, replay_h200, probe=True))
     assert isinstance(facts, Facts)

@@ -71,9 +71,7 @@ def test_gb10_memory_not_supported(monkeypatch: pytest.MonkeyPatch, pynvml_mod: 
     assert any("memory info not supported" in n for n in res.notes)
 
 
-def test_visible_devices_mapped_to_physical(
-    monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any
-) -> None:
+def test_visible_devices_mapped_to_physical(monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any) -> None:
     script_nvml(monkeypatch, pynvml_mod, [h200_gpu(), gb10_gpu()])
     res = collect({"CUDA_VISIBLE_DEVICES": "1"})
     assert res.values["gpu.name"] == "NVIDIA GB10"

@@ -67,9 +67,7 @@ def test_deep_gemm_sm120_denied_by_probe() -> None:
 
 @pytest.mark.usefixtures("h200_packages")
 def test_deep_gemm_sm120_allowed_by_probe() -> None:
-    stdout = IMPORT_OK + (
-        'KPROBE {"step": "fp32", "status": "ok"}\nKPROBE {"step": "ue8m0", "status": "ok"}\n'
-    )
+    stdout = IMPORT_OK + ('KPROBE {"step": "fp32", "status": "ok"}\nKPROBE {"step": "ue8m0", "status": "ok"}\n')
     runner = ReplayRunner({"deep_gemm_sf.py": ScriptRun(0, stdout, "")})
     res = DeepGemmProbeProvider().collect(ctx(runner, GB10))
     assert res.values["deep_gemm.has_sm120_sf_layout"] is True
@@ -154,9 +152,7 @@ def test_triton_sm121a_rejected() -> None:
     lines = ['KPROBE {"step": "import", "status": "ok", "version": "3.5.0"}']
     for t in ("sm90a", "sm100a", "sm120a"):
         lines.append(f'KPROBE {{"step": "{t}", "status": "ok", "kernels": {{"add_fp32": {ok}}}}}')
-    lines.append(
-        f'KPROBE {{"step": "sm121a", "status": "error", "kernels": {{"add_fp32": {bad}}}}}'
-    )
+    lines.append(f'KPROBE {{"step": "sm121a", "status": "error", "kernels": {{"add_fp32": {bad}}}}}')
     runner = ReplayRunner({"triton_compile.py": ScriptRun(0, "\n".join(lines), "")})
     res = TritonProbeProvider().collect(ctx(runner, {}))
     assert res.values["triton.sm121a_ok"] is False

@@ -98,7 +98,9 @@ def test_nvcc_that_does_not_answer_leaves_the_fact_unknown(tmp_path: Path, runne
 def test_cuda_home_pointing_nowhere_is_said(tmp_path: Path) -> None:
     res = NvccProvider(None, FakeRunner()).collect(Context(env={"CUDA_HOME": str(tmp_path / "gone")}))
     assert res.values == {}
-    assert res.notes == [f"nvcc: `{tmp_path / 'gone' / 'bin' / 'nvcc'}` does not exist (CUDA_HOME/CUDA_PATH points there)"]
+    assert res.notes == [
+        f"nvcc: `{tmp_path / 'gone' / 'bin' / 'nvcc'}` does not exist (CUDA_HOME/CUDA_PATH points there)"
+    ]
 
 
 def test_no_nvcc_at_all() -> None:

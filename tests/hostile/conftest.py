@@ -19,5 +19,3 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.Mon
 @pytest.fixture
 def cache_root(_own_cache: Path) -> Path:
     return _own_cache
-
-

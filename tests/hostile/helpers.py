@@ -33,9 +33,7 @@ def cli_subprocess(
     cmd = [sys.executable, "-m", "kernelpolicy", *argv]
     if close_stdout:
         cmd = ["sh", "-c", 'exec "$@" >&-', "sh", *cmd]
-    return subprocess.run(
-        cmd, check=False, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env
-    )
+    return subprocess.run(cmd, check=False, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=timeout, env=env)
 
 
 def one_error_line(err: str) -> str:

@@ -164,6 +164,8 @@ def test_facts_constructor_validates(values: dict[str, object], sources: dict[st
 
 
 def test_facts_constructor_normalises() -> None:
-    f = kp.Facts(values={"quant.block": [128, 128], "vllm.version": "0.26"}, sources=dict.fromkeys(
-        ("quant.block", "vllm.version"), "user"))
+    f = kp.Facts(
+        values={"quant.block": [128, 128], "vllm.version": "0.26"},
+        sources=dict.fromkeys(("quant.block", "vllm.version"), "user"),
+    )
     assert f.values == {"quant.block": (128, 128), "vllm.version": "0.26"}

@@ -22,14 +22,69 @@ from .helpers import EXIT_CODES
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 _FILES = itertools.count()
 
-OPTIONS = ["--gpu", "--model", "--fact", "--env", "--policy", "--moe-backend", "--linear-backend", "--allow",
-           "--engine", "--model-type", "--quant", "--scale-fmt", "--json", "--no-env", "-q", "--bare",
-           "--no-coverage", "--help"]
-VALUES = ["sm121", "sm90", "H200", "GB10", "12.1", "sm999", "", " ", "-", "--", "~nouser/x", "/dev/zero", "/",
-          "/nonexistent.yaml", ".", "Qwen/Qwen3.6-35B-A3B-FP8", "deepseek-ai/DeepSeek-V3", "no/such",
-          "gpu.sm=sm121", "gpu.sm=5", "gpu.sm=", "no.such=1", "=", "x=y", "VLLM_USE_DEEP_GEMM=1",
-          "deploy.tp=-1", "quant.block=[a,b]", "vllm==0.26.0", "vllm==x", "sglang==1", "triton", "cutlass",
-          "deep_gemm", "qwen3_moe", "fp8_block", "ue8m0", "é", "x" * 300, "{}", "[", "tests/cases"]
+OPTIONS = [
+    "--gpu",
+    "--model",
+    "--fact",
+    "--env",
+    "--policy",
+    "--moe-backend",
+    "--linear-backend",
+    "--allow",
+    "--engine",
+    "--model-type",
+    "--quant",
+    "--scale-fmt",
+    "--json",
+    "--no-env",
+    "-q",
+    "--bare",
+    "--no-coverage",
+    "--help",
+]
+VALUES = [
+    "sm121",
+    "sm90",
+    "H200",
+    "GB10",
+    "12.1",
+    "sm999",
+    "",
+    " ",
+    "-",
+    "--",
+    "~nouser/x",
+    "/dev/zero",
+    "/",
+    "/nonexistent.yaml",
+    ".",
+    "Qwen/Qwen3.6-35B-A3B-FP8",
+    "deepseek-ai/DeepSeek-V3",
+    "no/such",
+    "gpu.sm=sm121",
+    "gpu.sm=5",
+    "gpu.sm=",
+    "no.such=1",
+    "=",
+    "x=y",
+    "VLLM_USE_DEEP_GEMM=1",
+    "deploy.tp=-1",
+    "quant.block=[a,b]",
+    "vllm==0.26.0",
+    "vllm==x",
+    "sglang==1",
+    "triton",
+    "cutlass",
+    "deep_gemm",
+    "qwen3_moe",
+    "fp8_block",
+    "ue8m0",
+    "é",
+    "x" * 300,
+    "{}",
+    "[",
+    "tests/cases",
+]
 COMMANDS = ["explain", "test", "check", "schema", "diff"]
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12)
@@ -79,15 +134,54 @@ def test_explain_argv(tokens: list[str]) -> None:
 
 _ids = st.sampled_from([*sorted({b for bs in BACKENDS.values() for b in bs}), "nope", ""])
 _keys = st.sampled_from([*list(FACT_KEYS)[:40], "gpu.famly", "all", "any", "not", "deploy.env.X"])
-_scalars = st.one_of(st.none(), st.booleans(), st.integers(-3, 5000), st.floats(allow_nan=False), _text,
-                     st.sampled_from(["sm120", "sm121", ">=0.24", "fp8_block", "crash", "perf", "off", "yes"]))
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3),
-                       max_leaves=8)
-_fields = st.sampled_from(["id", "when", "deny", "prefer", "require", "use", "backend", "paths", "severity",
-                           "because", "refs", "until", "overrides", "help", "becuase", "set", "unless", "backends",
-                           "requires", "warmup", "auto", "path", "name", "sm", "value", "env"])
-_field_values = st.one_of(_values, _ids, st.lists(_ids, max_size=3), st.dictionaries(_keys, _values, max_size=3),
-                          st.sampled_from([["dense"], ["moe", "warmup"], "crash", "accuracy", "because"]))
+_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 5000),
+    st.floats(allow_nan=False),
+    _text,
+    st.sampled_from(["sm120", "sm121", ">=0.24", "fp8_block", "crash", "perf", "off", "yes"]),
+)
+_values = st.recursive(
+    _scalars, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_keys, inner, max_size=3), max_leaves=8
+)
+_fields = st.sampled_from(
+    [
+        "id",
+        "when",
+        "deny",
+        "prefer",
+        "require",
+        "use",
+        "backend",
+        "paths",
+        "severity",
+        "because",
+        "refs",
+        "until",
+        "overrides",
+        "help",
+        "becuase",
+        "set",
+        "unless",
+        "backends",
+        "requires",
+        "warmup",
+        "auto",
+        "path",
+        "name",
+        "sm",
+        "value",
+        "env",
+    ]
+)
+_field_values = st.one_of(
+    _values,
+    _ids,
+    st.lists(_ids, max_size=3),
+    st.dictionaries(_keys, _values, max_size=3),
+    st.sampled_from([["dense"], ["moe", "warmup"], "crash", "accuracy", "because"]),
+)
 _entries = st.dictionaries(_fields, _field_values, max_size=7)
 _sections = st.sampled_from(["rules", "implies", "backends", "order", "models", "gpus", "engine", "rulez"])
 _documents = st.one_of(
@@ -106,8 +200,9 @@ def _render(doc: object, mutation: str, at: int) -> str:
 @settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     doc=_documents,
-    mutation=st.one_of(st.just(""), st.sampled_from(["&a ", "*a", "!!python/object:os.system ", "\t", ":", "- "]),
-                       _text),
+    mutation=st.one_of(
+        st.just(""), st.sampled_from(["&a ", "*a", "!!python/object:os.system ", "\t", ":", "- "]), _text
+    ),
     at=st.integers(0, 400),
     bare=st.booleans(),
 )

@@ -123,8 +123,11 @@ def test_cached_policy_decides_as_the_compiled_one() -> None:
     assert encode_policy(cached) == encode_policy(compiled)
     assert cached.unsupported == compiled.unsupported and compiled.unsupported  # every section kept
     assert cached.rules == compiled.rules and cached.implications == compiled.implications
-    for gpu, model in [("sm121", "Qwen/Qwen3.6-35B-A3B-FP8"), ("sm90", "deepseek-ai/DeepSeek-V3"),
-                       ("B200", "openai/gpt-oss-120b")]:
+    for gpu, model in [
+        ("sm121", "Qwen/Qwen3.6-35B-A3B-FP8"),
+        ("sm90", "deepseek-ai/DeepSeek-V3"),
+        ("B200", "openai/gpt-oss-120b"),
+    ]:
         a = kp.resolve(kp.facts_for(gpu=gpu, model=model, policy=compiled), compiled)
         b = kp.resolve(kp.facts_for(gpu=gpu, model=model, policy=cached), cached)
         assert {p: d.backend for p, d in a.paths.items()} == {p: d.backend for p, d in b.paths.items()}

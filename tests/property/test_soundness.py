@@ -51,7 +51,11 @@ def implications(draw: st.DrawFn) -> list[dict[str, Any]]:
     out = []
     for i in range(draw(st.integers(0, 3))):
         key = draw(st.sampled_from(IMPLIED))
-        imp: dict[str, Any] = {"id": f"imp{i}", "when": draw(conditions()), "set": {key: draw(st.sampled_from(KEY_VALUES[key]))}}
+        imp: dict[str, Any] = {
+            "id": f"imp{i}",
+            "when": draw(conditions()),
+            "set": {key: draw(st.sampled_from(KEY_VALUES[key]))},
+        }
         if draw(st.integers(0, 3)) == 0:
             imp["unless"] = draw(conditions())
         out.append(imp)

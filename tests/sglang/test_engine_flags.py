@@ -107,9 +107,23 @@ def test_engine_option_picks_the_release(capsys: pytest.CaptureFixture[str]) -> 
 
 
 def test_engine_option_refuses_an_unknown_release(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["explain", "--no-env", "--gpu", "H100", "--model-type", "llama", "--quant", "fp8_block",
-                 "--engine", "sglang==0.4.0"])
+    code = main(
+        [
+            "explain",
+            "--no-env",
+            "--gpu",
+            "H100",
+            "--model-type",
+            "llama",
+            "--quant",
+            "fp8_block",
+            "--engine",
+            "sglang==0.4.0",
+        ]
+    )
     err = capsys.readouterr().err.strip()
     assert code == 2
-    assert err == ("kernelpolicy: error: --engine `sglang==0.4.0`: not an SGLang release kernelpolicy knows "
-                   "(known: 0.5.12.post1, 0.5.23)")
+    assert err == (
+        "kernelpolicy: error: --engine `sglang==0.4.0`: not an SGLang release kernelpolicy knows "
+        "(known: 0.5.12.post1, 0.5.23)"
+    )

@@ -91,8 +91,15 @@ def fake_sglang(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[dic
     monkeypatch.setattr(HookRegistry, "registered", [])
     monkeypatch.setattr(plugin, "_STATE", plugin._State())
     monkeypatch.setattr(_facts, "gpu_facts", lambda: facts_from_capability(12, 1, "NVIDIA GB10"))
-    for var in ("SGLANG_ENABLE_JIT_DEEPGEMM", "SGL_ENABLE_JIT_DEEPGEMM", plugin.SET_ENV, "KERNELPOLICY_STRICT",
-                "KERNELPOLICY_DISABLE", "KERNELPOLICY_FACTS", "SGLANG_JIT_DEEPGEMM_PRECOMPILE"):
+    for var in (
+        "SGLANG_ENABLE_JIT_DEEPGEMM",
+        "SGL_ENABLE_JIT_DEEPGEMM",
+        plugin.SET_ENV,
+        "KERNELPOLICY_STRICT",
+        "KERNELPOLICY_DISABLE",
+        "KERNELPOLICY_FACTS",
+        "SGLANG_JIT_DEEPGEMM_PRECOMPILE",
+    ):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
@@ -183,7 +190,9 @@ def test_scheduler_checks_what_sglang_resolved(fake_sglang: dict[str, Any], monk
         self.server_args.moe_runner_backend = "flashinfer_cutlass"  # a model override won
 
     hook(original, scheduler)
-    assert any("moe_runner_backend=`flashinfer_cutlass`, the decision is `triton`" in w for w in plugin.status()["warnings"])
+    assert any(
+        "moe_runner_backend=`flashinfer_cutlass`, the decision is `triton`" in w for w in plugin.status()["warnings"]
+    )
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
     scheduler = types.SimpleNamespace(server_args=ServerArgs(fp8_gemm_runner_backend="cutlass"))
     with pytest.raises(plugin.AdapterError, match="moe_runner_backend"):
@@ -217,8 +226,11 @@ def test_a_layer_that_falls_back_is_named(fake_sglang: dict[str, Any], monkeypat
     bad = types.SimpleNamespace(w8a8_block_fp8_linear=functools.partial(triton_w8a8_block_fp8_linear))
     hook(bad, object(), object(), "model.layers.3.mlp.shared_expert.down_proj")
     assert plugin.status()["fallbacks"] == [
-        {"layer": "model.layers.3.mlp.shared_expert.down_proj", "runs": "triton_w8a8_block_fp8_linear",
-         "decided": "cutlass"}
+        {
+            "layer": "model.layers.3.mlp.shared_expert.down_proj",
+            "runs": "triton_w8a8_block_fp8_linear",
+            "decided": "cutlass",
+        }
     ]
     assert any("layer `model.layers.3.mlp.shared_expert.down_proj`" in w for w in plugin.status()["warnings"])
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")

@@ -51,8 +51,9 @@ class Fp8Config:
 def wheel_modules(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> Any:  # noqa: F811
     with zipfile.ZipFile(WHEELS[0]) as z:
         registry = _module("sglang.srt.plugins.hook_registry", z.read("sglang/srt/plugins/hook_registry.py").decode())
-        hooks = _module("sglang.srt.arg_groups.resolution_hooks",
-                        z.read("sglang/srt/arg_groups/resolution_hooks.py").decode())
+        hooks = _module(
+            "sglang.srt.arg_groups.resolution_hooks", z.read("sglang/srt/arg_groups/resolution_hooks.py").decode()
+        )
     scheduler = _module("sglang.srt.managers.scheduler")
     scheduler.Scheduler = Scheduler  # type: ignore[attr-defined]
     fp8 = _module("sglang.srt.layers.quantization.fp8")
@@ -68,11 +69,13 @@ def wheel_modules(fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch) 
     }
     for name, mod in mods.items():
         monkeypatch.setitem(sys.modules, name, mod)
-    for parent, child, mod in (("sglang.srt", "managers", mods["sglang.srt.managers"]),
-                               ("sglang.srt.managers", "scheduler", scheduler),
-                               ("sglang.srt", "layers", mods["sglang.srt.layers"]),
-                               ("sglang.srt.layers", "quantization", mods["sglang.srt.layers.quantization"]),
-                               ("sglang.srt.layers.quantization", "fp8", fp8)):
+    for parent, child, mod in (
+        ("sglang.srt", "managers", mods["sglang.srt.managers"]),
+        ("sglang.srt.managers", "scheduler", scheduler),
+        ("sglang.srt", "layers", mods["sglang.srt.layers"]),
+        ("sglang.srt.layers", "quantization", mods["sglang.srt.layers.quantization"]),
+        ("sglang.srt.layers.quantization", "fp8", fp8),
+    ):
         setattr(sys.modules[parent], child, mod)
     monkeypatch.setattr(Scheduler, "init_moe_gemm_config", Scheduler.__dict__["init_moe_gemm_config"])
     monkeypatch.setattr(Fp8Config, "get_quant_method", Fp8Config.__dict__["get_quant_method"])

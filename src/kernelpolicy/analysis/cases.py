@@ -99,8 +99,10 @@ def _backend_expectation(v: Any) -> bool:
 
 def case_problem(data: Any) -> str | None:
     """Pure: what is wrong with the shape of a case (its fields and their types), or ``None``."""
-    if not isinstance(data, Mapping) or not isinstance(data.get("given"), Mapping) or not isinstance(
-        data.get("expect"), Mapping
+    if (
+        not isinstance(data, Mapping)
+        or not isinstance(data.get("given"), Mapping)
+        or not isinstance(data.get("expect"), Mapping)
     ):
         return "a case needs `given` and `expect` mappings"
     unknown = sorted(

@@ -47,8 +47,14 @@ class CheckReport:
         return bool(self.errors or (strict and self.warnings))
 
 
-def check(files: Sequence[SourceFile], *, coverage: bool = True, explicit: bool = False,
-          jobs: int | None = None, subject: Sequence[str] | None = None) -> CheckReport:
+def check(
+    files: Sequence[SourceFile],
+    *,
+    coverage: bool = True,
+    explicit: bool = False,
+    jobs: int | None = None,
+    subject: Sequence[str] | None = None,
+) -> CheckReport:
     """Load *files* (every schema problem at once), analyse them and verify their domain.
 
     :param subject: the files under check (``display`` names), when the others (the shipped
@@ -109,13 +115,25 @@ def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[
             continue
         if code == "contradiction":
             ids = [s for s in _sources(first.message) if s in policy.by_id]
-            f = Finding(code, f"{first.message} in {_cells(cells)}", "error", rule=ids[-1] if ids else None,
-                        help="give one of the rules a narrower `when`, or put them in different layers",
-                        cell=where, cells=cells)
+            f = Finding(
+                code,
+                f"{first.message} in {_cells(cells)}",
+                "error",
+                rule=ids[-1] if ids else None,
+                help="give one of the rules a narrower `when`, or put them in different layers",
+                cell=where,
+                cells=cells,
+            )
             out.append(locator.locate(f, "use", "prefer") if ids else f)
             continue
-        f = Finding(code, f"{first.message} in {_cells(cells)}", "error", rule=rules[0] if rules else None,
-                    cell=where, cells=cells)
+        f = Finding(
+            code,
+            f"{first.message} in {_cells(cells)}",
+            "error",
+            rule=rules[0] if rules else None,
+            cell=where,
+            cells=cells,
+        )
         out.append(locator.locate(f, "deny", "require", "requires") if rules else f)
     return out
 
@@ -138,8 +156,15 @@ def _no_backend(
             f"rule `{culprit.id}` rejects a backend there: narrow its `when` so a backend is left, or, if no "
             "kernel runs there at all, declare the cells in an `unsupported` entry"
         )
-    f = Finding("no-backend", f"path `{path}` has no valid backend in {_cells(cells)}", "error",
-                rule=culprit.id if culprit else None, help="; ".join(helps), cell=where, cells=cells)
+    f = Finding(
+        "no-backend",
+        f"path `{path}` has no valid backend in {_cells(cells)}",
+        "error",
+        rule=culprit.id if culprit else None,
+        help="; ".join(helps),
+        cell=where,
+        cells=cells,
+    )
     if culprit is not None:
         return locator.locate(f, "when", culprit.kind)
     entry = next(iter(policy.backends.get(path, {}).values()), None)
@@ -150,11 +175,20 @@ def unused_unsupported(policy: Policy, cov: Coverage) -> list[Finding]:
     """``unsupported`` entries that cover no cell without a backend: the backend exists there."""
     used = {u for pg in cov.results for u in pg.known}
     return [
-        Finding("unsupported-unused", f"`unsupported` entry `{u.id}` covers no cell where path "
-                f"{' or '.join(f'`{p}`' for p in u.paths)} lacks a backend", "warning", u.origin.file,
-                u.origin.line, 1, u.id, help="a backend runs wherever it holds: remove it, or fix its `when`",
-                field="when")
-        for u in policy.unsupported if u.id not in used
+        Finding(
+            "unsupported-unused",
+            f"`unsupported` entry `{u.id}` covers no cell where path "
+            f"{' or '.join(f'`{p}`' for p in u.paths)} lacks a backend",
+            "warning",
+            u.origin.file,
+            u.origin.line,
+            1,
+            u.id,
+            help="a backend runs wherever it holds: remove it, or fix its `when`",
+            field="when",
+        )
+        for u in policy.unsupported
+        if u.id not in used
     ]
 
 

@@ -182,9 +182,7 @@ def _closed_judge(implications: tuple[Implication, ...], keys: frozenset[str]) -
 
 
 class _Walker:
-    def __init__(
-        self, policy: Policy, domain: Domain, original: Policy | None = None, path: str | None = None
-    ) -> None:
+    def __init__(self, policy: Policy, domain: Domain, original: Policy | None = None, path: str | None = None) -> None:
         self.path = path  #: the one path this walker walks (``None``: it hands each task to one)
         self.by_path: dict[str, _Walker] = {}
         self.policy = policy

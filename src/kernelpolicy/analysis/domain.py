@@ -259,8 +259,15 @@ def _int_points(tests: Sequence[Test]) -> list[int]:
 
 
 def _classes(
-    key: str, kind: Kind, raws: Sequence[Any], typed: Sequence[Any], tests: Sequence[Test],
-    labels: Sequence[str], weights: Sequence[int], known: bool, merge_unknown: bool = False,
+    key: str,
+    kind: Kind,
+    raws: Sequence[Any],
+    typed: Sequence[Any],
+    tests: Sequence[Test],
+    labels: Sequence[str],
+    weights: Sequence[int],
+    known: bool,
+    merge_unknown: bool = False,
 ) -> tuple[ValueClass, ...]:
     """Merge candidate values that every test on *key* answers alike.
 
@@ -393,10 +400,16 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         gpu_classes.append(ValueClass("|".join(sms), raw, _typed(raw), len(sms)))
     dims.append(Dimension("gpu.sm", tuple(raw), tuple(gpu_classes)))
 
-    dims.append(Dimension("model.is_moe", ("model.is_moe",), (
-        ValueClass("moe", {"model.is_moe": True}, {"model.is_moe": True}),
-        ValueClass("dense", {"model.is_moe": False}, {"model.is_moe": False}),
-    )))
+    dims.append(
+        Dimension(
+            "model.is_moe",
+            ("model.is_moe",),
+            (
+                ValueClass("moe", {"model.is_moe": True}, {"model.is_moe": True}),
+                ValueClass("dense", {"model.is_moe": False}, {"model.is_moe": False}),
+            ),
+        )
+    )
     moe_paths = {"moe", "router"}
     readers: dict[str, set[str]] = {}
     for _, paths, c in conds:
@@ -417,8 +430,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         if fk.kind in (Kind.ENUM, Kind.BOOL):
             values: list[Any] = list(fk.domain) if fk.kind is Kind.ENUM else [True, False]
             labels = [str(v).lower() for v in values]
-            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known,
-                               key in positive)
+            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known, key in positive)
         elif fk.kind is Kind.VERSION:
             classes = _version_classes(key, tests, known)
         elif fk.kind is Kind.INT:
@@ -428,13 +440,20 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
             classes = _classes(key, fk.kind, reps, reps, tests, [str(r) for r in reps], [0] * len(reps), known)
             classes = tuple(_relabel_int(c, tests) for c in classes)
         elif fk.kind is Kind.STR:
-            mentioned = sorted(
-                {str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))}
-            )
+            mentioned = sorted({str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))})
             other = OTHER if OTHER not in mentioned else OTHER + "_"
             strs = [*mentioned, other]
-            classes = _classes(key, fk.kind, strs, strs, tests, strs, [1] * len(strs),
-                               known and not key.startswith("deploy.env."), key in positive)
+            classes = _classes(
+                key,
+                fk.kind,
+                strs,
+                strs,
+                tests,
+                strs,
+                [1] * len(strs),
+                known and not key.startswith("deploy.env."),
+                key in positive,
+            )
         elif fk.kind in (Kind.STR_LIST, Kind.INT_LIST):
             members = sorted(
                 {m for t in tests for m in (t.operand if t.op in ("has", "in") else (t.operand,))},
@@ -447,8 +466,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
             else:
                 items = [(m,) for m in members] + [()]
                 labels = [f"[{m}]" for m in members] + ["[]"]
-            classes = _classes(key, fk.kind, items, items, tests, labels, [1] * len(items), known,
-                               key in positive)
+            classes = _classes(key, fk.kind, items, items, tests, labels, [1] * len(items), known, key in positive)
         else:  # pragma: no cover
             continue
         dims.append(Dimension(key, (key,), classes, moe_only))
@@ -488,7 +506,9 @@ def for_path(domain: Domain, path: str) -> Domain:
             sig = ("unknown",) if not v.facts else tuple(t.match(v.typed[t.key]) for t in mine if t.key in v.typed)
             groups.setdefault(sig, []).append(v)
         merged = tuple(
-            vs[0] if len(vs) == 1 else ValueClass(
+            vs[0]
+            if len(vs) == 1
+            else ValueClass(
                 "|".join(v.label for v in vs), vs[0].facts, vs[0].typed, sum(v.weight for v in vs), tuple(vs)
             )
             for vs in groups.values()
@@ -595,9 +615,7 @@ def rule_outcome(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[b
 # --------------------------------------------------------------------------- enumeration
 
 
-def possible_values(
-    domain: Domain, fixed: Mapping[str, ValueClass], policy: Policy
-) -> dict[str, frozenset[Any]]:
+def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Policy) -> dict[str, frozenset[Any]]:
     """The values each key can take under *fixed*, implications included (over-approximated).
 
     A key an implication may set can also hold the implied values; it loses *unknown* only
@@ -646,9 +664,7 @@ def _setters(policy: Policy) -> dict[str, list[tuple[Any, Any, frozenset[str]]]]
     if cached is None:
         cached = {}
         for imp in policy.implications:
-            keys = frozenset(
-                t.key for c in (imp.when, imp.unless) if c is not None for t in tests_of(c)
-            )
+            keys = frozenset(t.key for c in (imp.when, imp.unless) if c is not None for t in tests_of(c))
             for k, v in imp.sets.items():
                 cached.setdefault(k, []).append((imp, _typed({k: v})[k], keys))
         object.__setattr__(policy, "_kp_setters", cached)

@@ -55,9 +55,16 @@ class Finding:
         """The finding as a :class:`~kernelpolicy.errors.Diagnostic` (to render it)."""
         message = self.message + (f" (in {self.cell})" if self.cell else "")
         return Diagnostic(
-            message, file=self.file or "<domain>", line=self.line, column=self.column,
-            level=self.level, rule=self.rule, help=self.help, code=self.code,
-            source_line=self.source_line, span=self.span,
+            message,
+            file=self.file or "<domain>",
+            line=self.line,
+            column=self.column,
+            level=self.level,
+            rule=self.rule,
+            help=self.help,
+            code=self.code,
+            source_line=self.source_line,
+            span=self.span,
         )
 
     def render(self) -> str:
@@ -77,6 +84,14 @@ class Finding:
 def from_diagnostic(d: Diagnostic) -> Finding:
     """A loader diagnostic as a finding."""
     return Finding(
-        d.code, d.message, d.level, d.file, d.line, d.column, d.rule, d.help,
-        source_line=d.source_line, span=d.span,
+        d.code,
+        d.message,
+        d.level,
+        d.file,
+        d.line,
+        d.column,
+        d.rule,
+        d.help,
+        source_line=d.source_line,
+        span=d.span,
     )

@@ -90,8 +90,14 @@ def _impossible(policy: Policy, domain: Domain) -> Iterable[Finding]:
             continue
         file, line = _where(policy, owner)
         yield Finding(
-            "impossible", f"`{part}` of `{owner}` holds for no facts: {_why(cond, domain)}", "warning",
-            file, line, 1, owner, field=part,
+            "impossible",
+            f"`{part}` of `{owner}` holds for no facts: {_why(cond, domain)}",
+            "warning",
+            file,
+            line,
+            1,
+            owner,
+            field=part,
             help="no GPU, model or version satisfies it, so the rule never applies; fix or remove it",
         )
 
@@ -111,7 +117,8 @@ def _why(cond: Condition, domain: Domain) -> str:
 def _label(fixed: Mapping[str, ValueClass]) -> str:
     return " x ".join(
         v.label if n in ("gpu.sm", "model.type", "quant.scheme") else f"{n}={v.label}"
-        for n, v in fixed.items() if n != "model.is_moe"
+        for n, v in fixed.items()
+        if n != "model.is_moe"
     )
 
 
@@ -145,26 +152,48 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
         file, line = r.origin.file, r.origin.line
         if r.id not in fires:
             yield Finding(
-                "dead", f"rule `{r.id}` never changes a decision: wherever it applies, its backend is "
-                "already rejected or a backend ahead of it is chosen", "warning", file, line, 1, r.id, field=r.kind,
+                "dead",
+                f"rule `{r.id}` never changes a decision: wherever it applies, its backend is "
+                "already rejected or a backend ahead of it is chosen",
+                "warning",
+                file,
+                line,
+                1,
+                r.id,
+                field=r.kind,
                 help="it may guard a case the catalog already excludes; remove it or narrow the catalog",
             )
         elif r.id not in first:
             by = Counter({s: n for (x, s), n in ahead.items() if x == r.id and s != r.id}).most_common(1)
             if by:
                 other = by[0][0]
-                message = (f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, `{other}` "
-                           "already decides first")
+                message = (
+                    f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, `{other}` "
+                    "already decides first"
+                )
             else:
                 message = f"rule `{r.id}` is shadowed: wherever it rejects a backend, a graver rule decides first"
             yield Finding(
-                "shadowed", message, "warning", file, line, 1, r.id, field=r.kind,
+                "shadowed",
+                message,
+                "warning",
+                file,
+                line,
+                1,
+                r.id,
+                field=r.kind,
                 help="merge the two rules, or remove the one that never decides",
             )
         elif r.id not in sole:
             yield Finding(
-                "dead", f"rule `{r.id}` never changes a decision: another rule always rejects the "
-                "same backend with it", "warning", file, line, 1, r.id, field=r.kind,
+                "dead",
+                f"rule `{r.id}` never changes a decision: another rule always rejects the same backend with it",
+                "warning",
+                file,
+                line,
+                1,
+                r.id,
+                field=r.kind,
                 help="remove it, or narrow the other rule",
             )
 
@@ -180,10 +209,17 @@ def _contradictions(policy: Policy, cov: Coverage) -> Iterable[Finding]:
             if _conflict(a.backends, b.backends):
                 seen.add((a.id, b.id, pg.path))
                 yield Finding(
-                    "contradiction", f"rules `{a.id}` and `{b.id}` order the backends of path "
-                    f"`{pg.path}` differently for the same facts", "error", b.origin.file,
-                    b.origin.line, 1, b.id, help=f"`{a.id}` is at {a.origin}; give one a narrower `when`",
-                    cell=_label(pg.group.fixed), field=b.kind,
+                    "contradiction",
+                    f"rules `{a.id}` and `{b.id}` order the backends of path "
+                    f"`{pg.path}` differently for the same facts",
+                    "error",
+                    b.origin.file,
+                    b.origin.line,
+                    1,
+                    b.id,
+                    help=f"`{a.id}` is at {a.origin}; give one a narrower `when`",
+                    cell=_label(pg.group.fixed),
+                    field=b.kind,
                 )
 
 
@@ -201,12 +237,16 @@ def stale(policy: Policy) -> Iterable[Finding]:
     for r in policy.rules:
         if r.until is None or evaluate(r.until, typed) is not True:
             continue
-        met = "; ".join(
-            f"{t.describe()} (is `{typed[t.key]}`)" for t in tests_of(r.until) if t.key in typed
-        )
+        met = "; ".join(f"{t.describe()} (is `{typed[t.key]}`)" for t in tests_of(r.until) if t.key in typed)
         yield Finding(
-            "stale-rule", f"rule `{r.id}` is stale: its `until` already holds for the newest release "
-            f"the catalog knows ({named}): {met}", "warning", r.origin.file, r.origin.line, 1, r.id,
+            "stale-rule",
+            f"rule `{r.id}` is stale: its `until` already holds for the newest release "
+            f"the catalog knows ({named}): {met}",
+            "warning",
+            r.origin.file,
+            r.origin.line,
+            1,
+            r.id,
             help="the fix has shipped; remove the rule once older releases no longer matter",
             field="until",
         )

@@ -27,15 +27,25 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bare", action="store_true", help="check FILES alone, without the shipped rules")
     p.add_argument("--strict", action="store_true", help="fail on warnings too")
     out = p.add_mutually_exclusive_group()
-    out.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text",
-                     help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)")
+    out.add_argument(
+        "--format",
+        choices=("text", "json", "sarif", "github"),
+        default="text",
+        help="text (default), json, sarif (SARIF 2.1.0) or github (Actions annotations)",
+    )
     out.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
     out.add_argument("--sarif", dest="format", action="store_const", const="sarif", help="--format sarif")
     p.add_argument("--no-coverage", action="store_true", help="skip the exhaustive run")
-    p.add_argument("--explicit", action="store_true",
-                   help="also enumerate explicit --moe-backend/--linear-backend choices")
-    p.add_argument("--jobs", type=int, default=None, metavar="N",
-                   help="worker processes for the exhaustive run (default: one per CPU)")
+    p.add_argument(
+        "--explicit", action="store_true", help="also enumerate explicit --moe-backend/--linear-backend choices"
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="worker processes for the exhaustive run (default: one per CPU)",
+    )
     p.set_defaults(run=run)
 
 
@@ -63,9 +73,14 @@ def run(args: argparse.Namespace) -> int:
     cov = report.coverage
     summary: dict[str, Any] = {}
     if cov is not None:
-        summary = {"cells": cov.cells, "groups": cov.groups, "resolves": cov.resolves,
-                   "seconds": round(cov.seconds, 3), "dimensions": [d.name for d in cov.domain.dims],
-                   "pruned": len(cov.domain.pruned)}
+        summary = {
+            "cells": cov.cells,
+            "groups": cov.groups,
+            "resolves": cov.resolves,
+            "seconds": round(cov.seconds, 3),
+            "dimensions": [d.name for d in cov.domain.dims],
+            "pruned": len(cov.domain.pruned),
+        }
     if args.format == "sarif":
         sys.stdout.write(json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n")
     elif args.format == "github":
@@ -73,14 +88,17 @@ def run(args: argparse.Namespace) -> int:
 
         for line in workflow_commands(report.findings):
             sys.stdout.write(line + "\n")
-        sys.stdout.write(
-            f"{len(files)} files: {len(report.errors)} errors, {len(report.warnings)} warnings\n"
-        )
+        sys.stdout.write(f"{len(files)} files: {len(report.errors)} errors, {len(report.warnings)} warnings\n")
     elif args.format == "json":
-        out = {"schema": "kernelpolicy.check/1", "files": [f.display for f in files],
-               "errors": len(report.errors), "warnings": len(report.warnings),
-               "findings": [f.to_dict() for f in report.findings], "coverage": summary,
-               "seconds": round(report.seconds, 3)}
+        out = {
+            "schema": "kernelpolicy.check/1",
+            "files": [f.display for f in files],
+            "errors": len(report.errors),
+            "warnings": len(report.warnings),
+            "findings": [f.to_dict() for f in report.findings],
+            "coverage": summary,
+            "seconds": round(report.seconds, 3),
+        }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
         for f in report.findings:

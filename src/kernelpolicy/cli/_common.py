@@ -58,8 +58,11 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
         metavar="RULE_ID",
         help="let an explicit choice override this crash rule (repeatable)",
     )
-    p.add_argument("--engine", metavar="vllm==X.Y.Z", help="the engine release (sets its facts; sglang==X.Y.Z: "
-                   "the SGLang release whose flags explain prints)")
+    p.add_argument(
+        "--engine",
+        metavar="vllm==X.Y.Z",
+        help="the engine release (sets its facts; sglang==X.Y.Z: the SGLang release whose flags explain prints)",
+    )
     p.add_argument(
         "--policy",
         action="append",

@@ -56,8 +56,13 @@ def run(args: argparse.Namespace) -> int:
             "cells": report.cells,
             "seconds": round(report.seconds, 3),
             "changes": [
-                {"path": path, "old": o, "new": n, "cells": sum(c.cells for c in items),
-                 "groups": [{"cells": c.label, "count": c.cells} for c in items]}
+                {
+                    "path": path,
+                    "old": o,
+                    "new": n,
+                    "cells": sum(c.cells for c in items),
+                    "groups": [{"cells": c.label, "count": c.cells} for c in items],
+                }
                 for (path, o, n), items in grouped.items()
             ],
         }

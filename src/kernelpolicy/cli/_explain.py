@@ -28,8 +28,9 @@ def add_parser(sub: Any) -> None:
     add_vllm_options(p)
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the decision as JSON")
-    out.add_argument("--summary", action="store_true",
-                     help="print the one line the vLLM plugin logs at start-up for this decision")
+    out.add_argument(
+        "--summary", action="store_true", help="print the one line the vLLM plugin logs at start-up for this decision"
+    )
     p.set_defaults(run=run)
 
 

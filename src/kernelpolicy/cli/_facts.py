@@ -24,8 +24,7 @@ def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
         "facts",
         help="what this machine is: GPU, driver, packages, DeepGEMM build, probes",
-        description="Gather this machine's facts (NVML, package metadata, optional live "
-        "probes), each with its source.",
+        description="Gather this machine's facts (NVML, package metadata, optional live probes), each with its source.",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument(
@@ -36,9 +35,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--refresh", action="store_true", help="ignore cached probe results")
     p.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     p.add_argument("--cache-dir", type=Path, default=None, help="where cached results live")
-    p.add_argument(
-        "--timeout", type=float, default=300.0, help="seconds each probe may take (default 300)"
-    )
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds each probe may take (default 300)")
     p.set_defaults(run=run)
 
 
@@ -63,10 +60,7 @@ def render_text(m: MachineFacts) -> str:
         if g.unified_memory:
             extra.append("unified memory")
         tail = f", {', '.join(extra)}" if extra else ""
-        lines.append(
-            f"gpu: {g.name or '?'} x{g.count} "
-            f"({g.sm or 'unknown sm'}, cc {g.cc}{tail}) [{g.source}]"
-        )
+        lines.append(f"gpu: {g.name or '?'} x{g.count} ({g.sm or 'unknown sm'}, cc {g.cc}{tail}) [{g.source}]")
     width = max((len(k) for k in m.values), default=0)
     for key in sorted(m.values):
         lines.append(f"  {key:<{width}}  {_fmt(m.values[key])}  [{m.sources.get(key, '?')}]")
@@ -79,9 +73,7 @@ def render_text(m: MachineFacts) -> str:
     return "\n".join(lines)
 
 
-def run(
-    args: argparse.Namespace, out: TextIO | None = None, *, context: Context | None = None
-) -> int:
+def run(args: argparse.Namespace, out: TextIO | None = None, *, context: Context | None = None) -> int:
     """Run ``kernelpolicy facts``; always 0 (no GPU is a fact, not an error)."""
     from ..facts.machine import gather
     from ..facts.providers import Context

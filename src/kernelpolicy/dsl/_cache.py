@@ -29,8 +29,17 @@ from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Pol
 from ._source import SourceError, read_bounded
 from .conditions import TRUE, All, Any_, Condition, Not, Test, parse_test
 
-__all__ = ["FORMAT", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "CacheEntryError", "decode_policy", "encode_policy",
-           "prune", "read_entry", "write_entry"]
+__all__ = [
+    "FORMAT",
+    "MAX_ENTRIES",
+    "MAX_ENTRY_BYTES",
+    "CacheEntryError",
+    "decode_policy",
+    "encode_policy",
+    "prune",
+    "read_entry",
+    "write_entry",
+]
 
 FORMAT: Final = "kernelpolicy.policy-cache/1"
 #: The largest cache entry read (the shipped tables take about a tenth of this).
@@ -90,8 +99,16 @@ def _enc_origin(o: Origin) -> list[Any]:
 
 def _enc_diag(d: Diagnostic) -> dict[str, Any]:
     return {
-        "message": d.message, "file": d.file, "line": d.line, "column": d.column, "level": d.level,
-        "rule": d.rule, "help": d.help, "code": d.code, "source_line": d.source_line, "span": d.span,
+        "message": d.message,
+        "file": d.file,
+        "line": d.line,
+        "column": d.column,
+        "level": d.level,
+        "rule": d.rule,
+        "help": d.help,
+        "code": d.code,
+        "source_line": d.source_line,
+        "span": d.span,
     }
 
 
@@ -103,31 +120,70 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
     """Pure: *policy* as JSON-ready data (see :func:`decode_policy`)."""
     return {
         "backends": [
-            {"id": b.id, "path": b.path, "requires": _enc_cond(b.requires), "warmup": b.warmup,
-             "because": b.because, "refs": list(b.refs), "origin": _enc_origin(b.origin), "auto": b.auto}
-            for entries in policy.backends.values() for b in entries.values()
+            {
+                "id": b.id,
+                "path": b.path,
+                "requires": _enc_cond(b.requires),
+                "warmup": b.warmup,
+                "because": b.because,
+                "refs": list(b.refs),
+                "origin": _enc_origin(b.origin),
+                "auto": b.auto,
+            }
+            for entries in policy.backends.values()
+            for b in entries.values()
         ],
         "orders": [
-            {"id": o.id, "path": o.path, "when": _enc_cond(o.when), "backends": list(o.backends),
-             "origin": _enc_origin(o.origin)}
-            for orders in policy.orders.values() for o in orders
+            {
+                "id": o.id,
+                "path": o.path,
+                "when": _enc_cond(o.when),
+                "backends": list(o.backends),
+                "origin": _enc_origin(o.origin),
+            }
+            for orders in policy.orders.values()
+            for o in orders
         ],
         "rules": [
-            {"id": r.id, "kind": r.kind, "when": _enc_cond(r.when), "backends": list(r.backends),
-             "paths": None if r.paths is None else list(r.paths), "severity": r.severity, "because": r.because,
-             "origin": _enc_origin(r.origin), "require": _enc_cond(r.require), "help": r.help, "refs": list(r.refs),
-             "until": None if r.until is None else _enc_cond(r.until), "overrides": list(r.overrides)}
+            {
+                "id": r.id,
+                "kind": r.kind,
+                "when": _enc_cond(r.when),
+                "backends": list(r.backends),
+                "paths": None if r.paths is None else list(r.paths),
+                "severity": r.severity,
+                "because": r.because,
+                "origin": _enc_origin(r.origin),
+                "require": _enc_cond(r.require),
+                "help": r.help,
+                "refs": list(r.refs),
+                "until": None if r.until is None else _enc_cond(r.until),
+                "overrides": list(r.overrides),
+            }
             for r in policy.rules
         ],
         "implications": [
-            {"id": i.id, "when": _enc_cond(i.when), "sets": {k: _json_value(v) for k, v in i.sets.items()},
-             "because": i.because, "refs": list(i.refs), "origin": _enc_origin(i.origin),
-             "unless": None if i.unless is None else _enc_cond(i.unless)}
+            {
+                "id": i.id,
+                "when": _enc_cond(i.when),
+                "sets": {k: _json_value(v) for k, v in i.sets.items()},
+                "because": i.because,
+                "refs": list(i.refs),
+                "origin": _enc_origin(i.origin),
+                "unless": None if i.unless is None else _enc_cond(i.unless),
+            }
             for i in policy.implications
         ],
         "unsupported": [
-            {"id": u.id, "when": _enc_cond(u.when), "paths": list(u.paths), "because": u.because,
-             "origin": _enc_origin(u.origin), "help": u.help, "refs": list(u.refs)}
+            {
+                "id": u.id,
+                "when": _enc_cond(u.when),
+                "paths": list(u.paths),
+                "because": u.because,
+                "origin": _enc_origin(u.origin),
+                "help": u.help,
+                "refs": list(u.refs),
+            }
             for u in policy.unsupported
         ],
         "models": [
@@ -135,13 +191,25 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
             for m in policy.models
         ],
         "gpus": [
-            {"name": g.name, "aliases": list(g.aliases), "sm": g.sm, "host_machine": g.host_machine,
-             "unified_memory": g.unified_memory, "source": g.source}
+            {
+                "name": g.name,
+                "aliases": list(g.aliases),
+                "sm": g.sm,
+                "host_machine": g.host_machine,
+                "unified_memory": g.unified_memory,
+                "source": g.source,
+            }
             for g in policy.gpus
         ],
         "engines": [
-            {"name": e.name, "plugin": e.plugin, "aliases": e.aliases, "moe_flag": e.moe_flag,
-             "dense_kernels": {k: list(v) for k, v in e.dense_kernels.items()}, "origin": _enc_origin(e.origin)}
+            {
+                "name": e.name,
+                "plugin": e.plugin,
+                "aliases": e.aliases,
+                "moe_flag": e.moe_flag,
+                "dense_kernels": {k: list(v) for k, v in e.dense_kernels.items()},
+                "origin": _enc_origin(e.origin),
+            }
             for e in policy.engines.values()
         ],
         "files": list(policy.files),
@@ -215,9 +283,15 @@ def _dec_diag(d: dict[str, Any]) -> Diagnostic:
     if d.get("level") not in ("error", "warning"):
         raise _bad("warning level")
     return Diagnostic(
-        _s(d, "message"), file=_s(d, "file"), line=_typed(d.get("line"), int, "line"),
-        column=_typed(d.get("column"), int, "column"), level=d["level"], rule=_opt_s(d, "rule"),
-        help=_opt_s(d, "help"), code=_s(d, "code"), source_line=_opt_s(d, "source_line"),
+        _s(d, "message"),
+        file=_s(d, "file"),
+        line=_typed(d.get("line"), int, "line"),
+        column=_typed(d.get("column"), int, "column"),
+        level=d["level"],
+        rule=_opt_s(d, "rule"),
+        help=_opt_s(d, "help"),
+        code=_s(d, "code"),
+        source_line=_opt_s(d, "source_line"),
         span=_typed(d.get("span"), int, "span"),
     )
 
@@ -225,9 +299,16 @@ def _dec_diag(d: dict[str, Any]) -> Diagnostic:
 def _dec_backend(d: dict[str, Any]) -> Backend:
     if d.get("path") not in PATHS:
         raise _bad("backend path")
-    return Backend(_s(d, "id"), _s(d, "path"), _dec_cond(d.get("requires")), _typed(d.get("warmup"), bool, "warmup"),
-                   _opt_s(d, "because"), _strs(d, "refs"), _dec_origin(d.get("origin")),
-                   _typed(d.get("auto"), bool, "auto"))
+    return Backend(
+        _s(d, "id"),
+        _s(d, "path"),
+        _dec_cond(d.get("requires")),
+        _typed(d.get("warmup"), bool, "warmup"),
+        _opt_s(d, "because"),
+        _strs(d, "refs"),
+        _dec_origin(d.get("origin")),
+        _typed(d.get("auto"), bool, "auto"),
+    )
 
 
 def _dec_rule(d: dict[str, Any]) -> Rule:
@@ -235,30 +316,61 @@ def _dec_rule(d: dict[str, Any]) -> Rule:
         raise _bad("rule kind")
     paths = None if d.get("paths") is None else _strs(d, "paths")
     return Rule(
-        id=_s(d, "id"), kind=d["kind"], when=_dec_cond(d.get("when")), backends=_strs(d, "backends"), paths=paths,
-        severity=_s(d, "severity"), because=_s(d, "because"), origin=_dec_origin(d.get("origin")),
-        require=_dec_cond(d.get("require")), help=_opt_s(d, "help"), refs=_strs(d, "refs"),
-        until=_opt_cond(d, "until"), overrides=_strs(d, "overrides"),
+        id=_s(d, "id"),
+        kind=d["kind"],
+        when=_dec_cond(d.get("when")),
+        backends=_strs(d, "backends"),
+        paths=paths,
+        severity=_s(d, "severity"),
+        because=_s(d, "because"),
+        origin=_dec_origin(d.get("origin")),
+        require=_dec_cond(d.get("require")),
+        help=_opt_s(d, "help"),
+        refs=_strs(d, "refs"),
+        until=_opt_cond(d, "until"),
+        overrides=_strs(d, "overrides"),
     )
 
 
 def _dec_implication(d: dict[str, Any]) -> Implication:
     sets = {str(k): normalise_value(str(k), v) for k, v in _obj(d.get("sets"), "sets").items()}
-    return Implication(_s(d, "id"), _dec_cond(d.get("when")), sets, _opt_s(d, "because"), _strs(d, "refs"),
-                       _dec_origin(d.get("origin")), _opt_cond(d, "unless"))
+    return Implication(
+        _s(d, "id"),
+        _dec_cond(d.get("when")),
+        sets,
+        _opt_s(d, "because"),
+        _strs(d, "refs"),
+        _dec_origin(d.get("origin")),
+        _opt_cond(d, "unless"),
+    )
 
 
 def _dec_unsupported(d: dict[str, Any]) -> Unsupported:
-    return Unsupported(_s(d, "id"), _dec_cond(d.get("when")), _strs(d, "paths"), _s(d, "because"),
-                       _dec_origin(d.get("origin")), _opt_s(d, "help"), _strs(d, "refs"))
+    return Unsupported(
+        _s(d, "id"),
+        _dec_cond(d.get("when")),
+        _strs(d, "paths"),
+        _s(d, "because"),
+        _dec_origin(d.get("origin")),
+        _opt_s(d, "help"),
+        _strs(d, "refs"),
+    )
 
 
 def _dec_engine(d: dict[str, Any]) -> EngineMap:
     aliases = {str(p): _str_map(m, "aliases") for p, m in _obj(d.get("aliases"), "aliases").items()}
-    dense = {str(k): tuple(_typed(x, str, "dense_kernels") for x in _typed(v, list, "dense_kernels"))
-             for k, v in _obj(d.get("dense_kernels"), "dense_kernels").items()}
-    return EngineMap(_s(d, "name"), _opt_s(d, "plugin"), aliases, _str_map(d.get("moe_flag"), "moe_flag"), dense,
-                     _dec_origin(d.get("origin")))
+    dense = {
+        str(k): tuple(_typed(x, str, "dense_kernels") for x in _typed(v, list, "dense_kernels"))
+        for k, v in _obj(d.get("dense_kernels"), "dense_kernels").items()
+    }
+    return EngineMap(
+        _s(d, "name"),
+        _opt_s(d, "plugin"),
+        aliases,
+        _str_map(d.get("moe_flag"), "moe_flag"),
+        dense,
+        _dec_origin(d.get("origin")),
+    )
 
 
 def _dec_gpu(d: dict[str, Any]) -> GpuProduct:
@@ -269,8 +381,9 @@ def _dec_gpu(d: dict[str, Any]) -> GpuProduct:
 
 
 def _dec_model(d: dict[str, Any]) -> CatalogModel:
-    return CatalogModel(_s(d, "id"), _s(d, "source"), _obj(d.get("config"), "config"), _obj(d.get("facts"), "facts"),
-                        _strs(d, "refs"))
+    return CatalogModel(
+        _s(d, "id"), _s(d, "source"), _obj(d.get("config"), "config"), _obj(d.get("facts"), "facts"), _strs(d, "refs")
+    )
 
 
 def decode_policy(data: Any) -> Policy:
@@ -290,8 +403,9 @@ def decode_policy(data: Any) -> Policy:
         o = _obj(od, "order")
         if o.get("path") not in orders:
             raise _bad("order path")
-        orders[o["path"]].append(Order(_s(o, "id"), o["path"], _dec_cond(o.get("when")), _strs(o, "backends"),
-                                       _dec_origin(o.get("origin"))))
+        orders[o["path"]].append(
+            Order(_s(o, "id"), o["path"], _dec_cond(o.get("when")), _strs(o, "backends"), _dec_origin(o.get("origin")))
+        )
     rules = tuple(_items(d, "rules", _dec_rule))
     for r in rules:  # every backend a rule names is in the catalog
         if not all(any(b in entries for entries in backends.values()) for b in r.backends):
@@ -364,8 +478,9 @@ def prune(folder: Path, keep: int = MAX_ENTRIES) -> None:
     """Delete all but the newest *keep* entries, and what earlier releases left (pickles)."""
     try:
         with os.scandir(folder) as it:
-            found = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path, e.name) for e in it
-                     if e.name.startswith("policy-")]
+            found = [
+                (e.stat(follow_symlinks=False).st_mtime_ns, e.path, e.name) for e in it if e.name.startswith("policy-")
+            ]
     except OSError:
         return
     found.sort(reverse=True)
@@ -374,4 +489,3 @@ def prune(folder: Path, keep: int = MAX_ENTRIES) -> None:
     for p in stale:
         with contextlib.suppress(OSError):
             os.unlink(p)
-

@@ -158,8 +158,15 @@ class Compiler:
         line, col, width = f.loc.where(path, key=key)
         info.setdefault("code", "schema")
         self.diags.append(
-            Diagnostic(message, file=f.src.display, line=line, column=col, source_line=f.loc.line_text(line),
-                       span=width, **info)
+            Diagnostic(
+                message,
+                file=f.src.display,
+                line=line,
+                column=col,
+                source_line=f.loc.line_text(line),
+                span=width,
+                **info,
+            )
         )
 
     def _pydantic(self, exc: ValidationError, f: _File, prefix: Where) -> None:
@@ -174,8 +181,14 @@ class Compiler:
             if typ == "extra_forbidden":
                 known = _FIELD_NAMES.get(str(path[0]) if path else "", ())
                 hint = did_you_mean(str(name), known) if known else []
-                self.add(f, path, f"unknown field `{name}`", help=f"did you mean `{hint[0]}`?" if hint else None,
-                         rule=rule_id, key=True)
+                self.add(
+                    f,
+                    path,
+                    f"unknown field `{name}`",
+                    help=f"did you mean `{hint[0]}`?" if hint else None,
+                    rule=rule_id,
+                    key=True,
+                )
             elif typ == "missing":
                 self.add(f, path[:-1], f"missing field `{name}`", rule=rule_id)
             else:
@@ -191,8 +204,14 @@ class Compiler:
         try:
             parsed = parse_condition(data)
         except ConditionError as exc:
-            self.add(f, (*path, *exc.path), exc.message, help=exc.help, rule=rule,
-                     key=bool(exc.path) and "unknown fact key" in exc.message)
+            self.add(
+                f,
+                (*path, *exc.path),
+                exc.message,
+                help=exc.help,
+                rule=rule,
+                key=bool(exc.path) and "unknown fact key" in exc.message,
+            )
             return None
         self._yaml11_env_booleans(f, data, path, rule)
         return parsed
@@ -223,9 +242,15 @@ class Compiler:
         if text.lower() not in (_YAML11_TRUE | _YAML11_FALSE):
             return  # true/false as written: meant as a boolean
         as_str = "true" if value else "false"
-        self.add(f, where, f"`{text}` is a YAML 1.1 boolean: `{key}` is compared with the string `{as_str}`",
-                 help=f'quote it (`"{text}"`) to compare with `{text}`', rule=rule, level="warning",
-                 code="yaml-boolean")
+        self.add(
+            f,
+            where,
+            f"`{text}` is a YAML 1.1 boolean: `{key}` is compared with the string `{as_str}`",
+            help=f'quote it (`"{text}"`) to compare with `{text}`',
+            rule=rule,
+            level="warning",
+            code="yaml-boolean",
+        )
 
     # ------------------------------------------------------------------ reading and structure
 
@@ -269,8 +294,13 @@ class Compiler:
             model = _SECTIONS.get(name)
             if model is None:
                 hint = did_you_mean(str(name), _SECTION_NAMES)
-                self.add(f, (name,), f"unknown section `{name}`", key=True,
-                         help=f"did you mean `{hint[0]}`?" if hint else "sections: " + ", ".join(_SECTION_NAMES))
+                self.add(
+                    f,
+                    (name,),
+                    f"unknown section `{name}`",
+                    key=True,
+                    help=f"did you mean `{hint[0]}`?" if hint else "sections: " + ", ".join(_SECTION_NAMES),
+                )
                 continue
             if not isinstance(value, list):
                 self.add(f, (name,), f"section `{name}` must be a list")
@@ -321,19 +351,35 @@ class Compiler:
             return
         if b.backend not in BACKENDS[path]:
             hint = did_you_mean(b.backend, BACKENDS[path])
-            self.add(f, (*here, "backend"), f"`{b.backend}` is not a backend id of path `{path}`",
-                     help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]), rule=b.backend)
+            self.add(
+                f,
+                (*here, "backend"),
+                f"`{b.backend}` is not a backend id of path `{path}`",
+                help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]),
+                rule=b.backend,
+            )
             return
         if b.backend in self.backends[path]:
-            self.add(f, (*here, "backend"), f"`{b.backend}` is declared twice on path `{path}`", rule=b.backend,
-                     code="duplicate")
+            self.add(
+                f,
+                (*here, "backend"),
+                f"`{b.backend}` is declared twice on path `{path}`",
+                rule=b.backend,
+                code="duplicate",
+            )
             return
         cond = self.cond(f, b.requires, (*here, "requires"), b.backend)
         if cond is None:
             return
         self.backends[path][b.backend] = Backend(
-            b.backend, path, cond, b.warmup, b.because, tuple(b.refs),
-            Origin(f.src.display, f.loc.where(here)[0], f.src.layer), b.auto,
+            b.backend,
+            path,
+            cond,
+            b.warmup,
+            b.because,
+            tuple(b.refs),
+            Origin(f.src.display, f.loc.where(here)[0], f.src.layer),
+            b.auto,
         )
 
     def _exists(self, backend: str, path: str) -> bool:
@@ -341,8 +387,9 @@ class Compiler:
             return any(e.warmup for entries in self.backends.values() for k, e in entries.items() if k == backend)
         return backend in self.backends.get(path, {})
 
-    def check_backends(self, f: _File, names: Sequence[str], paths: Sequence[str] | None, where: Where,
-                       rid: str | None) -> bool:
+    def check_backends(
+        self, f: _File, names: Sequence[str], paths: Sequence[str] | None, where: Where, rid: str | None
+    ) -> bool:
         """Whether every backend of *names* exists on *paths* (every path it is on if ``None``)."""
         ok = True
         for n in names:
@@ -351,8 +398,13 @@ class Compiler:
             scope = list(paths) if paths else [p for p in self.backends if n in self.backends[p]]
             if not scope:
                 hint = [h for h in did_you_mean(n, _ALL_IDS) if h != n]
-                self.add(f, where, f"no path has a backend `{n}`" + (" in the catalog" if n in _ALL_IDS else ""),
-                         help=f"did you mean `{hint[0]}`?" if hint else None, rule=rid)
+                self.add(
+                    f,
+                    where,
+                    f"no path has a backend `{n}`" + (" in the catalog" if n in _ALL_IDS else ""),
+                    help=f"did you mean `{hint[0]}`?" if hint else None,
+                    rule=rid,
+                )
                 ok = False
             for p in scope:
                 if not self._exists(n, p):
@@ -408,8 +460,13 @@ class Compiler:
         effects = [k for k in _EFFECTS if getattr(r, k) is not None]
         if len(effects) != 1:
             if not bad:
-                self.add(f, here, "a rule needs exactly one effect: `deny`, `prefer`, `require` or `use`"
-                         + (f" (it has {', '.join(effects)})" if effects else ""), rule=r.id)
+                self.add(
+                    f,
+                    here,
+                    "a rule needs exactly one effect: `deny`, `prefer`, `require` or `use`"
+                    + (f" (it has {', '.join(effects)})" if effects else ""),
+                    rule=r.id,
+                )
             self.cond(f, r.when, (*here, "when"), r.id)
             return None
         kind = effects[0]
@@ -468,8 +525,15 @@ class Compiler:
         for where, message in problems:
             self.add(f, where, message, rule=r.id)
         if kind == "deny" and not r.refs:
-            self.add(f, (*here, "deny"), "a `deny` rule without `refs`", rule=r.id, level="warning",
-                     code="missing-refs", help="cite the upstream issue that establishes it, e.g. `vllm#50332`")
+            self.add(
+                f,
+                (*here, "deny"),
+                "a `deny` rule without `refs`",
+                rule=r.id,
+                level="warning",
+                code="missing-refs",
+                help="cite the upstream issue that establishes it, e.g. `vllm#50332`",
+            )
         return not problems
 
     def _fact_values(self, f: _File, values: dict[str, Any] | None, where: Where, rid: str | None) -> dict[str, Any]:
@@ -516,8 +580,13 @@ class Compiler:
         """``gpus``: the shipped GPU catalog."""
         for i, g in enumerate(f.spec.gpus):
             if g.sm not in GPU_SMS:
-                self.add(f, ("gpus", i, "sm"), f"`{g.sm}` is not a known compute capability",
-                         help="one of: " + ", ".join(GPU_SMS), rule=g.name)
+                self.add(
+                    f,
+                    ("gpus", i, "sm"),
+                    f"`{g.sm}` is not a known compute capability",
+                    help="one of: " + ", ".join(GPU_SMS),
+                    rule=g.name,
+                )
                 continue
             self.gpus.append(GpuProduct(g.name, tuple(g.aliases), g.sm, g.host_machine, g.unified_memory, g.source))
 
@@ -571,8 +640,13 @@ class Compiler:
                 for j, oid in enumerate(r.overrides or ()):
                     if oid not in known and not oid.startswith("catalog."):
                         hint = did_you_mean(oid, known)
-                        self.add(f, ("rules", i, "overrides", j), f"`overrides` names no rule `{oid}`",
-                                 help=f"did you mean `{hint[0]}`?" if hint else None, rule=r.id)
+                        self.add(
+                            f,
+                            ("rules", i, "overrides", j),
+                            f"`overrides` names no rule `{oid}`",
+                            help=f"did you mean `{hint[0]}`?" if hint else None,
+                            rule=r.id,
+                        )
 
 
 def compile_files(files: Iterable[SourceFile]) -> Policy:

@@ -23,8 +23,16 @@ from ..errors import Diagnostic, PolicyError, UsageError
 from ..policy import Policy
 from ._source import SourceError, SourceFile, yaml_files_under
 
-__all__ = ["NO_CACHE_ENV", "POLICY_ENV", "PolicyPaths", "SourceFile", "cache_dir", "discover", "load_files",
-           "load_policy"]
+__all__ = [
+    "NO_CACHE_ENV",
+    "POLICY_ENV",
+    "PolicyPaths",
+    "SourceFile",
+    "cache_dir",
+    "discover",
+    "load_files",
+    "load_policy",
+]
 
 POLICY_ENV = "KERNELPOLICY_POLICY"
 NO_CACHE_ENV = "KERNELPOLICY_NO_CACHE"

@@ -97,8 +97,10 @@ def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str |
             notes.append("only the GEMM flag of the checkpoint's format (FP8 or NVFP4) takes effect")
         if not flags:
             notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`")
-        notes.append("the GEMM flags act on block-FP8, MXFP8 and NVFP4 linears; per-tensor and per-channel FP8 "
-                     "linears have no SGLang flag")
+        notes.append(
+            "the GEMM flags act on block-FP8, MXFP8 and NVFP4 linears; per-tensor and per-channel FP8 "
+            "linears have no SGLang flag"
+        )
     if moe.applicable and moe.backend is not None:
         flag = engine.moe_flag.get(moe.backend)
         if flag and rel.accepts("--moe-runner-backend", flag):

@@ -98,7 +98,6 @@ def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str,
     return out
 
 
-
 def _cc_of(sm: str) -> tuple[int, int]:
     digits = sm.removeprefix("sm")
     return int(digits[:-1]), int(digits[-1])

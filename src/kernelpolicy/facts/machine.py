@@ -81,9 +81,7 @@ class MachineFacts:
         }
 
 
-def _key_parts(
-    ctx: Context, known: Mapping[str, object], raw: Mapping[str, Mapping[str, object]]
-) -> dict[str, object]:
+def _key_parts(ctx: Context, known: Mapping[str, object], raw: Mapping[str, Mapping[str, object]]) -> dict[str, object]:
     """Pure: what the costly providers' results depend on."""
     versions = {k: v for k, v in known.items() if k.endswith(".version")}
     dg = raw.get("deep_gemm_build", {})
@@ -96,8 +94,7 @@ def _key_parts(
         "versions": versions,
         "deep_gemm": [dg.get("external"), dg.get("vendored"), _mtimes(dg)],
         "env": {
-            n: ctx.env.get(n)
-            for n in ("CUDA_VISIBLE_DEVICES", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
+            n: ctx.env.get(n) for n in ("CUDA_VISIBLE_DEVICES", "TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
         },
     }
 
@@ -205,8 +202,7 @@ def gather(
         if problem:
             stored, status = {}, "invalid" if read.status != "unreadable" else status
             notes.append(
-                f"cache: ignored {problem}; gathered again "
-                "(`kernelpolicy facts --refresh` rewrites the cache)"
+                f"cache: ignored {problem}; gathered again (`kernelpolicy facts --refresh` rewrites the cache)"
             )
     ran_any = False
     for p in costly:

@@ -349,8 +349,10 @@ def register() -> None:
         release = release_for(version) if version else None
         if release is None:
             known = ", ".join(known_releases())
-            message = (f"kernelpolicy: SGLang {version or '(not found)'} is not a release this plugin knows "
-                       f"({known}); nothing is patched, SGLang decides on its own")
+            message = (
+                f"kernelpolicy: SGLang {version or '(not found)'} is not a release this plugin knows "
+                f"({known}); nothing is patched, SGLang decides on its own"
+            )
             if is_strict(os.environ):
                 raise AdapterError(message)
             logger.warning(message)
@@ -382,15 +384,20 @@ def register() -> None:
 def status() -> dict[str, Any]:
     """What the plugin did in this process (JSON-ready)."""
     d = _STATE.decision
-    out: dict[str, Any] = json.loads(json.dumps({
-        "registered": _STATE.registered,
-        "sglang_version": _STATE.version,
-        "hooks": list(_STATE.hooks),
-        "fingerprint": getattr(d, "fingerprint", None),
-        "summary": _summary(d) if d is not None else None,
-        "flags": _STATE.flags,
-        "applied": dict(_STATE.applied),
-        "fallbacks": [dict(f) for f in _STATE.fallbacks],
-        "warnings": list(_STATE.warnings),
-    }, default=str))
+    out: dict[str, Any] = json.loads(
+        json.dumps(
+            {
+                "registered": _STATE.registered,
+                "sglang_version": _STATE.version,
+                "hooks": list(_STATE.hooks),
+                "fingerprint": getattr(d, "fingerprint", None),
+                "summary": _summary(d) if d is not None else None,
+                "flags": _STATE.flags,
+                "applied": dict(_STATE.applied),
+                "fallbacks": [dict(f) for f in _STATE.fallbacks],
+                "warnings": list(_STATE.warnings),
+            },
+            default=str,
+        )
+    )
     return out

@@ -39,8 +39,12 @@ def package_facts() -> dict[str, object]:
     build = in_use(*find_builds())
     values["deep_gemm.source"] = build.source if build is not None else "none"
     if build is not None:
-        for key, value in (("dist", build.dist), ("version", build.version), ("commit", build.commit),
-                           ("has_sm120_sf_layout", build.has_sm120_sf_layout)):
+        for key, value in (
+            ("dist", build.dist),
+            ("version", build.version),
+            ("commit", build.commit),
+            ("has_sm120_sf_layout", build.has_sm120_sf_layout),
+        ):
             if value is not None:
                 values[f"deep_gemm.{key}"] = value
     return values

@@ -135,8 +135,11 @@ def scan_wheel(path: Path) -> dict[str, Any]:
         group = None
         if plugins is not None:
             for node in plugins.body:
-                if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
-                        and any(isinstance(t, ast.Name) and t.id == "GENERAL_PLUGINS_GROUP" for t in node.targets)):
+                if (
+                    isinstance(node, ast.Assign)
+                    and isinstance(node.value, ast.Constant)
+                    and any(isinstance(t, ast.Name) and t.id == "GENERAL_PLUGINS_GROUP" for t in node.targets)
+                ):
                     group = str(node.value.value)
         hooks_tree = tree("sglang/srt/arg_groups/resolution_hooks.py")
         hookable = [s for s in _HOOK_STEPS if s in _string_set(hooks_tree, "_OVERRIDABLE_HOOKS")] if hooks_tree else []
@@ -144,8 +147,11 @@ def scan_wheel(path: Path) -> dict[str, Any]:
         env_defined = set()
         if environ is not None:
             env_defined = {n.id for n in ast.walk(environ) if isinstance(n, ast.Name)} | {
-                t.id for n in ast.walk(environ) if isinstance(n, (ast.Assign, ast.AnnAssign))
-                for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)
+                t.id
+                for n in ast.walk(environ)
+                if isinstance(n, (ast.Assign, ast.AnnAssign))
+                for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+                if isinstance(t, ast.Name)
             }
         return {
             "version": _version(names, z),

@@ -104,10 +104,7 @@ class ProviderResult:
             data.get("raw", {}),
         )
         if not (
-            isinstance(values, dict)
-            and isinstance(sources, dict)
-            and isinstance(notes, list)
-            and isinstance(raw, dict)
+            isinstance(values, dict) and isinstance(sources, dict) and isinstance(notes, list) and isinstance(raw, dict)
         ):
             raise ValueError("malformed provider result")
         return cls(dict(values), {str(k): str(v) for k, v in sources.items()}, list(notes), raw)

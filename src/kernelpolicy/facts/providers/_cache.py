@@ -110,9 +110,7 @@ def check_result(name: str, result: ProviderResult, provides: Mapping[str, tuple
     return None
 
 
-def read_cache(
-    cache_dir: Path, key: str, provides: Mapping[str, tuple[str, ...]] | None = None
-) -> CacheRead:
+def read_cache(cache_dir: Path, key: str, provides: Mapping[str, tuple[str, ...]] | None = None) -> CacheRead:
     """The cached results of *key*, every value checked (see :func:`check_result`).
 
     :param provides: provider name -> the fact keys it may give; ``None`` skips that check.

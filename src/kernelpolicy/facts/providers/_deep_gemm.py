@@ -49,9 +49,7 @@ class DeepGemmBuild:
         }
 
 
-def describe_build(
-    source: str, path: Path, dist: str | None, dist_ver: str | None
-) -> DeepGemmBuild:
+def describe_build(source: str, path: Path, dist: str | None, dist_ver: str | None) -> DeepGemmBuild:
     """What one DeepGEMM package folder holds (reads file names and ``__version__``)."""
     version = dist_ver or read_assigned_string(path / "__init__.py", "__version__")
     if version is None and (path / "VERSION").is_file():
@@ -101,9 +99,7 @@ class DeepGemmBuildProvider:
         build = in_use(external, vendored)
         if build is None:
             res.put("deep_gemm.source", "none", "metadata")
-            res.notes.append(
-                "deep_gemm: neither an external `deep_gemm` nor vLLM's copy is installed"
-            )
+            res.notes.append("deep_gemm: neither an external `deep_gemm` nor vLLM's copy is installed")
             return res
         res.put("deep_gemm.source", build.source, "metadata")
         res.put("deep_gemm.dist", build.dist, "metadata")

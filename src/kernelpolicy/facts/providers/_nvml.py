@@ -52,9 +52,7 @@ class NvmlProvider:
         try:
             nv = import_pynvml()
         except ImportError:
-            res.raw["gpu_absent"] = (
-                "nvidia-ml-py is not installed (pip install 'kernelpolicy[nvml]')"
-            )
+            res.raw["gpu_absent"] = "nvidia-ml-py is not installed (pip install 'kernelpolicy[nvml]')"
             res.notes.append(f"nvml: {res.raw['gpu_absent']}")
             return res
         try:
@@ -92,9 +90,7 @@ class NvmlProvider:
         res.raw["visible"] = visible
         if not visible:
             res.raw["gpu_absent"] = (
-                "NVML found no NVIDIA GPU"
-                if count == 0
-                else f"no GPU is visible (CUDA_VISIBLE_DEVICES=`{env_value}`)"
+                "NVML found no NVIDIA GPU" if count == 0 else f"no GPU is visible (CUDA_VISIBLE_DEVICES=`{env_value}`)"
             )
             res.notes.append(f"nvml: {res.raw['gpu_absent']}")
             return
@@ -106,8 +102,7 @@ class NvmlProvider:
         idx, major, minor, name = devices[0]
         if len({(d[1], d[2]) for d in devices}) > 1:
             res.notes.append(
-                "nvml: visible GPUs differ in capability; facts describe the first "
-                f"(physical index {idx})"
+                f"nvml: visible GPUs differ in capability; facts describe the first (physical index {idx})"
             )
         for key, value in capability_facts(major, minor).items():
             res.put(key, value, "nvml")

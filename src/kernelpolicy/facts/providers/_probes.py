@@ -35,9 +35,7 @@ def dg_step_outcomes(outs: list[ProbeOutcome]) -> dict[str, tuple[str, str]]:
             msg = f"import failed: {imp.get('error')}: {imp.get('message')}"
             return {s: result.get(s, ("error", msg)) for s in DG_STEPS}
         if not imp.get("capability"):
-            return {
-                s: result.get(s, ("unavailable", "no CUDA device in the probe")) for s in DG_STEPS
-            }
+            return {s: result.get(s, ("unavailable", "no CUDA device in the probe")) for s in DG_STEPS}
         for step in DG_STEPS:
             if step in result:
                 continue
@@ -107,10 +105,7 @@ class DeepGemmProbeProvider:
             res.put(f"deep_gemm.sf_probe_{step}", status, "probe")
             if status != "ok":
                 on = ctx.known.get("gpu.sm", ctx.known.get("gpu.cc"))
-                res.notes.append(
-                    f"deep_gemm probe: the {step} scale-factor transform is {status} "
-                    f"on {on}: {detail}"
-                )
+                res.notes.append(f"deep_gemm probe: the {step} scale-factor transform is {status} on {on}: {detail}")
         ue8m0 = outcome["ue8m0"][0]
         if ctx.known.get("gpu.family") == "sm120" and ue8m0 in ("ok", "unsupported"):
             res.put("deep_gemm.has_sm120_sf_layout", ue8m0 == "ok", "probe")
@@ -145,24 +140,16 @@ class TritonProbeProvider:
         for target in TRITON_TARGETS:
             rep = out.step(target)
             if rep is None:
-                res.notes.append(
-                    f"triton probe: {target} not checked ({out.detail or 'no report'})"
-                )
+                res.notes.append(f"triton probe: {target} not checked ({out.detail or 'no report'})")
                 continue
             ok = rep.get("status") == "ok"
             res.put(f"triton.{target}_ok", ok, "probe")
             if not ok:
                 kernels = rep.get("kernels")
                 msgs = (
-                    [
-                        str(k.get("message"))
-                        for k in kernels.values()
-                        if isinstance(k, dict) and k.get("message")
-                    ]
+                    [str(k.get("message")) for k in kernels.values() if isinstance(k, dict) and k.get("message")]
                     if isinstance(kernels, dict)
                     else []
                 )
-                res.notes.append(
-                    f"triton probe: {target} does not compile: {msgs[0] if msgs else '?'}"
-                )
+                res.notes.append(f"triton probe: {target} does not compile: {msgs[0] if msgs else '?'}")
         return res

@@ -64,9 +64,7 @@ class TorchProvider:
         # the fallback only when NVML could not answer at all: when it worked (a driver
         # version is known) and found no visible GPU, there is none
         need_gpu = (
-            known_cc is None
-            and ctx.known.get("driver.version") is None
-            and ctx.known.get("cuda.version") is not None
+            known_cc is None and ctx.known.get("driver.version") is None and ctx.known.get("cuda.version") is not None
         )
         argv = [ctx.python, script_path("torch_info.py"), *(["--capability"] if need_gpu else [])]
         run = ctx.runner(argv, dict(ctx.env), min(ctx.timeout_s, 120.0))
@@ -90,7 +88,5 @@ class TorchProvider:
             known_cc if isinstance(known_cc, str) else None,
         )
         if need_gpu and "gpu.cc" in res.values:
-            res.notes.append(
-                "gpu: from torch (NVML was not available); this initialised CUDA in a child"
-            )
+            res.notes.append("gpu: from torch (NVML was not available); this initialised CUDA in a child")
         return res

@@ -110,9 +110,7 @@ def main() -> int:
         sf = torch.ones((4, 128, 8), device="cuda", dtype=torch.float32)
         case(
             "ue8m0",
-            lambda: transform(
-                sf, 128, 256, (1, 1, 32), num_groups=4, is_sfa=False, disable_ue8m0_cast=False
-            ),
+            lambda: transform(sf, 128, 256, (1, 1, 32), num_groups=4, is_sfa=False, disable_ue8m0_cast=False),
         )
     return 0
 

@@ -62,9 +62,7 @@ def compile_one(cap: int, name: str) -> dict[str, object]:
     fn, sig, consts = KERNELS[name]
     t0 = time.monotonic()
     try:
-        triton.compile(
-            ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", cap, 32)
-        )
+        triton.compile(ASTSource(fn=fn, signature=sig, constexprs=consts), target=GPUTarget("cuda", cap, 32))
     except Exception as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         fatal = [ln for ln in lines if "fatal" in ln or "error" in ln.lower()]
