@@ -4,10 +4,12 @@ was not, the assumptions it rests on, and the engine settings that reproduce it.
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .decision import Candidate, Decision
+    from .decision import Candidate, Decision, PathDecision
+    from .facts import Facts
     from .policy import Policy
 
 __all__ = ["render"]
@@ -55,8 +57,35 @@ def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[st
 
 def render(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
     """The explain text for *decision* (rule places are shown when *policy* is given)."""
-    f = decision.facts
-    out: list[str] = []
+    out = [*_header(decision.facts, model), ""]
+    for name in ("dense", "moe", "router"):
+        out += _path_lines(decision.paths[name], policy)
+    out += _warmup_lines(decision.paths["warmup"])
+    if decision.assumptions:
+        out += ["", "assumed (facts not known; settle them with --fact KEY=VALUE):"]
+        out += [f"  - {a}" for a in decision.assumptions]
+    if decision.warnings:
+        out += ["", "warnings:"]
+        out += [f"  - {w_}" for w_ in decision.warnings]
+    vllm = decision.engine.get("vllm")
+    if vllm is not None:
+        out += _engine_lines(vllm, "vLLM", "vllm serve", model)
+        plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
+        if plugin:
+            out.append(f"with the plugin every path follows this decision:  {plugin}")
+    sglang = decision.engine.get("sglang")
+    if sglang is not None:
+        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model)
+        plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
+        if plugin:
+            out.append(
+                "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
+            )
+    out += ["", f"fingerprint {decision.fingerprint}"]
+    return "\n".join(out)
+
+
+def _header(f: Facts, model: str | None) -> list[str]:
     gpu = [str(f.get("gpu.sm", "?"))]
     extras = [
         str(x)
@@ -69,7 +98,6 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
     ]
     if extras:
         gpu.append("(" + ", ".join(extras) + ")")
-    out.append("gpu     " + " ".join(gpu))
     desc = [str(f.get("model.type", "?")), str(f.get("quant.scheme", "?"))]
     if f.get("quant.moe_scheme") and f.get("quant.moe_scheme") != f.get("quant.scheme"):
         desc.append(f"experts {f.get('quant.moe_scheme')}")
@@ -79,73 +107,46 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         desc.append(f"scales {f.get('quant.scale_fmt')}")
     if f.get("model.num_experts"):
         desc.append(f"{f.get('model.num_experts')} experts")
-    out.append("model   " + (f"{model}: " if model else "") + ", ".join(desc))
-    out.append("")
-    for name in ("dense", "moe", "router"):
-        p = decision.paths[name]
-        if not p.applicable:
-            out.append(f"{name:<7} n/a: {p.reason}")
-            continue
-        head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
-        if p.explicit:
-            head += f"   explicit: `{p.explicit}`"
-        elif p.rules:
-            head += "   decided by " + ", ".join(p.rules)
-        out.append(head)
-        width = max(len(c.backend) for c in p.candidates)
-        after = False
-        for c in p.candidates:
-            lines = _candidate_lines(c, policy, width)
-            out += lines[:1] if after else lines  # below the chosen one: the verdict alone
-            after = after or c.verdict == "chosen"
-        if p.backend is None and p.reason:
-            out.append(f"  = {p.reason}")
-        viable = [c.backend for c in p.candidates if c.verdict == "viable"]
-        if viable:
-            out.append(f"    {'':<{width}}  also valid, lower priority: " + ", ".join(viable))
-    w = decision.paths["warmup"]
-    if w.kernels:
-        out.append("warmup  " + ", ".join(w.kernels))
-    else:
-        out.append("warmup  nothing to JIT-warm")
-    for c in w.candidates:
-        if c.verdict != "chosen":
-            out.append(f"  x {c.backend}: {c.reason}")
-    if decision.assumptions:
-        out.append("")
-        out.append("assumed (facts not known; settle them with --fact KEY=VALUE):")
-        out += [f"  - {a}" for a in decision.assumptions]
-    if decision.warnings:
-        out.append("")
-        out.append("warnings:")
-        out += [f"  - {w_}" for w_ in decision.warnings]
-    vllm = decision.engine.get("vllm")
-    if vllm is not None:
-        out.append("")
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in vllm["env"].items())
-        args = " ".join(shlex.quote(a) for a in vllm["args"])
-        cmd = " ".join(x for x in (env, "vllm serve", shlex.quote(model) if model else "MODEL", args) if x)
-        out.append("on vLLM without the plugin, where flags can:")
-        out.append(f"  {cmd}")
-        out += [f"  ({n})" for n in vllm.get("notes", ())]
-        plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
-        if plugin:
-            out.append(f"with the plugin every path follows this decision:  {plugin}")
-    sglang = decision.engine.get("sglang")
-    if sglang is not None:
-        out.append("")
-        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in sglang["env"].items())
-        args = " ".join(shlex.quote(a) for a in sglang["args"])
-        launch = "python -m sglang.launch_server --model-path"
-        cmd = " ".join(x for x in (env, launch, shlex.quote(model) if model else "MODEL", args) if x)
-        out.append("on SGLang without the plugin, where flags can:")
-        out.append(f"  {cmd}")
-        out += [f"  ({n})" for n in sglang.get("notes", ())]
-        plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
-        if plugin:
-            out.append(
-                "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
-            )
-    out.append("")
-    out.append(f"fingerprint {decision.fingerprint}")
-    return "\n".join(out)
+    return ["gpu     " + " ".join(gpu), "model   " + (f"{model}: " if model else "") + ", ".join(desc)]
+
+
+def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
+    name = p.path
+    if not p.applicable:
+        return [f"{name:<7} n/a: {p.reason}"]
+    head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
+    if p.explicit:
+        head += f"   explicit: `{p.explicit}`"
+    elif p.rules:
+        head += "   decided by " + ", ".join(p.rules)
+    out = [head]
+    width = max(len(c.backend) for c in p.candidates)
+    after = False
+    for c in p.candidates:
+        lines = _candidate_lines(c, policy, width)
+        out += lines[:1] if after else lines  # below the chosen one: the verdict alone
+        after = after or c.verdict == "chosen"
+    if p.backend is None and p.reason:
+        out.append(f"  = {p.reason}")
+    viable = [c.backend for c in p.candidates if c.verdict == "viable"]
+    if viable:
+        out.append(f"    {'':<{width}}  also valid, lower priority: " + ", ".join(viable))
+    return out
+
+
+def _warmup_lines(w: PathDecision) -> list[str]:
+    out = ["warmup  " + ", ".join(w.kernels) if w.kernels else "warmup  nothing to JIT-warm"]
+    out += [f"  x {c.backend}: {c.reason}" for c in w.candidates if c.verdict != "chosen"]
+    return out
+
+
+def _engine_lines(flags: Mapping[str, Any], engine: str, launch: str, model: str | None) -> list[str]:
+    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in flags["env"].items())
+    args = " ".join(shlex.quote(a) for a in flags["args"])
+    cmd = " ".join(x for x in (env, launch, shlex.quote(model) if model else "MODEL", args) if x)
+    return [
+        "",
+        f"on {engine} without the plugin, where flags can:",
+        f"  {cmd}",
+        *(f"  ({n})" for n in flags.get("notes", ())),
+    ]

@@ -154,7 +154,7 @@ def _expect_backend(path: str, want: Any, got: str | None, rules: Sequence[str])
     return None
 
 
-def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> CaseResult:
+def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> CaseResult:  # noqa: PLR0912 (predates the lint; split in a follow-up)
     """Resolve one case file and compare the decision with its ``expect``."""
     from ..dsl.loader import load_policy
     from ..facts import facts_for

@@ -565,7 +565,14 @@ def _check(
                 f"path `{path}` chooses `{b}` although its catalog requirement is not met",
                 (entry.rule_id,),
             )
-    # warmup: only kernels of backends this path chose, and each such kernel unless denied
+    yield from _warmup_violations(path, group, d, when, policy)
+
+
+def _warmup_violations(
+    path: str, group: Group, d: Decision, when: Mapping[str, bool | None], policy: Policy
+) -> Iterator[Violation]:
+    """Warmup warms only kernels of backends this path chose, and each such kernel unless denied."""
+    pd = d.paths[path]
     mine = {k for k in d.warmup if k.endswith(f".{path}")}
     for k in sorted(mine):
         if k != f"{pd.backend}.{path}":

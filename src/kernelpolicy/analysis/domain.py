@@ -31,7 +31,7 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..dsl.conditions import All, Condition, Not, Test, tests_of
-from ..facts._keys import BACKENDS, GPU_SMS, Kind, lookup_key
+from ..facts._keys import BACKENDS, GPU_SMS, FactKey, Kind, lookup_key
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -260,9 +260,7 @@ def _int_points(tests: Sequence[Test]) -> list[int]:
 
 def _classes(
     key: str,
-    kind: Kind,
-    raws: Sequence[Any],
-    typed: Sequence[Any],
+    values: Sequence[Any],
     tests: Sequence[Test],
     labels: Sequence[str],
     weights: Sequence[int],
@@ -274,14 +272,14 @@ def _classes(
     With *merge_unknown*, *unknown* joins the class no test matches (see :func:`_positive_only`).
     """
     groups: dict[tuple[bool, ...], list[int]] = {}
-    for i, tv in enumerate(typed):
+    for i, tv in enumerate(values):
         sig = tuple(t.match(tv) for t in tests)
         groups.setdefault(sig, []).append(i)
     out = [
         ValueClass(
             "|".join(labels[i] for i in idx),
-            {key: raws[idx[0]]},
-            {key: typed[idx[0]]},
+            {key: values[idx[0]]},
+            {key: values[idx[0]]},
             sum(weights[i] for i in idx),
         )
         for idx in groups.values()
@@ -427,47 +425,8 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         tests = by_key[key]
         known = key in ALWAYS_KNOWN
         moe_only = key in MOE_KEYS or (bool(readers.get(key)) and readers[key] <= moe_paths)
-        if fk.kind in (Kind.ENUM, Kind.BOOL):
-            values: list[Any] = list(fk.domain) if fk.kind is Kind.ENUM else [True, False]
-            labels = [str(v).lower() for v in values]
-            classes = _classes(key, fk.kind, values, values, tests, labels, [1] * len(values), known, key in positive)
-        elif fk.kind is Kind.VERSION:
-            classes = _version_classes(key, tests, known)
-        elif fk.kind is Kind.INT:
-            pts = _int_points(tests)
-            reps = sorted({*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}) or [1]
-            reps.sort(key=lambda r: (r not in pts and r - 1 not in pts, -r))
-            classes = _classes(key, fk.kind, reps, reps, tests, [str(r) for r in reps], [0] * len(reps), known)
-            classes = tuple(_relabel_int(c, tests) for c in classes)
-        elif fk.kind is Kind.STR:
-            mentioned = sorted({str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))})
-            other = OTHER if OTHER not in mentioned else OTHER + "_"
-            strs = [*mentioned, other]
-            classes = _classes(
-                key,
-                fk.kind,
-                strs,
-                strs,
-                tests,
-                strs,
-                [1] * len(strs),
-                known and not key.startswith("deploy.env."),
-                key in positive,
-            )
-        elif fk.kind in (Kind.STR_LIST, Kind.INT_LIST):
-            members = sorted(
-                {m for t in tests for m in (t.operand if t.op in ("has", "in") else (t.operand,))},
-                key=repr,
-            )
-            items: list[Any]
-            if fk.kind is Kind.INT_LIST:
-                items = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
-                labels = [str(list(v)) for v in items[:-1]] + [OTHER]
-            else:
-                items = [(m,) for m in members] + [()]
-                labels = [f"[{m}]" for m in members] + ["[]"]
-            classes = _classes(key, fk.kind, items, items, tests, labels, [1] * len(items), known, key in positive)
-        else:  # pragma: no cover
+        classes = _key_classes(key, fk, tests, known, key in positive)
+        if classes is None:  # pragma: no cover - every kind is handled
             continue
         dims.append(Dimension(key, (key,), classes, moe_only))
 
@@ -482,6 +441,54 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
 
     pruned = tuple(sorted(k for k in FACT_KEYS if k not in read and k not in GPU_KEYS))
     return Domain(tuple(dims), pruned, tuple((o, p, c) for o, p, c in conds))
+
+
+def _key_classes(
+    key: str, fk: FactKey, tests: Sequence[Test], known: bool, merge: bool
+) -> tuple[ValueClass, ...] | None:
+    """The value classes of one key: the values its tests tell apart (see the module docstring)."""
+    classes: tuple[ValueClass, ...]
+    if fk.kind in (Kind.ENUM, Kind.BOOL):
+        values: list[Any] = list(fk.domain) if fk.kind is Kind.ENUM else [True, False]
+        labels = [str(v).lower() for v in values]
+        classes = _classes(key, values, tests, labels, [1] * len(values), known, merge)
+    elif fk.kind is Kind.VERSION:
+        classes = _version_classes(key, tests, known)
+    elif fk.kind is Kind.INT:
+        pts = _int_points(tests)
+        reps = sorted({*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}) or [1]
+        reps.sort(key=lambda r: (r not in pts and r - 1 not in pts, -r))
+        classes = _classes(key, reps, tests, [str(r) for r in reps], [0] * len(reps), known)
+        classes = tuple(_relabel_int(c, tests) for c in classes)
+    elif fk.kind is Kind.STR:
+        mentioned = sorted({str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))})
+        other = OTHER if OTHER not in mentioned else OTHER + "_"
+        strs = [*mentioned, other]
+        classes = _classes(
+            key,
+            strs,
+            tests,
+            strs,
+            [1] * len(strs),
+            known and not key.startswith("deploy.env."),
+            merge,
+        )
+    elif fk.kind in (Kind.STR_LIST, Kind.INT_LIST):
+        members = sorted(
+            {m for t in tests for m in (t.operand if t.op in ("has", "in") else (t.operand,))},
+            key=repr,
+        )
+        items: list[Any]
+        if fk.kind is Kind.INT_LIST:
+            items = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
+            labels = [str(list(v)) for v in items[:-1]] + [OTHER]
+        else:
+            items = [(m,) for m in members] + [()]
+            labels = [f"[{m}]" for m in members] + ["[]"]
+        classes = _classes(key, items, tests, labels, [1] * len(items), known, merge)
+    else:  # pragma: no cover
+        return None
+    return classes
 
 
 def for_path(domain: Domain, path: str) -> Domain:

@@ -91,7 +91,7 @@ def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:
+def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:  # noqa: PLR0912, PLR0915 (predates the lint; split in a follow-up)
     """Facts from the deployment options (see :func:`add_fact_options`).
 
     Unless ``--no-env`` (or *read_env* false), the process environment is read through the one

@@ -41,7 +41,7 @@ def derived_facts(*, gpu: str | None, model: str | None, policy: Policy, hub: Hu
     return out
 
 
-def facts_for(
+def facts_for(  # noqa: PLR0913 (predates the lint; split in a follow-up)
     *,
     gpu: str | None = None,
     model: str | None = None,

@@ -323,7 +323,7 @@ def _routing(text: HfConfig) -> str | None:
     return None
 
 
-def config_facts(
+def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follow-up)
     config: Mapping[str, Any],
     *,
     file: str = "config.json",
@@ -398,7 +398,7 @@ def _modelopt_file(data: Mapping[str, Any], name: str) -> tuple[dict[str, Any], 
     return {"quant_method": "modelopt", **body}, name, "quantization."
 
 
-def quant_config_facts(
+def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     qc: Mapping[str, Any] | None, *, file: str = "config.json", prefix: str = "quantization_config."
 ) -> dict[str, object]:
     """``quant.*`` facts from a quantization config mapping (``None``: unquantized).

@@ -34,7 +34,7 @@ SOURCES: Final = (
 )
 
 
-def normalise_value(key: str, value: Any) -> FactValue:
+def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predates the lint; split in a follow-up)
     """Check *value* against *key*'s kind and return its canonical form.
 
     :raises FactError: for an unknown key or a value of the wrong kind.

@@ -147,7 +147,7 @@ def _gpu(values: Mapping[str, object], sources: Mapping[str, str]) -> GpuInfo | 
     )
 
 
-def gather(
+def gather(  # noqa: PLR0915 (predates the lint; split in a follow-up)
     *,
     probe: bool = False,
     refresh: bool = False,

@@ -343,7 +343,7 @@ def _stub_for(python: Path) -> Path:
     return build_stub_libcuda(_SYMBOLS_CACHE[key])
 
 
-def simulate(
+def simulate(  # noqa: PLR0913 (predates the lint; split in a follow-up)
     python: str | os.PathLike[str],
     gpu: str | tuple[int, int] | Sequence[int],
     config: Mapping[str, Any],
