@@ -388,23 +388,7 @@ def simulate(  # noqa: PLR0913 (predates the lint; split in a follow-up)
         }
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
         child = _child_env(tmp, plugin_dir, stub, cc, gpu_name or _NAMES.get(cc), plugin, env or {}, facts)
-        try:
-            proc = subprocess.run(
-                [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
-                cwd=tmp,
-                env=child,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
-        result_file = tmp / "result.json"
-        if not result_file.is_file():
-            raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
-        raw = json.loads(result_file.read_text(encoding="utf-8"))
+        proc, raw = _run_probe(py, probe, tmp, child, timeout)
         output = proc.stdout + (f"\n[kept {tmp}]" if keep else "")
         return _from_result(
             raw,
@@ -478,23 +462,7 @@ def simulate_many(
         first = deployments[0]
         child = _child_env(tmp, plugin_dir, stub, first.gpu, first.gpu_name or _NAMES.get(first.gpu), True, {}, None)
         child["VLLM_PLUGINS"] = PLATFORM_PLUGIN_NAME  # the plugin is registered per deployment
-        try:
-            proc = subprocess.run(
-                [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
-                cwd=tmp,
-                env=child,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired as exc:
-            raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
-        result_file = tmp / "result.json"
-        if not result_file.is_file():
-            raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
-        raw = json.loads(result_file.read_text(encoding="utf-8"))
+        proc, raw = _run_probe(py, probe, tmp, child, timeout)
         if raw.get("errors", {}).get("probe") and not raw.get("cells"):
             raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}")
         elapsed = (time.monotonic() - started) / len(deployments)
@@ -567,3 +535,27 @@ def _child_env(
     if sys.platform != "linux":  # the stub driver is an ELF shared object
         raise SimulationError("GPU simulation needs Linux")
     return env
+
+
+def _run_probe(
+    py: Path | str, probe: Path | str, tmp: Path, child: Mapping[str, str], timeout: float
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run the probe script on ``tmp/request.json``; its process and ``tmp/result.json``."""
+    try:
+        proc = subprocess.run(
+            [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
+            cwd=tmp,
+            env=dict(child),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
+    result_file = tmp / "result.json"
+    if not result_file.is_file():
+        raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
+    raw: dict[str, Any] = json.loads(result_file.read_text(encoding="utf-8"))
+    return proc, raw
