@@ -84,7 +84,7 @@ def test_033_audit_with_plugin_shows_no_divergence(audit: Any) -> None:
 
 
 def test_audit_without_the_venv_is_one_line_with_the_build_hint(tmp_path: Path) -> None:
-    env = {**os.environ, "KERNELPOLICY_VENV_CACHE": str(tmp_path), "PYTHONPATH": str(SRC)}
+    env = {**os.environ, "KERNELPOLICY_CACHE_DIR": str(tmp_path), "PYTHONPATH": str(SRC)}
     proc = subprocess.run(
         [sys.executable, "-m", "kernelpolicy", "vllm", "audit", "--gpu", "sm121", "--model", QWEN, "--vllm", "0.26.0"],
         capture_output=True,
