@@ -37,6 +37,11 @@ def add_parser(sub: Any) -> None:
     out.add_argument("--sarif", dest="format", action="store_const", const="sarif", help="--format sarif")
     p.add_argument("--no-coverage", action="store_true", help="skip the exhaustive run")
     p.add_argument(
+        "--all-findings",
+        action="store_true",
+        help="with FILES, also report warnings about the shipped rules they stand on",
+    )
+    p.add_argument(
         "--explicit", action="store_true", help="also enumerate explicit --moe-backend/--linear-backend choices"
     )
     p.add_argument(
@@ -67,9 +72,10 @@ def run(args: argparse.Namespace) -> int:
     files = list(unique.values())
     from ..progress import progress
 
+    own = [f.display for f in files if f.layer != "shipped"]
+    subject = None if args.bare or args.all_findings or not args.files else own
     with progress("checking"):
-        subject = None if args.bare or not args.files else [f.display for f in files if f.layer != "shipped"]
-    report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs, subject=subject)
+        report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs, subject=subject)
     cov = report.coverage
     summary: dict[str, Any] = {}
     if cov is not None:
