@@ -32,20 +32,25 @@ def engine_flags(paths: Mapping[str, PathDecision], engine: EngineMap, release: 
     return {"env": {}, "args": [], "notes": [f"no flag mapping for engine `{engine.name}`"]}
 
 
+def _deep_gemm_use(paths: Mapping[str, PathDecision]) -> tuple[bool, bool, bool]:
+    """Whether dense and MoE run DeepGEMM, and whether they do with none of its kernels warmed."""
+    dense, moe = paths["dense"], paths["moe"]
+    warm = set(paths["warmup"].kernels or ())
+    jit = {f"{p.backend}.{name}" for name, p in (("dense", dense), ("moe", moe)) if p.backend in _DEEP_GEMM_DENSE}
+    return dense.backend in _DEEP_GEMM_DENSE, moe.backend == "deep_gemm", bool(jit) and not jit & warm
+
+
 def _vllm(paths: Mapping[str, PathDecision], engine: EngineMap) -> dict[str, Any]:
     env: dict[str, str] = {}
     args: list[str] = []
     notes: list[str] = []
     dense, moe, router = paths["dense"], paths["moe"], paths["router"]
-    dg_dense = dense.backend in _DEEP_GEMM_DENSE
-    dg_moe = moe.backend == "deep_gemm"
+    dg_dense, dg_moe, unwarmed = _deep_gemm_use(paths)
     if not dg_dense and not dg_moe:
         env["VLLM_USE_DEEP_GEMM"] = "0"
     elif dg_dense and not dg_moe and moe.applicable:
         env["VLLM_MOE_USE_DEEP_GEMM"] = "0"
-    warm = set(paths["warmup"].kernels or ())
-    jit = {f"{p.backend}.{name}" for name, p in (("dense", dense), ("moe", moe)) if p.backend in _DEEP_GEMM_DENSE}
-    if jit and not jit & warm:
+    if unwarmed:
         env["VLLM_DEEP_GEMM_WARMUP"] = "skip"
     disabled: list[str] = []
     for c in dense.candidates:
@@ -79,14 +84,11 @@ def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str |
     args: list[str] = []
     notes: list[str] = []
     dense, moe, router = paths["dense"], paths["moe"], paths["router"]
-    dg_dense = dense.backend in _DEEP_GEMM_DENSE
-    dg_moe = moe.backend == "deep_gemm"
+    dg_dense, dg_moe, unwarmed = _deep_gemm_use(paths)
     if not dg_dense and not dg_moe:
         env["SGLANG_ENABLE_JIT_DEEPGEMM"] = "0"
         notes.append("SGL_ENABLE_JIT_DEEPGEMM, when set, wins over SGLANG_ENABLE_JIT_DEEPGEMM: leave it unset")
-    warm = set(paths["warmup"].kernels or ())
-    jit = {f"{p.backend}.{name}" for name, p in (("dense", dense), ("moe", moe)) if p.backend in _DEEP_GEMM_DENSE}
-    if jit and not jit & warm:
+    if unwarmed:
         env["SGLANG_JIT_DEEPGEMM_PRECOMPILE"] = "0"
     if dense.applicable and dense.backend is not None:
         name = (engine.dense_kernels.get(dense.backend) or ("",))[0]
