@@ -193,6 +193,15 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
     return _Resolution(facts, policy, reporter).run()
 
 
+def resolve_path(facts: Facts, policy: Policy, path: str) -> Decision:
+    """Decide one path (and the warmup of its kernels) for *facts*, uncached: the exhaustive
+    check walks each path on its own, and the other paths' decisions are not read there.
+
+    :raises ContradictionError: when explicit choices contradict each other (on any path).
+    """
+    return _Resolution(facts, policy, _NULL_REPORTER).run((path,))
+
+
 def apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter = _NULL_REPORTER) -> Facts:
     """Set unknown facts that follow from known ones, to a fixpoint; known facts never change
     (see :func:`kernelpolicy.semantics.imply`)."""
@@ -224,10 +233,10 @@ class _Resolution:
             s = self._states[rule_id] = rule_state(when(self.typed), until(self.typed) if until is not None else None)
         return s  # type: ignore[return-value]
 
-    def run(self) -> Decision:
+    def run(self, only: tuple[str, ...] = DECIDED_PATHS) -> Decision:
         self.reporter.starting(self.facts)
-        picks = self._explicit_picks()
-        paths = {path: self._path(path, picks.get(path)) for path in DECIDED_PATHS}
+        picks = self._explicit_picks(only)
+        paths = {path: self._path(path, picks.get(path)) for path in only}
         paths["warmup"] = self._warmup(paths)
         decision = Decision(
             facts=self.facts,
@@ -249,7 +258,7 @@ class _Resolution:
 
     # -- explicit choices
 
-    def _explicit_picks(self) -> dict[str, _Pick]:
+    def _explicit_picks(self, only: tuple[str, ...]) -> dict[str, _Pick]:
         """The explicit backend choice per path (warnings about choices that lost are kept)."""
         allowed = tuple(self.facts.get("deploy.allow_rules", ()) or ())
         by_path: dict[str, list[_Pick]] = {}
@@ -276,7 +285,7 @@ class _Resolution:
                     continue
                 named = r.overrides + (allowed if r.layer == "user" else ())
                 by_path.setdefault(path, []).append(_Pick(r.backends[0], source, named, r.layer))
-        return {path: self._one_pick(path, options) for path, options in by_path.items()}
+        return {path: self._one_pick(path, options) for path, options in by_path.items() if path in only}
 
     def _one_pick(self, path: str, options: list[_Pick]) -> _Pick:
         for layer in ("user", "policy"):
@@ -353,6 +362,8 @@ class _Resolution:
         kernels: list[str] = []
         cands: list[Candidate] = []
         for path in DECIDED_PATHS:
+            if path not in paths:
+                continue
             ran = paths[path].backend
             for b, entry in self.policy.backends[path].items():
                 if not entry.warmup:

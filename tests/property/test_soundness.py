@@ -122,7 +122,11 @@ def _class_of(d: Dimension, typed: Mapping[str, Any], tests: Mapping[str, list[A
         return tuple(t.match(values[t.key]) if t.key in values else False for t in mine)
 
     want = sig(typed)
-    return next(v for v in d.values if v.typed and sig(v.typed) == want)
+    found = next((v for v in d.values if v.typed and sig(v.typed) == want), None)
+    if found is None:  # a value no test matches, merged with *unknown* (``x|unknown``)
+        assert not any(want), (d.name, typed)
+        found = next(v for v in d.values if not v.facts)
+    return found
 
 
 def _in_group(fixed: Mapping[str, ValueClass], cell: Mapping[str, ValueClass]) -> bool:

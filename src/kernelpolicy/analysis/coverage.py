@@ -15,6 +15,11 @@ state of the domain *as is* (without implications) decides every state any input
 and the dimensions only implications read (``deep_gemm.commit``, say) never need a split.
 A violation is reported only when its representative is such a completed state.
 
+A split divides the group's classes of the dimension only into the parts the undecided
+conditions tell apart (a class of eleven model types becomes "the type the rule names" and
+"the other ten"); a later condition may split a part again. The outcomes over a part are
+computed from every value it holds, so a settled condition is settled for each of them.
+
 When neither holds, every cell of the group has the same order and the same verdict for
 each candidate up to the chosen one, so the resolver chooses the same backend in every cell
 (for warmup, the warmup-scoped rules of the chosen backend are settled too). The resolver
@@ -39,14 +44,14 @@ import os
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, Final
 
 from ..decision import Candidate, Decision
-from ..dsl.conditions import evaluate, tests_of
+from ..dsl.conditions import Test, evaluate, tests_of
 from ..facts._record import Facts
 from ..policy import Implication, Policy, Rule, Unsupported
-from ..resolver import ContradictionError, resolve
+from ..resolver import ContradictionError, resolve_path
 from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, effect_outcomes, gravity, imply, met, rule_state
 from .domain import (
     Dimension,
@@ -56,7 +61,7 @@ from .domain import (
     build_domain,
     for_path,
     implied_sources,
-    open_keys,
+    merge,
     outcomes,
     possible_values,
     rule_paths,
@@ -87,7 +92,7 @@ class PathGroup:
     backend: str | None
     candidates: tuple[Candidate, ...]  #: as the path's decision lists them
     explicit: str | None  #: where an explicit choice for the path came from
-    when: Mapping[str, bool | None]  #: every rule's applicability in the group's representative
+    when: Mapping[str, bool | None]  #: each ``prefer`` rule's applicability in the group's representative
     error: str | None = None  #: resolving raised (contradictory explicit choices)
     violations: tuple[Violation, ...] = ()
     #: rules that reject a candidate judged before the chosen one in some cell of the group
@@ -128,8 +133,37 @@ class _Judge:
     def settled(self, possible: Mapping[str, frozenset[Any]]) -> bool:
         return len(self.fn(possible)) == 1
 
-    def reads(self) -> set[str]:
-        return {t.key for c in self.conds for t in tests_of(c)} | self.extra
+    @cached_property
+    def tests(self) -> tuple[Test, ...]:
+        return tuple(t for c in self.conds for t in tests_of(c))
+
+
+#: a dimension to split on, and its parts (classes of the full domain, each part one child)
+_Split = tuple[str, list[list[ValueClass]]]
+
+
+def _discriminators(pending: list[_Judge], implied: Mapping[str, list[Any]]) -> dict[str, list[Test | None]]:
+    """For each key the *pending* conditions read (directly, or behind the implications that
+    may set it), the tests that tell its values apart (``None``: whether it is known)."""
+    out: dict[str, dict[int, Test | None]] = {}
+    todo: list[tuple[str, Test | None]] = [(k, None) for j in pending for k in j.extra]
+    todo += [(t.key, t) for j in pending for t in j.tests]
+    while todo:
+        k, t = todo.pop()
+        seen = out.setdefault(k, {})
+        if id(t) in seen:
+            continue
+        if not seen and k in implied:
+            todo += [(u.key, u) for c in implied[k] for u in tests_of(c)]
+        seen[id(t)] = t
+    return {k: list(v.values()) for k, v in out.items()}
+
+
+def _told(t: Test | None, value: Any) -> bool | None:
+    """What *t* answers for *value* (``None``: unknown); for no test, whether *value* is known."""
+    if t is None:
+        return value is not None
+    return None if value is None else t.match(value)
 
 
 def _met(c: Any, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
@@ -192,12 +226,21 @@ class _Walker:
         self.index = {d.name: i for i, d in enumerate(domain.dims)}
         self.implied = implied_sources(policy)
         self.resolves = 0
+        self.judges: dict[str, _Judge] = {}
+        #: the rules whose applicability a group records (contradicting ``prefer`` rules)
+        self.prefers = [r for r in policy.rules if r.kind == "prefer"]
         #: per model kind (MoE or not), whether cells are closed (only for a walk of closed states)
         self.closed: dict[bool, _Judge | None] = {}
         if original is not None:
             for moe in (True, False):
                 keys = frozenset(k for d in domain.dims if moe or not d.moe_only for k in d.keys)
                 self.closed[moe] = _closed_judge(original.implications, keys)
+
+    def rule_judge(self, r: Rule) -> _Judge:
+        j = self.judges.get(r.id)
+        if j is None:
+            j = self.judges[r.id] = _rule_judge(r)
+        return j
 
     # -- what shapes a path's order and explicit pick
     def uses_of(self, deny: Rule, path: str) -> list[Rule]:
@@ -228,34 +271,51 @@ class _Walker:
         fixed: Mapping[str, ValueClass],
         moe: bool,
         possible: Mapping[str, frozenset[Any]],
-    ) -> str | None:
-        """The open dimension to split on next, among those the first undecided condition
-        reads: the one that leaves the smallest share of its children with an undecided
-        condition (one step of lookahead), then the earliest."""
-        keys = pending[0].reads()
-        if not open_keys(keys, fixed, self.key_dim, self.implied):
-            keys = {k for j in pending for k in j.reads()}
-        names = {
-            self.key_dim[k].name
-            for k in open_keys(keys, fixed, self.key_dim, self.implied)
-            if not (self.key_dim[k].moe_only and not moe)
-        }
-        if len(names) <= 1:
-            return next(iter(names), None)
+    ) -> tuple[str, list[list[ValueClass]]] | None:
+        """The open dimension to split on next, and its parts: among the dimensions the first
+        undecided condition tells apart (else any undecided one), the one that leaves the
+        smallest share of its parts with an undecided condition (one step of lookahead),
+        then the earliest. A dimension splits only into the classes those conditions tell
+        apart: a later condition may split a part again."""
+        opened = self._open(_discriminators(pending[:1], self.implied), fixed, moe)
+        if not opened:
+            opened = self._open(_discriminators(pending, self.implied), fixed, moe)
+        if len(opened) <= 1:
+            return next(iter(opened.items()), None)
         best: tuple[float, int, str] | None = None
-        for name in names:
+        for name, blocks in opened.items():
             d = self.domain.dims[self.index[name]]
             open_children = 0
-            for v in d.values:
+            for block in blocks:
                 trial = dict(possible)
                 for k in d.keys:
-                    trial[k] = frozenset({v.typed.get(k)})
+                    trial[k] = frozenset(v.typed.get(k) for v in block)
                 if any(not j.settled(trial) for j in pending):
                     open_children += 1
-            score = (open_children / len(d.values), self.index[name], name)
+            score = (open_children / len(blocks), self.index[name], name)
             if best is None or score < best:
                 best = score
-        return best[2] if best else None
+        assert best is not None
+        return best[2], opened[best[2]]
+
+    def _open(
+        self, discs: Mapping[str, list[Test | None]], fixed: Mapping[str, ValueClass], moe: bool
+    ) -> dict[str, list[list[ValueClass]]]:
+        """The dimensions *discs* split into two or more parts, and their parts."""
+        out: dict[str, list[list[ValueClass]]] = {}
+        for k in discs:
+            d = self.key_dim.get(k)
+            if d is None or d.name in out or (d.moe_only and not moe):
+                continue
+            cur = fixed.get(d.name)
+            classes = cur.members if cur is not None else [m for v in d.values for m in v.members]
+            parts: dict[tuple[Any, ...], list[ValueClass]] = {}
+            for v in classes:
+                sig = tuple(_told(t, v.typed.get(key)) for key in d.keys for t in discs.get(key, ()))
+                parts.setdefault(sig, []).append(v)
+            if len(parts) > 1:
+                out[d.name] = list(parts.values())
+        return out
 
     def facts_of(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -282,15 +342,36 @@ class _Walker:
         return n
 
     def tasks(self) -> list[tuple[str, int, int]]:
-        """Independent parts of the walk: (path, GPU class, model kind)."""
+        """Independent parts of the walk: (path, GPU class, model kind). The dense path of MoE
+        models is walked with that of dense models when nothing it reads tells them apart."""
         kinds = self.domain.dim("model.is_moe")
+        blind = self.dense_blind_to_moe()
         return [
             (path, gi, mi)
             for path in PATHS
             for gi in range(len(self.domain.dim("gpu.sm").values))
             for mi, m in enumerate(kinds.values)
-            if path == "dense" or m.facts["model.is_moe"]
+            if (path == "dense" and not (blind and m.facts["model.is_moe"])) or m.facts["model.is_moe"]
         ]
+
+    def dense_blind_to_moe(self) -> bool:
+        """Whether the dense path decides alike for MoE and dense models: no condition that can
+        matter to it (the dense path's own, implications, warmup rules of dense backends) reads
+        whether the model is MoE or a fact only MoE models have."""
+        moe_keys = {"model.is_moe"} | {k for d in self.domain.dims if d.moe_only for k in d.keys}
+        dense = self.policy.backends.get("dense", {})
+        for owner, paths, c in self.domain.conditions:
+            if not ({"dense", "*"} & paths or ("warmup" in paths and self._warms_dense(owner, dense))):
+                continue
+            if any(t.key in moe_keys for t in tests_of(c)):
+                return False
+        return True
+
+    def _warms_dense(self, owner: str, dense: Mapping[str, Any]) -> bool:
+        r = self.policy.by_id.get(owner)
+        if r is not None:
+            return any(b in dense for b in r.backends)
+        return any(e.rule_id == owner for e in dense.values())
 
     def walk_task(self, task: tuple[str, int, int]) -> list[PathGroup]:
         """One part of the walk, over the domain as the task's path sees it (:func:`for_path`)."""
@@ -308,7 +389,24 @@ class _Walker:
         m = self.domain.dim("model.is_moe").values[mi]
         conds, order_rules = self.order_conditions(path)
         fixed = {"gpu.sm": g, "model.is_moe": m}
-        return list(self._walk(path, fixed, bool(m.facts["model.is_moe"]), conds, order_rules))
+        moe = bool(m.facts["model.is_moe"])
+        out = list(self._walk(path, fixed, moe, conds, order_rules))
+        if path == "dense" and not moe and self.dense_blind_to_moe():
+            kind = next(v for v in self.domain.dim("model.is_moe").values if v.facts["model.is_moe"])
+            out += [x for pg in out for x in self._for_moe_models(pg, kind, conds, order_rules)]
+        return out
+
+    def _for_moe_models(
+        self, pg: PathGroup, kind: ValueClass, conds: list[_Judge], order_rules: list[Rule]
+    ) -> Iterator[PathGroup]:
+        """*pg*, a group of dense models' cells, as the same group of MoE models' cells. One
+        that breaks an invariant is walked again (which of its cells are states the resolver
+        decides from may depend on facts only MoE models have)."""
+        fixed = {**pg.group.fixed, "model.is_moe": kind}
+        if pg.violations:
+            yield from self._walk("dense", fixed, True, conds, order_rules)
+            return
+        yield replace(pg, group=Group(fixed, self.weight(fixed, True), self.facts_of(fixed, True)))
 
     def _walk(
         self, path: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge], order_rules: list[Rule]
@@ -318,19 +416,19 @@ class _Walker:
         for r in order_rules:
             if r.kind == "deny" and not any(True in rule_effect(u, possible) for u in self.uses_of(r, path)):
                 continue  # a user's deny matters to the explicit pick only where a `use` may pick
-            j = _rule_judge(r)
+            j = self.rule_judge(r)
             if not j.settled(possible):
                 pending.append(j)
-        name = self._next_split(pending, fixed, moe, possible)
-        if name is not None:
-            yield from self._split(path, name, fixed, moe, conds, order_rules)
+        split = self._next_split(pending, fixed, moe, possible)
+        if split is not None:
+            yield from self._split(path, split, fixed, moe, conds, order_rules)
             return
         facts_raw = self.facts_of(fixed, moe)
         facts = Facts.from_values(facts_raw, source="user")
         self.resolves += 1
         group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
         try:
-            decision = resolve(facts, self.policy)
+            decision = resolve_path(facts, self.policy, path)
         except ContradictionError as exc:
             # the explicit picks are settled: every cell of the group raises alike; settings
             # of the deployment that contradict each other are bad input, not a policy defect
@@ -339,18 +437,18 @@ class _Walker:
                 yield PathGroup(path, group, None, (), None, {}, str(exc), (v,))
             return
         pending = self._judged_pending(path, decision, possible)
-        name = self._next_split(pending, fixed, moe, possible)
-        if name is not None:
-            yield from self._split(path, name, fixed, moe, conds, order_rules)
+        split = self._next_split(pending, fixed, moe, possible)
+        if split is not None:
+            yield from self._split(path, split, fixed, moe, conds, order_rules)
             return
         typed = decision.facts.typed()
-        when = {r.id: _state(r, typed) for r in self.policy.rules}
-        found = tuple(_check(path, group, decision, when, self.policy))
+        when = {r.id: _state(r, typed) for r in self.prefers}
+        found = tuple(_check(path, group, decision, self.policy))
         closed_here = not found or self._closure_inside(group, moe)
         pending = self._violation_pending(path, found, moe, possible, closed_here)
-        name = self._next_split(pending, fixed, moe, possible)
-        if name is not None:
-            yield from self._split(path, name, fixed, moe, conds, order_rules)
+        split = self._next_split(pending, fixed, moe, possible)
+        if split is not None:
+            yield from self._split(path, split, fixed, moe, conds, order_rules)
             return
         known: tuple[str, ...] = ()
         closed = self.closed.get(moe)
@@ -451,33 +549,42 @@ class _Walker:
         fixed: Mapping[str, ValueClass],
         moe: bool,
         possible: Mapping[str, frozenset[Any]],
-    ) -> str | None:
+    ) -> _Split | None:
         """The dimension to split on while some condition is undecided (``None``: none is)."""
         if not pending:
             return None
         return self.split_on(pending, fixed, moe, possible) or self._any_open(fixed, moe)
 
-    def _any_open(self, fixed: Mapping[str, ValueClass], moe: bool) -> str | None:
-        """A last resort when undecided conditions read no open key directly."""
+    def _any_open(self, fixed: Mapping[str, ValueClass], moe: bool) -> _Split | None:
+        """A last resort when undecided conditions tell no open dimension apart directly:
+        the first dimension still holding two classes of the path's domain, split into them."""
         for d in self.domain.dims:
-            if d.name not in fixed and not (d.moe_only and not moe):
-                return d.name
+            if d.moe_only and not moe:
+                continue
+            cur = fixed.get(d.name)
+            blocks = [list(v.members) for v in d.values if cur is None or all(cur.covers(m) for m in v.members)]
+            if len(blocks) > 1:
+                return d.name, blocks
         return None
 
     def _split(
         self,
         path: str,
-        name: str,
+        split: _Split,
         fixed: dict[str, ValueClass],
         moe: bool,
         conds: list[_Judge],
         order_rules: list[Rule],
     ) -> Iterator[PathGroup]:
-        d = self.domain.dims[self.index[name]]
-        for v in d.values:
-            fixed[name] = v
+        name, blocks = split
+        before = fixed.get(name)
+        for block in blocks:
+            fixed[name] = merge(block)
             yield from self._walk(path, fixed, moe, conds, order_rules)
-        del fixed[name]
+        if before is None:
+            del fixed[name]
+        else:
+            fixed[name] = before
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
         """What is undecided about the candidates judged up to the chosen one."""
@@ -495,7 +602,7 @@ class _Walker:
                     pending.append(req)
                 elif met == {False} and not picked:
                     continue  # no cell meets the catalog requirement: rejected whatever the rules say
-            rules = [_rule_judge(r) for r in self.policy.rules_for(cand.backend, path)]
+            rules = [self.rule_judge(r) for r in self.policy.rules_for(cand.backend, path)]
             if not picked and any(j.fn(possible) == {True} for j in rules):
                 continue  # a rule rejects it in every cell
             pending += [j for j in rules if not j.settled(possible)]
@@ -504,7 +611,7 @@ class _Walker:
         chosen = pd.backend
         if chosen is not None:
             for r in self.policy.rules_for(chosen, "warmup"):
-                j = _rule_judge(r)
+                j = self.rule_judge(r)
                 if not j.settled(possible):
                     pending.append(j)
         return pending
@@ -518,9 +625,7 @@ def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:
 # --------------------------------------------------------------------------- invariants
 
 
-def _check(
-    path: str, group: Group, d: Decision, when: Mapping[str, bool | None], policy: Policy
-) -> Iterator[Violation]:
+def _check(path: str, group: Group, d: Decision, policy: Policy) -> Iterator[Violation]:
     pd = d.paths[path]
     if not pd.applicable:
         return
@@ -535,7 +640,7 @@ def _check(
         cand = next(c for c in pd.candidates if c.backend == b)
         overridden = set(cand.overridden)
         for r in policy.rules_for(b, path):
-            w = when.get(r.id)
+            w = _state(r, typed)
             if r.kind == "deny" and applies(r.kind, r.severity, w):
                 if r.id in overridden and pd.explicit:
                     continue
@@ -565,12 +670,10 @@ def _check(
                 f"path `{path}` chooses `{b}` although its catalog requirement is not met",
                 (entry.rule_id,),
             )
-    yield from _warmup_violations(path, group, d, when, policy)
+    yield from _warmup_violations(path, group, d, policy)
 
 
-def _warmup_violations(
-    path: str, group: Group, d: Decision, when: Mapping[str, bool | None], policy: Policy
-) -> Iterator[Violation]:
+def _warmup_violations(path: str, group: Group, d: Decision, policy: Policy) -> Iterator[Violation]:
     """Warmup warms only kernels of backends this path chose, and each such kernel unless denied."""
     pd = d.paths[path]
     mine = {k for k in d.warmup if k.endswith(f".{path}")}
@@ -582,7 +685,7 @@ def _warmup_violations(
         denied = [
             r
             for r in policy.rules_for(ran, "warmup")
-            if r.paths and "warmup" in r.paths and applies(r.kind, r.severity, when.get(r.id))
+            if r.paths and "warmup" in r.paths and applies(r.kind, r.severity, _state(r, d.facts.typed()))
         ]
         if not denied:
             yield Violation(

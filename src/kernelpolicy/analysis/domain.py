@@ -11,8 +11,10 @@ values are the classes of facts that no condition can tell apart:
 - an integer key: one representative per interval between the numbers the rules compare
   with, and *unknown*.
 
-Values that every test answers alike are merged into one class. ``gpu.sm`` carries
-``gpu.family`` and ``gpu.cc`` with it, so no cell pairs ``sm121`` with family ``sm100``.
+Values that every test answers alike are merged into one class. ``gpu.sm`` carries the
+facts it settles (:func:`~kernelpolicy.facts.gpu.derived_gpu_facts`: family, compute
+capability, FP8 and tcgen05 MMA) with it, so no cell pairs ``sm121`` with family ``sm100`` or
+without FP8 (a deployment stating such facts is refused before any decision).
 
 :func:`outcomes` computes the truth values a condition can take while some dimensions are
 still open (an over-approximation over sets of possible values, implications included);
@@ -32,6 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..dsl.conditions import All, Condition, Not, Test, tests_of
 from ..facts._keys import BACKENDS, GPU_SMS, FactKey, Kind, lookup_key
+from ..facts.gpu import derived_gpu_facts
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -42,7 +45,8 @@ __all__ = [
     "ValueClass",
     "build_domain",
     "for_path",
-    "open_keys",
+    "meet",
+    "merge",
     "outcomes",
     "possible_values",
     "rule_outcome",
@@ -67,7 +71,8 @@ DIRECT_KEYS: Final = ("model.is_moe",)
 EXPLICIT_KEYS: Final = ("deploy.linear_backend", "deploy.moe_backend")
 #: Keys that exist only for MoE models.
 MOE_KEYS: Final = frozenset({"quant.moe_scheme", "deploy.moe_backend"})
-GPU_KEYS: Final = ("gpu.sm", "gpu.family", "gpu.cc", "gpu.has_tcgen05")
+#: Keys the GPU settles (:func:`~kernelpolicy.facts.gpu.derived_gpu_facts`): one dimension.
+GPU_KEYS: Final = ("gpu.sm", "gpu.family", "gpu.cc", "gpu.has_fp8", "gpu.has_tcgen05")
 OTHER: Final = "<other>"
 UNKNOWN: Final = "unknown"
 
@@ -86,6 +91,30 @@ class ValueClass:
     def covers(self, other: ValueClass) -> bool:
         """Whether *other* (a class of the full domain) is this class or one it merges."""
         return other == self or other in self.parts
+
+    @property
+    def members(self) -> tuple[ValueClass, ...]:
+        """The classes of the full domain this one stands for (itself, for such a class)."""
+        return self.parts or (self,)
+
+
+def merge(classes: Sequence[ValueClass]) -> ValueClass:
+    """One class standing for *classes* (classes of the full domain; the class itself when
+    there is one). Its facts are the first one's."""
+    if len(classes) == 1:
+        return classes[0]
+    rep = classes[0]
+    return ValueClass(
+        "|".join(c.label for c in classes), rep.facts, rep.typed, sum(c.weight for c in classes), tuple(classes)
+    )
+
+
+def meet(a: ValueClass, b: ValueClass) -> ValueClass | None:
+    """The classes of the full domain two classes of one dimension share (``None``: none)."""
+    if a == b:
+        return a
+    common = [m for m in a.members if b.covers(m)]
+    return merge(common) if common else None
 
 
 @dataclass(frozen=True)
@@ -185,14 +214,7 @@ def rule_paths(r: Rule, policy: Policy) -> frozenset[str]:
 
 
 def _gpu_values(sm: str) -> dict[str, Any]:
-    digits = sm[2:]
-    major, minor = digits[:-1], digits[-1]
-    return {
-        "gpu.sm": sm,
-        "gpu.family": f"sm{major}0",
-        "gpu.cc": f"{major}.{minor}",
-        "gpu.has_tcgen05": sm in ("sm100", "sm103"),
-    }
+    return derived_gpu_facts(sm)
 
 
 def _version_points(tests: Sequence[Test]) -> list[Version]:
@@ -631,8 +653,8 @@ def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Pol
     base: dict[str, frozenset[Any]] = {}
     for d in domain.dims:
         chosen = fixed.get(d.name)
+        pool = chosen.members if chosen is not None else d.values
         for k in d.keys:
-            pool = [chosen] if chosen is not None else list(d.values)
             base[k] = frozenset(v.typed.get(k) for v in pool)
     setters = _setters(policy)
     cur = base
@@ -687,28 +709,3 @@ def implied_sources(policy: Policy) -> dict[str, list[Condition]]:
             if imp.unless is not None:
                 src[k].append(imp.unless)
     return src
-
-
-def open_keys(
-    keys: set[str],
-    fixed: Mapping[str, ValueClass],
-    key_dim: Mapping[str, Dimension],
-    implied: Mapping[str, list[Condition]],
-    seen: set[str] | None = None,
-) -> set[str]:
-    """Keys among *keys* (or behind the implications that set them) still to be split on."""
-    seen = set() if seen is None else seen
-    out: set[str] = set()
-    for k in keys:
-        if k in seen:
-            continue
-        seen.add(k)
-        d = key_dim.get(k)
-        if d is not None and d.name not in fixed:
-            out.add(k)
-            continue
-        value_known = d is not None and k in fixed[d.name].facts
-        if not value_known and k in implied:
-            more = {t.key for c in implied[k] for t in tests_of(c)}
-            out |= open_keys(more, fixed, key_dim, implied, seen)
-    return out
