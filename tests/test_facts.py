@@ -256,3 +256,20 @@ def test_engine_alias_for_moe_backend(policy: kp.Policy) -> None:
     assert f.get("deploy.moe_backend") == "vllm_cutlass"
     with pytest.raises(FactError, match="not a moe backend"):
         kp.facts_for(gpu="sm90", model="deepseek-ai/DeepSeek-V3", moe_backend="nope", policy=policy)
+
+
+def test_derived_gpu_facts_agree_with_the_shipped_implications() -> None:
+    """`derived_gpu_facts` (the check's GPU dimension, the contradiction check) and the
+    implications in rules/implies/gpu.yaml (what `explain` shows) say the same for every SM."""
+    from kernelpolicy.facts._keys import GPU_SMS
+    from kernelpolicy.facts.gpu import derived_gpu_facts
+    from kernelpolicy.resolver import apply_implications
+
+    policy = kp.load_policy(environ=False)
+    for sm in GPU_SMS:
+        derived = derived_gpu_facts(sm)
+        given = {k: derived[k] for k in ("gpu.sm", "gpu.family", "gpu.cc")}
+        implied = apply_implications(kp.Facts.from_values(given, source="user"), policy).values
+        for key in ("gpu.has_fp8", "gpu.has_tcgen05"):
+            assert implied.get(key, derived[key]) == derived[key], (sm, key)
+        assert "gpu.has_fp8" in implied, sm

@@ -124,6 +124,8 @@ def test_device_identity_is_read_from_sysfs(tmp_path: Path) -> None:
         (["--gpu", "sm121", "--fact", "gpu.family=sm90"], "gpu.family"),
         (["--gpu", "sm121", "--fact", "gpu.cc=12.0"], "gpu.cc"),
         (["--gpu", "sm90", "--fact", "gpu.name=GB10"], "gpu.name"),
+        (["--gpu", "sm121", "--fact", "gpu.has_fp8=false"], "gpu.has_fp8"),
+        (["--gpu", "sm90", "--fact", "gpu.has_tcgen05=true"], "gpu.has_tcgen05"),
     ],
 )
 def test_contradicting_gpu_facts_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str], key: str) -> None:

@@ -10,7 +10,14 @@ from typing import Any, Final
 from ..errors import FactError, UnknownGPUError, did_you_mean
 from ._keys import GPU_SMS
 
-__all__ = ["GpuProduct", "check_gpu_facts", "facts_from_capability", "facts_from_spec", "parse_products"]
+__all__ = [
+    "GpuProduct",
+    "check_gpu_facts",
+    "derived_gpu_facts",
+    "facts_from_capability",
+    "facts_from_spec",
+    "parse_products",
+]
 
 _CC_RE: Final = re.compile(r"\A(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d)|(\d))?([af])?\Z", re.I)
 
@@ -98,6 +105,25 @@ def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str,
     return out
 
 
+#: SMs without FP8 tensor-core MMA (Ampere), and those with tcgen05 MMA (datacenter Blackwell).
+_NO_FP8: Final = frozenset({"sm80", "sm86", "sm87"})
+_TCGEN05: Final = frozenset({"sm100", "sm103"})
+
+
+def derived_gpu_facts(sm: str) -> dict[str, Any]:
+    """Pure: the GPU facts *sm* (one of :data:`GPU_SMS`) settles: its family, compute
+    capability and MMA features (``rules/implies/gpu.yaml`` says the same, with its reasons;
+    a test keeps the two in step)."""
+    major, minor = _cc_of(sm)
+    return {
+        "gpu.sm": sm,
+        "gpu.family": f"sm{major}0",
+        "gpu.cc": f"{major}.{minor}",
+        "gpu.has_fp8": sm not in _NO_FP8,
+        "gpu.has_tcgen05": sm in _TCGEN05,
+    }
+
+
 def _cc_of(sm: str) -> tuple[int, int]:
     digits = sm.removeprefix("sm")
     return int(digits[:-1]), int(digits[-1])
@@ -120,11 +146,16 @@ def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct])
         elif isinstance(cc, str) and cc != f"{major}.{minor}":
             out.append(("gpu.cc", "gpu.name", f"an {product.sm} GPU"))
     if isinstance(sm, str) and sm in GPU_SMS:
+        derived = derived_gpu_facts(sm)
         major, minor = _cc_of(sm)
-        if isinstance(family, str) and family != f"sm{major}0":
-            out.append(("gpu.family", "gpu.sm", f"family sm{major}0"))
-        if isinstance(cc, str) and cc != f"{major}.{minor}":
-            out.append(("gpu.cc", "gpu.sm", f"cc {major}.{minor}"))
+        if isinstance(family, str) and family != derived["gpu.family"]:
+            out.append(("gpu.family", "gpu.sm", f"family {derived['gpu.family']}"))
+        if isinstance(cc, str) and cc != derived["gpu.cc"]:
+            out.append(("gpu.cc", "gpu.sm", f"cc {derived['gpu.cc']}"))
+        for key in ("gpu.has_fp8", "gpu.has_tcgen05"):
+            given = values.get(key)
+            if isinstance(given, bool) and given != derived[key]:
+                out.append((key, "gpu.sm", f"`{key}` is {str(derived[key]).lower()} on {sm}"))
     elif isinstance(cc, str) and isinstance(family, str) and family != f"sm{cc.split('.')[0]}0":
         out.append(("gpu.family", "gpu.cc", f"family sm{cc.split('.')[0]}0"))
     return out
@@ -134,7 +165,8 @@ def check_gpu_facts(
     values: Mapping[str, object], sources: Mapping[str, str], products: Sequence[GpuProduct] = ()
 ) -> None:
     """Pure: the GPU facts that derive from each other agree (``gpu.sm``, ``gpu.family``,
-    ``gpu.cc``, and ``gpu.name`` where it names a product of the GPU catalog).
+    ``gpu.cc``, the MMA features of :func:`derived_gpu_facts`, and ``gpu.name`` where it names
+    a product of the GPU catalog).
 
     :raises FactError: naming the fact a user gave (``--fact``) where one of the two was.
     """
