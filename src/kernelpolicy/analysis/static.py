@@ -16,9 +16,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..dsl.conditions import TRUE, All, Condition, evaluate, tests_of
-from ..policy import Policy
+from ..policy import Policy, Rule
 from .coverage import Coverage
-from .domain import Domain, ValueClass, build_domain
+from .domain import Domain, ValueClass, build_domain, rule_paths
 from .findings import Finding
 from .locate import Locator
 from .releases import newest_release
@@ -131,7 +131,24 @@ def _judged(cands: Iterable[Any]) -> list[Any]:
     return out
 
 
+#: Paths a deployment can pick a backend for explicitly (``--linear-backend``, ``--moe-backend``).
+PICKABLE: Final = frozenset({"dense", "moe"})
+
+
+def _reachability_matters(r: Rule, policy: Policy, impossible: set[str]) -> bool:
+    if r.kind not in ("deny", "require") or r.layer == "user" or r.id in impossible:
+        return False
+    if r.paths and set(r.paths) <= {"warmup"}:
+        return False
+    # knowledge about a kernel also judges an explicit pick of it, whatever the order
+    return not (r.layer == "shipped" and rule_paths(r, policy) & PICKABLE)
+
+
 def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> Iterable[Finding]:
+    """Rules that never change a decision of the exhaustive run (``dead``), or never as the
+    gravest reason (``shadowed``). A shipped rule on a path a deployment can pick a backend for
+    explicitly is left out: what is known about a kernel judges an explicit pick of it, which
+    the default order may never reach (only ``impossible`` says such a rule is wrong)."""
     fires: set[str] = set()
     sole: set[str] = set()
     first: set[str] = set()
@@ -145,9 +162,7 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
                 for r in c.rules[1:]:
                     ahead[(r, c.rules[0])] += 1
     for r in policy.rules:
-        if r.kind not in ("deny", "require") or r.layer == "user" or r.id in impossible:
-            continue
-        if r.paths and set(r.paths) <= {"warmup"}:
+        if not _reachability_matters(r, policy, impossible):
             continue
         file, line = r.origin.file, r.origin.line
         if r.id not in fires:
