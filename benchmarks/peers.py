@@ -50,8 +50,8 @@ from packaging.version import Version
 import kernelpolicy as kp
 from kernelpolicy import resolver
 from kernelpolicy.dsl.conditions import All, Any_, Condition, Not, Test
-from kernelpolicy.facts._keys import Kind
-from kernelpolicy.facts._record import Facts
+from kernelpolicy.facts.keys import Kind
+from kernelpolicy.facts.record import Facts
 from kernelpolicy.policy import Policy, Rule
 from kernelpolicy.resolver import apply_implications
 

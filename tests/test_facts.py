@@ -261,8 +261,8 @@ def test_engine_alias_for_moe_backend(policy: kp.Policy) -> None:
 def test_derived_gpu_facts_agree_with_the_shipped_implications() -> None:
     """`derived_gpu_facts` (the check's GPU dimension, the contradiction check) and the
     implications in rules/implies/gpu.yaml (what `explain` shows) say the same for every SM."""
-    from kernelpolicy.facts._keys import GPU_SMS
     from kernelpolicy.facts.gpu import derived_gpu_facts
+    from kernelpolicy.facts.keys import GPU_SMS
     from kernelpolicy.resolver import apply_implications
 
     policy = kp.load_policy(environ=False)

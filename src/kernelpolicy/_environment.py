@@ -73,7 +73,7 @@ def engine_variables(policy: Policy) -> dict[str, list[tuple[str, str, str, str]
     """Variable name -> [(value tested, effect, rule id, ``file:line``)] for every
     ``deploy.env.NAME`` a condition of *policy* tests, sorted by name."""
     from .dsl.conditions import tests_of
-    from .facts._keys import ENV_PREFIX
+    from .facts.keys import ENV_PREFIX
 
     out: dict[str, list[tuple[str, str, str, str]]] = {}
     for effect, rule, where, cond in _conditions(policy):

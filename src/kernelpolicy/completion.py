@@ -55,7 +55,7 @@ def hf_cache_models(env: Mapping[str, str] | None = None) -> list[str]:
 
 def values(kind: str) -> list[str]:
     """The completions of one kind of value (see the module docstring)."""
-    from .facts._keys import BACKENDS, FACT_KEYS, GPU_SMS
+    from .facts.keys import BACKENDS, FACT_KEYS, GPU_SMS
 
     if kind == "backends":
         return sorted({b for per_path in BACKENDS.values() for b in per_path})

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
 
 from ._version import __version__
-from .facts._record import Facts
+from .facts.record import Facts
 
 if TYPE_CHECKING:
     from .policy import Policy

@@ -26,7 +26,7 @@ from .decision import Assumption, Candidate, Decision, Override, PathDecision, _
 from .dsl.conditions import Condition, TruthValue, compiled, describe_failure, evaluate, failing_tests
 from .engines import engine_flags
 from .errors import KernelPolicyError
-from .facts._record import Facts
+from .facts.record import Facts
 from .policy import Policy, Rule
 from .reporters import BaseReporter
 from .semantics import (

@@ -51,7 +51,7 @@ def _fact_value(kind: str, domain: tuple[str, ...]) -> dict[str, Any]:
 
 def _vocabulary() -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``Condition`` and ``FactValues`` definitions, from the fact vocabulary."""
-    from .facts._keys import ENV_PREFIX, FACT_KEYS
+    from .facts.keys import ENV_PREFIX, FACT_KEYS
 
     props: dict[str, Any] = {}
     for name in sorted(FACT_KEYS):
@@ -89,7 +89,7 @@ def _vocabulary() -> tuple[dict[str, Any], dict[str, Any]]:
 
 def _rules_schema() -> dict[str, Any]:
     from .dsl.schema import RuleFileSpec
-    from .facts._keys import BACKENDS, GPU_SMS
+    from .facts.keys import BACKENDS, GPU_SMS
 
     schema = RuleFileSpec.model_json_schema()
     defs = schema.setdefault("$defs", {})

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .dsl.conditions import compiled, tests_of
 from .errors import KernelPolicyError
-from .facts._record import Facts, typed_value
+from .facts.record import Facts, typed_value
 
 if TYPE_CHECKING:
     from .policy import Implication, Rule

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.facts._quant import config_facts
 from kernelpolicy.facts.model import CatalogModel
+from kernelpolicy.facts.quant import config_facts
 
 
 def test_catalog_covers_the_checkpoints_people_run(policy: kp.Policy) -> None:

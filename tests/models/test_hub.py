@@ -10,7 +10,7 @@ import pytest
 import kernelpolicy as kp
 from kernelpolicy.cli import main
 from kernelpolicy.errors import UnknownModelError
-from kernelpolicy.facts._hub import HubOptions
+from kernelpolicy.facts.hub import HubOptions
 from kernelpolicy.facts.model import locate_model
 
 from . import configs as c

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 
 from kernelpolicy.cli import main
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts._quant import ModelConfigError, config_facts
 from kernelpolicy.facts.model import locate_model
+from kernelpolicy.facts.quant import ModelConfigError, config_facts
 
 from .test_quant import CASES
 

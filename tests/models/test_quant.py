@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kernelpolicy.cli import main
-from kernelpolicy.facts._quant import ModelConfigError, config_facts
+from kernelpolicy.facts.quant import ModelConfigError, config_facts
 
 from . import configs as c
 
@@ -253,7 +253,7 @@ def test_bad_hf_quant_config_names_its_file(tmp_path: Path, capsys: pytest.Captu
 
 
 def test_limit_is_below_the_interpreter_recursion_limit() -> None:
-    from kernelpolicy.facts._quant import MAX_DEPTH
+    from kernelpolicy.facts.quant import MAX_DEPTH
 
     assert sys.getrecursionlimit() > MAX_DEPTH * 4
     with pytest.raises(ModelConfigError, match="nested deeper"):

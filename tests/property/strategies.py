@@ -35,7 +35,7 @@ from kernelpolicy.decision import Candidate, Decision
 from kernelpolicy.dsl.conditions import evaluate_tree, tests_of
 from kernelpolicy.dsl.loader import SourceFile, load_files
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts._keys import FACT_KEYS, Kind, lookup_key
+from kernelpolicy.facts.keys import FACT_KEYS, Kind, lookup_key
 from kernelpolicy.policy import Policy, Rule
 from kernelpolicy.reporters import BaseReporter
 from kernelpolicy.resolver import DECIDED_PATHS

@@ -87,7 +87,7 @@ def test_rules_schema_catches_what_an_editor_should(name: str, where: list[Any],
 
 
 def test_rules_schema_enums_come_from_the_vocabulary() -> None:
-    from kernelpolicy.facts._keys import BACKENDS, FACT_KEYS
+    from kernelpolicy.facts.keys import BACKENDS, FACT_KEYS
 
     s = generate("rules")
     assert set(s["$defs"]["BackendId"]["enum"]) == {b for v in BACKENDS.values() for b in v}

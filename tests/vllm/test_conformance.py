@@ -27,7 +27,7 @@ from kernelpolicy.cli._vllm_matrix import (
     section_of,
 )
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts._build import derived_facts
+from kernelpolicy.facts.build import derived_facts
 from kernelpolicy.facts.gpu import facts_from_spec
 from kernelpolicy.facts.pipeline import build_facts
 from kernelpolicy.testing.vllm import Deployment, NativeChoices, parse_gpu

@@ -49,7 +49,7 @@ from typing import Any, Final
 
 from ..decision import Candidate, Decision
 from ..dsl.conditions import Test, evaluate, tests_of
-from ..facts._record import Facts
+from ..facts.record import Facts
 from ..policy import Implication, Policy, Rule, Unsupported
 from ..resolver import ContradictionError, resolve_path
 from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, effect_outcomes, gravity, imply, met, rule_state

@@ -33,8 +33,8 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..dsl.conditions import All, Condition, Not, Test, tests_of
-from ..facts._keys import BACKENDS, GPU_SMS, FactKey, Kind, lookup_key
 from ..facts.gpu import derived_gpu_facts
+from ..facts.keys import BACKENDS, GPU_SMS, FactKey, Kind, lookup_key
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -459,7 +459,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
             dims.append(Dimension(key, (key,), (*classes, ValueClass("unset", {}, {})), key in MOE_KEYS))
 
     read = {k for d in dims for k in d.keys}
-    from ..facts._keys import FACT_KEYS
+    from ..facts.keys import FACT_KEYS
 
     pruned = tuple(sorted(k for k in FACT_KEYS if k not in read and k not in GPU_KEYS))
     return Domain(tuple(dims), pruned, tuple((o, p, c) for o, p, c in conds))

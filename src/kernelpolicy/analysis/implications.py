@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
 from ..dsl.conditions import tests_of
-from ..facts._record import Facts
+from ..facts.record import Facts
 from ..policy import Implication, Policy
 from ..semantics import ImplicationConflict, imply
 from .domain import Dimension, Domain

@@ -14,8 +14,8 @@ from typing import Any
 from packaging.version import Version
 
 from ..dsl.conditions import tests_of
-from ..facts._keys import Kind
-from ..facts._record import Facts
+from ..facts.keys import Kind
+from ..facts.record import Facts
 from ..policy import Policy
 from ..resolver import apply_implications
 from .domain import _version_points

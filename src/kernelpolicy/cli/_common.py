@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
-from ..facts._record import parse_fact_text
+from ..facts.record import parse_fact_text
 
 if TYPE_CHECKING:
     from ..facts import Facts
@@ -102,7 +102,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     import sys
 
     from ..facts import Facts
-    from ..facts._build import derived_facts
+    from ..facts.build import derived_facts
     from ..facts.gpu import check_gpu_facts
     from ..facts.pipeline import build_facts
     from ._serve import apply_quantization, check_allow, check_engine, env_warnings, hub_options, read_deployment

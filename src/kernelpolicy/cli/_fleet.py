@@ -86,7 +86,7 @@ def _forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def _request(args: argparse.Namespace) -> dict[str, Any]:
-    from ..facts._record import parse_fact_text
+    from ..facts.record import parse_fact_text
 
     facts = {}
     for item in args.fact:

@@ -21,7 +21,7 @@ from ..errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
     from ..facts import Facts
-    from ..facts._hub import HubOptions
+    from ..facts.hub import HubOptions
     from ..policy import Policy
 
 __all__ = [
@@ -361,7 +361,7 @@ def read_deployment(args: argparse.Namespace) -> Deployment:
 
 def hub_options(args: argparse.Namespace) -> HubOptions:
     """Where the model id is looked up: the environment, ``--revision`` and ``--download-dir``."""
-    from ..facts._hub import HubOptions
+    from ..facts.hub import HubOptions
 
     return HubOptions.from_env(
         revision=getattr(args, "revision", None), download_dir=getattr(args, "download_dir", None)

@@ -122,7 +122,7 @@ def _facts(policy: Policy, cell: Cell, target: Mapping[str, object]) -> Facts:
     """What ``explain`` builds for the cell: the GPU spec and the catalog model, the target
     venv's packages, the simulated host, the cell's env and flags (the one fact pipeline)."""
     from ..facts import Facts
-    from ..facts._build import derived_facts
+    from ..facts.build import derived_facts
     from ..facts.pipeline import build_facts
 
     _cc, name = FAMILIES[cell.family]

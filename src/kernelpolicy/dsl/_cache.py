@@ -21,10 +21,10 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from ..errors import Diagnostic
-from ..facts._keys import PATHS, Kind
-from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
+from ..facts.keys import PATHS, Kind
 from ..facts.model import CatalogModel
+from ..facts.record import normalise_value
 from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, read_bounded
 from .conditions import TRUE, All, Any_, Condition, Not, Test, parse_test

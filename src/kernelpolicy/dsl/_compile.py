@@ -17,10 +17,10 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from ..errors import Diagnostic, FactError, PolicyError, did_you_mean
-from ..facts._keys import BACKENDS, ENV_PREFIX, GPU_SMS, PATHS
-from ..facts._record import normalise_value
 from ..facts.gpu import GpuProduct
+from ..facts.keys import BACKENDS, ENV_PREFIX, GPU_SMS, PATHS
 from ..facts.model import CatalogModel, parse_catalog
+from ..facts.record import normalise_value
 from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located

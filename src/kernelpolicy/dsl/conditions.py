@@ -26,7 +26,7 @@ from typing import Any, Final
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts._keys import Kind, lookup_key
+from ..facts.keys import Kind, lookup_key
 
 __all__ = [
     "TRUE",
@@ -316,7 +316,7 @@ def parse_test(key: str, value: Any, path: tuple[str | int, ...] = ()) -> Test:
     fk = lookup_key(key)
     if fk is None:
         from ..errors import did_you_mean
-        from ..facts._keys import FACT_KEYS
+        from ..facts.keys import FACT_KEYS
 
         hint = did_you_mean(key, FACT_KEYS)
         raise ConditionError(

@@ -7,9 +7,9 @@ documented in :data:`FACT_KEYS`.
 
 from __future__ import annotations
 
-from ._build import facts_for, model_facts
-from ._keys import BACKENDS, FACT_KEYS, PATHS, FactKey, Kind, lookup_key
-from ._record import SOURCES, Facts, normalise_value, parse_fact_text
+from .build import facts_for, model_facts
+from .keys import BACKENDS, FACT_KEYS, PATHS, FactKey, Kind, lookup_key
+from .record import SOURCES, Facts, normalise_value, parse_fact_text
 
 __all__ = [
     "BACKENDS",

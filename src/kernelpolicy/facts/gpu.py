@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ..errors import FactError, UnknownGPUError, did_you_mean
-from ._keys import GPU_SMS
+from .keys import GPU_SMS
 
 __all__ = [
     "GpuProduct",

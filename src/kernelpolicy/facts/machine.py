@@ -20,7 +20,7 @@ from .providers._cache import cache_key, default_cache_dir, device_identity, rea
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from ._record import Facts
+    from .record import Facts
 
 __all__ = ["SCHEMA", "GpuInfo", "MachineFacts", "auto_gpu_facts", "gather", "to_facts"]
 
@@ -236,13 +236,13 @@ def gather(  # noqa: PLR0915 (predates the lint; split in a follow-up)
 
 
 def to_facts(machine: MachineFacts) -> Facts:
-    """The machine's facts as a :class:`~kernelpolicy.facts._record.Facts` record.
+    """The machine's facts as a :class:`~kernelpolicy.facts.record.Facts` record.
 
     Values are checked against the vocabulary; one that does not fit is left out (unknown),
     which only a provider bug can cause.
     """
     from ..errors import FactError
-    from ._record import Facts, FactValue, normalise_value
+    from .record import Facts, FactValue, normalise_value
 
     checked: dict[str, FactValue] = {}
     for k, v in machine.values.items():

@@ -17,8 +17,8 @@ from typing import Any, Final
 
 from .._paths import expand_user
 from ..errors import UnknownModelError
-from ._hub import HubOptions, fetch_metadata, is_repo_id, read_cached
-from ._quant import ModelConfigError, config_facts
+from .hub import HubOptions, fetch_metadata, is_repo_id, read_cached
+from .quant import ModelConfigError, config_facts
 
 __all__ = [
     "CatalogModel",

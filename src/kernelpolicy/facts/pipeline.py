@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import FactError, UsageError, did_you_mean
-from ._keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
-from ._record import Facts, normalise_value
 from .gpu import check_gpu_facts
+from .keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
+from .record import Facts, normalise_value
 
 if TYPE_CHECKING:
     from ..dsl.conditions import Condition

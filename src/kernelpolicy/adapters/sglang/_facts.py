@@ -103,7 +103,7 @@ def facts_from_sglang(
 
     :param gpu: the GPU's facts when known otherwise (a simulated GPU); else torch is asked.
     """
-    from ...facts._keys import lookup_key
+    from ...facts.keys import lookup_key
     from ...facts.model import facts_from_config, locate_model
 
     values: dict[str, object] = dict(gpu) if gpu is not None else gpu_facts()

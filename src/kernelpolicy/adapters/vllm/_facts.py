@@ -157,6 +157,6 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
 
 def _known(values: Mapping[str, object]) -> dict[str, object]:
     """Only the keys the fact vocabulary has (a newer vLLM may offer more than we know)."""
-    from ...facts._keys import lookup_key
+    from ...facts.keys import lookup_key
 
     return {k: v for k, v in values.items() if lookup_key(k) is not None}

@@ -28,7 +28,7 @@ __all__ = [
 Cost = Literal["static", "nvml", "subprocess", "probe"]
 COSTS: tuple[Cost, ...] = ("static", "nvml", "subprocess", "probe")
 
-#: Where one fact came from (a subset of :data:`kernelpolicy.facts._record.SOURCES`).
+#: Where one fact came from (a subset of :data:`kernelpolicy.facts.record.SOURCES`).
 Source = Literal["nvml", "torch", "metadata", "probe", "catalog", "user"]
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final
 from ..._files import ReadError, read_bounded
 from ..._paths import cache_subdir
 from ...errors import FactError
-from .._record import SOURCES, normalise_value
+from ..record import SOURCES, normalise_value
 from ._base import ProviderResult
 
 if TYPE_CHECKING:

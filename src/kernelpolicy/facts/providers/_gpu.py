@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .._keys import GPU_FAMILIES, GPU_SMS
+from ..keys import GPU_FAMILIES, GPU_SMS
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

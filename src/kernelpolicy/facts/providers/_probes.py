@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import tempfile
 
-from .._keys import PROBE_OUTCOMES
+from ..keys import PROBE_OUTCOMES
 from ._base import Context, Cost, ProviderResult
 from ._capabilities import TRITON_TARGETS
 from ._deep_gemm import find_builds, in_use

@@ -455,7 +455,7 @@ _ALL += [
 ]
 # --- end of dense knowledge ---------------------------------------------------------------
 
-# --- model configs (issue #10): what config.json's typed parser reads (facts/_quant.py) ----
+# --- model configs (issue #10): what config.json's typed parser reads (facts/quant.py) ----
 _ALL += [
     FactKey(
         "model.experts_per_token",

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..errors import FactError, did_you_mean
-from ._keys import FACT_KEYS, Kind, lookup_key
+from .keys import FACT_KEYS, Kind, lookup_key
 
 __all__ = ["SOURCES", "FactValue", "Facts", "check_values", "normalise_value", "parse_fact_text", "typed_value"]
 
