@@ -32,7 +32,28 @@ _CHECK: Final = (
     "import importlib.metadata as md, sys\n"
     "got = md.version('vllm')\n"
     "[md.version(d) for d in ('torch', 'pydantic', 'PyYAML', 'packaging')]\n"
-    "sys.exit(0 if got == sys.argv[1] else f'installed vllm {got}, wanted {sys.argv[1]}')\n"
+    "torch = md.version('torch')\n"
+    "ok = got == sys.argv[1] and not torch.endswith('+cpu')\n"
+    "sys.exit(0 if ok else f'installed vllm {got} with torch {torch}, wanted {sys.argv[1]} with a CUDA torch')\n"
+)
+
+#: Run in the new venv: a package index or find-links folder may offer a CPU-only torch build
+#: (``2.13.0+cpu`` sorts above ``2.13.0``, so pip prefers it), with which vLLM's CUDA platform
+#: cannot load; each such package is replaced by the build of the same public version from the
+#: index (``===`` matches that exact version, never a local ``+cpu`` one).
+_CUDA_TORCH: Final = (
+    "import importlib.metadata as md, subprocess, sys\n"
+    "want = []\n"
+    "for name in ('torch', 'torchvision', 'torchaudio'):\n"
+    "    try:\n"
+    "        public, _, local = md.version(name).partition('+')\n"
+    "    except md.PackageNotFoundError:\n"
+    "        continue\n"
+    "    if local == 'cpu':\n"
+    "        want.append(f'{name}==={public}')\n"
+    "if want:\n"
+    "    print('replacing the CPU-only build of', *want, file=sys.stderr)\n"
+    "    sys.exit(subprocess.call([sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', *want]))\n"
 )
 
 Runner = Callable[[Sequence[str]], int]
@@ -59,11 +80,13 @@ def build_commands(version: str, venv: Path, *, uv: str | None, base_python: str
         return [
             [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],
             [uv, "pip", "install", "--python", python, *packages],
+            [python, "-c", _CUDA_TORCH],
             [python, "-c", _CHECK, version],
         ]
     return [
         [base_python, "-m", "venv", str(venv)],
         [python, "-m", "pip", "install", "--disable-pip-version-check", *packages],
+        [python, "-c", _CUDA_TORCH],
         [python, "-c", _CHECK, version],
     ]
 
@@ -88,6 +111,11 @@ def _locked(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def _cpu_only_torch(venv: Path) -> bool:
+    """Whether *venv* holds a CPU-only torch (an earlier builder kept one: vLLM cannot load)."""
+    return any(venv.glob("lib/python*/site-packages/torch-*+cpu.dist-info"))
+
+
 def ensure_venv(
     version: str,
     *,
@@ -105,6 +133,9 @@ def ensure_venv(
     python = venv_python(version)
     venv = python.parent.parent
     marker = venv / MARKER
+    if marker.is_file() and _cpu_only_torch(venv):
+        note("a venv built with a CPU-only torch: building it again")
+        marker.unlink()
     if marker.is_file() and python.is_file():
         return python
     venv.parent.mkdir(parents=True, exist_ok=True)
@@ -118,7 +149,12 @@ def ensure_venv(
         if use_uv and uv is None:
             raise VenvError("`uv` is not on PATH", help="install uv, or leave out --uv to use pip")
         base = base_python or os.environ.get("KERNELPOLICY_VENV_BASE_PYTHON") or sys.executable
-        steps = ("creating the venv", f"installing vllm=={version}", "checking the install")
+        steps = (
+            "creating the venv",
+            f"installing vllm=={version}",
+            "making torch a CUDA build",
+            "checking the install",
+        )
         for step, cmd in zip(steps, build_commands(version, venv, uv=uv, base_python=base), strict=True):
             note(step)
             code = runner(cmd)

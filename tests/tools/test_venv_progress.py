@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -42,11 +45,24 @@ def test_builds_once_then_reuses(cache: Path, monkeypatch: pytest.MonkeyPatch, u
     python = _venvs.ensure_venv("0.26.0", use_uv=use_uv, runner=_fake(calls), base_python="python3")
     assert python == cache / "vllm-0.26.0" / "bin" / "python"
     assert (cache / "vllm-0.26.0" / _venvs.MARKER).read_text() == "vllm==0.26.0\n"
-    assert len(calls) == 3
+    assert len(calls) == 4
     assert calls[0][0] == ("/usr/bin/uv" if use_uv else "python3")
-    assert "vllm==0.26.0" in calls[1] and calls[2][-1] == "0.26.0"
+    assert "vllm==0.26.0" in calls[1] and calls[2][-1] == _venvs._CUDA_TORCH and calls[3][-1] == "0.26.0"
     assert _venvs.ensure_venv("0.26.0", runner=_fake(calls)) == python
-    assert len(calls) == 3  # reused: nothing ran
+    assert len(calls) == 4  # reused: nothing ran
+
+
+def test_a_venv_with_a_cpu_only_torch_is_built_again(cache: Path) -> None:
+    site = cache / "vllm-0.29.0" / "lib" / "python3.12" / "site-packages"
+    (site / "torch-2.13.0+cpu.dist-info").mkdir(parents=True)
+    (cache / "vllm-0.29.0" / "bin").mkdir()
+    (cache / "vllm-0.29.0" / "bin" / "python").write_text("")
+    (cache / "vllm-0.29.0" / _venvs.MARKER).write_text("vllm==0.29.0\n")
+    calls: list[list[str]] = []
+    steps: list[str] = []
+    _venvs.ensure_venv("0.29.0", use_uv=False, runner=_fake(calls), note=steps.append)
+    assert steps[:2] == ["a venv built with a CPU-only torch: building it again", "removing an incomplete venv"]
+    assert len(calls) == 4 and not site.exists()
 
 
 def test_a_failed_step_leaves_nothing_and_says_which(cache: Path) -> None:
@@ -80,6 +96,36 @@ def test_pip_commands_are_what_the_script_ran() -> None:
     cmds = _venvs.build_commands("0.33.0", Path("/c/vllm-0.33.0"), uv=None, base_python="python3")
     assert cmds[0] == ["python3", "-m", "venv", "/c/vllm-0.33.0"]
     assert cmds[1][:3] == ["/c/vllm-0.33.0/bin/python", "-m", "pip"] and "vllm==0.33.0" in cmds[1]
+    assert cmds[2] == ["/c/vllm-0.33.0/bin/python", "-c", _venvs._CUDA_TORCH]
+
+
+def _fake_site(tmp_path: Path, torch: str) -> dict[str, str]:
+    """A folder shadowing torch's metadata and pip (which prints what it was asked)."""
+    dist = tmp_path / f"torch-{torch}.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: torch\nVersion: {torch}\n")
+    pip = tmp_path / "pip"
+    pip.mkdir()
+    (pip / "__init__.py").write_text("")
+    (pip / "__main__.py").write_text("import sys\nprint('pip', *sys.argv[1:])\n")
+    return {**os.environ, "PYTHONPATH": str(tmp_path)}
+
+
+@pytest.mark.parametrize(
+    ("torch", "asked"),
+    [("2.13.0+cpu", "pip install --disable-pip-version-check torch===2.13.0"), ("2.14.0+cu130", None)],
+)
+def test_a_cpu_only_torch_is_replaced_by_the_same_release_from_the_index(
+    tmp_path: Path, torch: str, asked: str | None
+) -> None:
+    env = _fake_site(tmp_path, torch)
+    cmd = [sys.executable, "-c", _venvs._CUDA_TORCH]
+    run = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    if asked is None:
+        assert run.stdout == ""
+    else:
+        assert run.stdout.strip() == asked and "replacing the CPU-only build" in run.stderr
 
 
 class _Tty(io.StringIO):
@@ -122,6 +168,6 @@ def test_the_install_check_against_a_real_cached_venv() -> None:
     ok = subprocess.run([str(python), "-c", _venvs._CHECK, "0.26.0"], capture_output=True, text=True, check=False)
     assert ok.returncode == 0, ok.stderr
     bad = subprocess.run([str(python), "-c", _venvs._CHECK, "0.27.0"], capture_output=True, text=True, check=False)
-    assert bad.returncode == 1 and "installed vllm 0.26.0, wanted 0.27.0" in bad.stderr
+    assert bad.returncode == 1 and "installed vllm 0.26.0 with torch" in bad.stderr
     # the cached venv is found, not rebuilt (it carries the marker)
     assert _venvs.ensure_venv("0.26.0", runner=lambda cmd: pytest.fail(f"ran {cmd}")) == python
