@@ -1,7 +1,7 @@
 """Fixtures for the integration tests against real vLLM releases (``-m vllm``).
 
 The venvs come from ``scripts/vllm-venv.sh VERSION``; point at others with
-``KERNELPOLICY_VLLM_026_PYTHON`` or ``KERNELPOLICY_VLLM_033_PYTHON``.
+``KERNELPOLICY_VLLM_026_PYTHON``, ``KERNELPOLICY_VLLM_029_PYTHON`` or ``KERNELPOLICY_VLLM_033_PYTHON``.
 """
 
 from __future__ import annotations
@@ -19,11 +19,9 @@ from kernelpolicy.testing.vllm import NativeChoices, default_venv_python, parse_
 ROOT = Path(__file__).resolve().parents[2]
 _ENV = {
     "0.26.0": "KERNELPOLICY_VLLM_026_PYTHON",
+    "0.29.0": "KERNELPOLICY_VLLM_029_PYTHON",  # the release of the router's cuBLAS gate
     "0.33.0": "KERNELPOLICY_VLLM_033_PYTHON",
 }
-# 0.29.0 (the router's cuBLAS gate) is not here yet: its venv resolves torch 2.13.0+cpu from the
-# local wheel folder, and vLLM 0.29's compiled extension needs libtorch_cuda.so, so its CUDA
-# platform cannot even be imported in the simulation.
 #: The releases the integration tests run against (scripts/test.sh builds their venvs).
 RELEASES = tuple(_ENV)
 _CACHE: dict[str, NativeChoices] = {}
