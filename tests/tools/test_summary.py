@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.adapters.vllm import _summary
+from kernelpolicy.adapters.summary import startup_summary as _summary
 from kernelpolicy.cli import _parser, main
 from kernelpolicy.cli._common import facts_from_args, load_policy_from_args
 

@@ -63,8 +63,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _startup_line(decision: Decision) -> str:
     """The line the vLLM plugin logs once per process for this decision."""
-    from ..adapters.vllm import _summary  # the plugin's own rendering of the paths
+    from ..adapters.summary import startup_summary  # the plugins' own rendering of the paths
 
     values = decision.facts.values
     version, sm = values.get("vllm.version") or "?", values.get("gpu.sm") or "gpu=?"
-    return f"kernelpolicy: vllm {version} {sm} {_summary(decision)} fingerprint={decision.fingerprint}"
+    return f"kernelpolicy: vllm {version} {sm} {startup_summary(decision)} fingerprint={decision.fingerprint}"

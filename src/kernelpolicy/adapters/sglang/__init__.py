@@ -38,7 +38,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from ...facts.pipeline import is_strict
-from ..vllm import AgreementError, check_agreement
+from ..agreement import AgreementError, check_agreement
+from ..summary import startup_summary
 from ._names import FLAG_FIELDS, dense_ids_of
 from ._versions import SglangRelease, known_releases, release_for
 
@@ -115,12 +116,6 @@ def _fail(message: str) -> None:
     _warn(message + "; SGLang's own choice stands")
 
 
-def _summary(decision: Any) -> str:
-    from ..vllm import _summary as summary  # engine-neutral: one start-up line for both engines
-
-    return summary(decision)
-
-
 def _deployment_environ() -> dict[str, str]:
     """``os.environ`` without the variables the plugin itself set in the main process."""
     env = dict(os.environ)
@@ -167,7 +162,7 @@ def _decide(server_args: Any) -> Any:
             "kernelpolicy: sglang %s %s %s fingerprint=%s",
             _STATE.version,
             _STATE.facts.get("gpu.sm", "gpu=?"),
-            _summary(decision),
+            startup_summary(decision),
             decision.fingerprint,
         )
         return decision
@@ -266,7 +261,7 @@ def _scheduler_hook(original: Callable[..., Any], self: Any, *args: Any, **kwarg
             rank = int(dist.get_rank()) if dist.is_available() and dist.is_initialized() else 0
         except ImportError:
             pass
-        summary = _summary(decision)
+        summary = startup_summary(decision)
         check_agreement({"rank": rank, "fingerprint": decision.fingerprint, "summary": summary, "facts": _STATE.facts})
     result = original(self, *args, **kwargs)
     if decision is not None and server_args is not None:
@@ -391,7 +386,7 @@ def status() -> dict[str, Any]:
                 "sglang_version": _STATE.version,
                 "hooks": list(_STATE.hooks),
                 "fingerprint": getattr(d, "fingerprint", None),
-                "summary": _summary(d) if d is not None else None,
+                "summary": startup_summary(d) if d is not None else None,
                 "flags": _STATE.flags,
                 "applied": dict(_STATE.applied),
                 "fallbacks": [dict(f) for f in _STATE.fallbacks],

@@ -43,7 +43,8 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from ...facts.pipeline import STRICT_ENV, is_strict
-from ._agree import AgreementError, agreement_report, check_agreement
+from ..agreement import AgreementError, agreement_report, check_agreement
+from ..summary import startup_summary
 from ._names import (
     DENSE_BLOCK_KERNELS,
     DENSE_TENSOR_KERNELS,
@@ -273,24 +274,9 @@ def _entry(decision: DecisionLike, values: Mapping[str, object]) -> dict[str, An
     return {
         "rank": rank,
         "fingerprint": decision.fingerprint,
-        "summary": _summary(decision),
+        "summary": startup_summary(decision),
         "facts": {k: values[k] for k in sorted(values)},
     }
-
-
-def _summary(decision: DecisionLike) -> str:
-    parts = []
-    for name in ("dense", "moe", "router"):
-        path = decision.paths.get(name)
-        if path is None:
-            continue
-        backend = getattr(path, "backend", None)
-        rule = getattr(path, "rule", None)
-        if backend is None and getattr(path, "reason", None) and not getattr(path, "candidates", ()):
-            continue  # the model has no such path
-        parts.append(f"{name}={backend or 'NONE'}" + (f" [{rule}]" if rule else ""))
-    parts.append("warmup=" + (",".join(decision.warmup) or "none"))
-    return " ".join(parts)
 
 
 def current_decision() -> DecisionLike | None:
@@ -328,7 +314,7 @@ def current_decision() -> DecisionLike | None:
                 "kernelpolicy: vllm %s %s %s fingerprint=%s",
                 _STATE.version,
                 values.get("gpu.sm", "gpu=?"),
-                _summary(decision),
+                startup_summary(decision),
                 decision.fingerprint,
             )
         if not _STATE.agreed:
@@ -774,7 +760,7 @@ def status() -> dict[str, Any]:
         decisions.append(
             {
                 "fingerprint": decision.fingerprint,
-                "summary": _summary(decision),
+                "summary": startup_summary(decision),
                 "paths": {
                     name: {"backend": _backend(decision, name), "rule": getattr(p, "rule", None)}
                     for name, p in decision.paths.items()
