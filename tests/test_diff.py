@@ -11,6 +11,7 @@ import pytest
 from kernelpolicy.analysis.diffing import diff
 from kernelpolicy.cli import main
 from kernelpolicy.dsl.loader import load_policy
+from kernelpolicy.facts.keys import GPU_SMS
 
 BASE = Path(__file__).parent / "check" / "base" / "catalog.yaml"
 
@@ -119,3 +120,30 @@ def test_a_change_to_an_implication_alone_shows(tmp_path: Path, capsys: pytest.C
     text = capsys.readouterr().out
     assert "moe: triton -> marlin" in text and "sm121" in text
     assert "dense" not in text
+
+
+def _deny_triton_for(types: str) -> str:
+    return (
+        "rules:\n  - id: triton-bad-for-some-models\n"
+        f"    when: {{model.type: [{types}]}}\n"
+        "    deny: triton\n    paths: [moe]\n    severity: crash\n"
+        "    because: test rule naming model types\n    refs: [test#3]\n"
+    )
+
+
+def test_cells_the_two_walks_split_differently_are_compared(tmp_path: Path) -> None:
+    """Each walk splits `model.type` only as its own rule tells the types apart (old: deepseek_v3
+    or not; new: deepseek_v3 or qwen3_moe, or neither): the change in qwen3_moe's cells lies in
+    the overlap of two different parts, and counts exactly those cells."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d, types in ((old, "deepseek_v3"), (new, "deepseek_v3, qwen3_moe")):
+        d.mkdir()
+        shutil.copy(BASE, d / "catalog.yaml")
+        (d / "deny.yaml").write_text(_deny_triton_for(types))
+    bare = {"shipped": False, "default_policy": False, "environ": False}
+    report = diff(load_policy([old], **bare), load_policy([new], **bare), jobs=1)
+    moved = [c for c in report.changes if c.path == "moe"]
+    assert moved and all((c.old, c.new) == ("triton", "marlin") for c in moved)
+    assert all("qwen3_moe" in c.label and "deepseek_v3" not in c.label for c in moved), [c.label for c in moved]
+    # qwen3_moe MoE models on every GPU (the rule names none): one cell per SM
+    assert sum(c.cells for c in moved) == len(GPU_SMS)

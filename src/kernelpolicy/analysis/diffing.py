@@ -24,7 +24,7 @@ from typing import Any
 
 from ..policy import Backend, Policy
 from .coverage import PATHS, PathGroup, verify
-from .domain import Domain, ValueClass, build_domain
+from .domain import Domain, ValueClass, build_domain, meet
 
 __all__ = ["Change", "DiffReport", "diff"]
 
@@ -133,12 +133,17 @@ def _by_task(results: list[PathGroup]) -> dict[_TaskKey, list[PathGroup]]:
 
 
 def _meet(a: Mapping[str, ValueClass], b: Mapping[str, ValueClass]) -> dict[str, ValueClass] | None:
-    """The cells two groups share (``None``: none)."""
+    """The cells two groups share (``None``: none). The two walks split a dimension into
+    different parts, so a shared dimension keeps the classes both parts hold."""
     out = dict(a)
     for name, v in b.items():
-        if name in out and out[name] != v:
-            return None
-        out[name] = v
+        if name in out:
+            both = meet(out[name], v)
+            if both is None:
+                return None
+            out[name] = both
+        else:
+            out[name] = v
     return out
 
 
