@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import assume, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from kernelpolicy.analysis.coverage import Coverage, verify
@@ -155,8 +155,31 @@ def _reported(cov: Coverage, code: str, path: str, moe: bool) -> list[Mapping[st
     ]
 
 
+#: Found by a long run: the router's two `use` rules contradict, so the resolver decides nothing
+#: for any deployment, and the dense path (only an explicit-only backend) must not be reported
+#: as a hole there (each path is walked alone; the other paths' picks still refuse the cell).
+CONTRADICTING_PICKS_ELSEWHERE = Table(
+    catalog={
+        "backends": [
+            {"backend": "cublas", "paths": ["router"], "auto": False},
+            {"backend": "cutlass", "paths": ["dense"], "auto": False},
+            {"backend": "linear", "paths": ["router"], "auto": False},
+            {"backend": "vllm_cutlass", "paths": ["moe"]},
+        ],
+        "engine": {"name": "vllm", "env": []},
+    },
+    rules=[],
+    policy=[
+        {"id": "use0", "use": "cublas", "because": "operator choice"},
+        {"id": "use1", "use": "linear", "because": "operator choice"},
+    ],
+    rule_files=1,
+)
+
+
 @settings(SETTINGS, max_examples=max(10, SETTINGS.max_examples // 2))
 @given(tables(), implications())
+@example(CONTRADICTING_PICKS_ELSEWHERE, [])
 def test_check_reports_what_brute_force_finds(table: Table, imps: list[dict[str, Any]]) -> None:
     try:
         policy = _load(table, imps)

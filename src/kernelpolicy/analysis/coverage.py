@@ -51,7 +51,7 @@ from ..decision import Candidate, Decision
 from ..dsl.conditions import Test, evaluate, tests_of
 from ..facts.record import Facts
 from ..policy import Implication, Policy, Rule, Unsupported
-from ..resolver import ContradictionError, resolve_path
+from ..resolver import ContradictionError, resolve, resolve_path
 from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, effect_outcomes, gravity, imply, met, rule_state
 from .domain import (
     Dimension,
@@ -227,6 +227,7 @@ class _Walker:
         self.implied = implied_sources(policy)
         self.resolves = 0
         self.judges: dict[str, _Judge] = {}
+        self._elsewhere: dict[str, list[Rule]] = {}
         #: the rules whose applicability a group records (contradicting ``prefer`` rules)
         self.prefers = [r for r in policy.rules if r.kind == "prefer"]
         #: per model kind (MoE or not), whether cells are closed (only for a walk of closed states)
@@ -454,6 +455,8 @@ class _Walker:
         closed = self.closed.get(moe)
         if not closed_here and closed is not None and closed.fn(possible) == {False}:
             found = ()  # no cell of the group is a state the resolver decides from
+        elif found and self._refused_elsewhere(path, facts):
+            found = ()  # explicit picks of another path contradict: the resolver decides nothing here
         elif any(v.code == "no-backend" for v in found):
             known = tuple(u.id for u in self.unsupported(path) if _holds(u.when, possible) == {True})
             if known:
@@ -508,7 +511,32 @@ class _Walker:
                 j = _Judge((u.when,), partial(_holds, u.when))
                 if not j.settled(possible):
                     pending.append(j)
+        if found:
+            pending += [j for j in map(self.rule_judge, self.picks_elsewhere(path)) if not j.settled(possible)]
         return pending
+
+    def picks_elsewhere(self, path: str) -> list[Rule]:
+        """The rules that shape the explicit picks of the other paths (``use`` rules, and the
+        deployment's denies that cancel them): where they contradict each other the resolver
+        refuses the whole deployment, so no violation of *path* stands there."""
+        out = self._elsewhere.get(path)
+        if out is None:
+            out = self._elsewhere[path] = []
+            for other in PATHS:
+                if other != path:
+                    _, rules = self.order_conditions(other)
+                    out += [r for r in rules if r.kind != "prefer" and r not in out]
+        return out
+
+    def _refused_elsewhere(self, path: str, facts: Facts) -> bool:
+        """Whether the explicit picks of another path contradict each other for *facts*."""
+        if not self.picks_elsewhere(path):
+            return False
+        try:
+            resolve(facts, self.policy)
+        except ContradictionError:
+            return True
+        return False
 
     def _usage(
         self, path: str, cands: tuple[Candidate, ...], explicit: bool, possible: Mapping[str, frozenset[Any]]
