@@ -171,3 +171,12 @@ def test_facts_constructor_normalises() -> None:
         sources=dict.fromkeys(("quant.block", "vllm.version"), "user"),
     )
     assert f.values == {"quant.block": (128, 128), "vllm.version": "0.26"}
+
+
+def test_warnings_wait_until_the_facts_stand(capsys: pytest.CaptureFixture[str]) -> None:
+    """A serve-line warning is not printed when the input is refused: the error line is alone."""
+    code, _, err = cli(capsys, "explain", "--gpu", "sm999", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "-")
+    assert code == 2
+    assert one_error_line(err).startswith("kernelpolicy: error: unknown GPU `sm999`")
+    code, _, err = cli(capsys, "explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "-")
+    assert code == 0 and "kernelpolicy: warning: serve line: flags that decide no kernel, ignored: `-`" in err

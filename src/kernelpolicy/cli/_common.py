@@ -111,8 +111,8 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     vars(args).update(vars(deployment.args))
     given = {**deployment.facts, **_parse_facts(args.fact)}
     env = dict(split_assignment(e, "NAME") for e in args.env)
-    for note in (*deployment.notes, *env_warnings(list(env), policy)):
-        print(f"kernelpolicy: warning: {note}", file=sys.stderr)
+    # warnings are printed once the facts stand: bad input gets its one error line alone
+    warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
         name, sep, version = args.engine.partition("==")
         if name.strip() == "sglang" and sep:
@@ -142,8 +142,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
         moe_backend=args.moe_backend,
         linear_backend=args.linear_backend,
     )
-    for warning in built.warnings:
-        print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
+    warnings += built.warnings
     facts = apply_quantization(built.facts, deployment.quantization)
     if args.gpu == "auto":
         facts = _auto_gpu(policy).merged(facts)
@@ -161,6 +160,8 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     if "quant.scheme" not in facts and args.model is None and not args.model_type:
         raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
     check_gpu_facts(facts.values, facts.sources, policy.gpus)
+    for warning in warnings:
+        print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
     return facts
 
 
