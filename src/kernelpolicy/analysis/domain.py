@@ -323,7 +323,8 @@ def _positive_only(policy: Policy) -> frozenset[str]:
     That holds for a key read only outside ``not`` and only where a condition counts when
     it is true (non-crash ``when``s, ``use``/``prefer``/``order`` conditions, ``until``,
     implications): there Kleene logic reaches true with an unknown test exactly when it
-    does with a false one.
+    does with a false one. A key an implication sets is never such a key (it is set only
+    while unknown).
     """
     strict: set[str] = set()
     loose: set[str] = set()
@@ -348,6 +349,8 @@ def _positive_only(policy: Policy) -> frozenset[str]:
         visit(imp.when, True)
         if imp.unless is not None:
             visit(imp.unless, True)
+    # an implication sets a key only while it is unknown: there *unknown* and a value differ
+    strict.update(k for imp in policy.implications for k in imp.sets)
     return frozenset(loose - strict)
 
 
