@@ -197,7 +197,8 @@ def resolve_path(facts: Facts, policy: Policy, path: str) -> Decision:
     """Decide one path (and the warmup of its kernels) for *facts*, uncached: the exhaustive
     check walks each path on its own, and the other paths' decisions are not read there.
 
-    :raises ContradictionError: when explicit choices contradict each other (on any path).
+    :raises ContradictionError: when explicit choices for *path* contradict each other (those
+        of the other paths are not looked at: :func:`resolve` refuses the deployment for them).
     """
     return _Resolution(facts, policy, _NULL_REPORTER).run((path,))
 

@@ -346,7 +346,7 @@ class _Walker:
         """Independent parts of the walk: (path, GPU class, model kind). The dense path of MoE
         models is walked with that of dense models when nothing it reads tells them apart."""
         kinds = self.domain.dim("model.is_moe")
-        blind = self.dense_blind_to_moe()
+        blind = self.dense_blind_to_moe
         return [
             (path, gi, mi)
             for path in PATHS
@@ -355,6 +355,7 @@ class _Walker:
             if (path == "dense" and not (blind and m.facts["model.is_moe"])) or m.facts["model.is_moe"]
         ]
 
+    @cached_property
     def dense_blind_to_moe(self) -> bool:
         """Whether the dense path decides alike for MoE and dense models: no condition that can
         matter to it (the dense path's own, implications, warmup rules of dense backends) reads
@@ -392,7 +393,7 @@ class _Walker:
         fixed = {"gpu.sm": g, "model.is_moe": m}
         moe = bool(m.facts["model.is_moe"])
         out = list(self._walk(path, fixed, moe, conds, order_rules))
-        if path == "dense" and not moe and self.dense_blind_to_moe():
+        if path == "dense" and not moe and self.dense_blind_to_moe:
             kind = next(v for v in self.domain.dim("model.is_moe").values if v.facts["model.is_moe"])
             out += [x for pg in out for x in self._for_moe_models(pg, kind, conds, order_rules)]
         return out

@@ -213,10 +213,6 @@ def rule_paths(r: Rule, policy: Policy) -> frozenset[str]:
     return frozenset(out)
 
 
-def _gpu_values(sm: str) -> dict[str, Any]:
-    return derived_gpu_facts(sm)
-
-
 def _version_points(tests: Sequence[Test]) -> list[Version]:
     points: set[Version] = set()
 
@@ -413,12 +409,12 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
     gpu_tests = [t for k in GPU_KEYS for t in by_key.get(k, [])]
     sigs: dict[tuple[bool, ...], list[str]] = {}
     for sm in GPU_SMS:
-        vals = _gpu_values(sm)
+        vals = derived_gpu_facts(sm)
         sig = tuple(t.match(vals[t.key]) for t in gpu_tests)
         sigs.setdefault(sig, []).append(sm)
     gpu_classes = []
     for sms in sigs.values():
-        vals = _gpu_values(sms[0])
+        vals = derived_gpu_facts(sms[0])
         raw = {k: v for k, v in vals.items() if k in ("gpu.sm", "gpu.family", "gpu.cc") or k in by_key}
         gpu_classes.append(ValueClass("|".join(sms), raw, _typed(raw), len(sms)))
     dims.append(Dimension("gpu.sm", tuple(raw), tuple(gpu_classes)))

@@ -57,11 +57,8 @@ def facts_from_capability(major: int, minor: int, name: str | None = None) -> di
     sm = f"sm{major}{minor}"
     if sm not in GPU_SMS:
         raise UnknownGPUError(f"{major}.{minor}")
-    out: dict[str, object] = {
-        "gpu.sm": sm,
-        "gpu.family": f"sm{major}0",
-        "gpu.cc": f"{major}.{minor}",
-    }
+    derived = derived_gpu_facts(sm)
+    out: dict[str, object] = {k: derived[k] for k in ("gpu.sm", "gpu.family", "gpu.cc")}
     if name:
         out["gpu.name"] = name
     return out
@@ -140,14 +137,12 @@ def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct])
     sm, family, cc, name = (values.get(k) for k in ("gpu.sm", "gpu.family", "gpu.cc", "gpu.name"))
     product = _product(name, products) if isinstance(name, str) else None
     if product is not None:
-        major, minor = _cc_of(product.sm)
         if isinstance(sm, str) and sm != product.sm:
             out.append(("gpu.sm", "gpu.name", f"an {product.sm} GPU"))
-        elif isinstance(cc, str) and cc != f"{major}.{minor}":
+        elif isinstance(cc, str) and cc != derived_gpu_facts(product.sm)["gpu.cc"]:
             out.append(("gpu.cc", "gpu.name", f"an {product.sm} GPU"))
     if isinstance(sm, str) and sm in GPU_SMS:
         derived = derived_gpu_facts(sm)
-        major, minor = _cc_of(sm)
         if isinstance(family, str) and family != derived["gpu.family"]:
             out.append(("gpu.family", "gpu.sm", f"family {derived['gpu.family']}"))
         if isinstance(cc, str) and cc != derived["gpu.cc"]:
