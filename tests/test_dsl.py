@@ -284,3 +284,21 @@ def test_env_values_as_meant_are_no_warning(tmp_path: Path, value: str) -> None:
     )
     policy = load(tmp_path, catalog=CATALOG, rules=rule % value)
     assert not [d for d in policy.warnings if d.code == "yaml-boolean"]
+
+
+def test_an_entry_that_is_not_a_mapping_keeps_the_next_entries_on_their_lines(tmp_path: Path) -> None:
+    # found by the loader fuzz: a skipped scalar entry shifted the partial entries after it, so
+    # `{}` was taken for a complete entry and the compiler crashed on its missing `paths`
+    bad = """
+backends:
+  - 3
+  - {backend: triton}
+  - backend: deep_gemm
+    paths: [dense, moe]
+    requires: {gpu.famly: sm90}
+"""
+    out = errors(tmp_path, bad=bad)
+    assert out[0].startswith("bad.yaml:3:5: error:") and "dictionary" in out[0]
+    assert out[1].startswith("bad.yaml:4:5: error: missing field `paths`")
+    assert out[2].startswith("bad.yaml:7:16: error: unknown fact key `gpu.famly`")
+    assert len(out) == 3

@@ -1,6 +1,7 @@
 """Regenerate the generated documentation of a source checkout: ``python -m kernelpolicy._docs``.
 
-Writes the README's environment table, ``docs/matrix.md`` and ``schemas/*.schema.json`` from
+Writes the rule files generated from vLLM's per-release data (``adapters/vllm/_generate.py``),
+then the README's environment table, ``docs/matrix.md`` and ``schemas/*.schema.json`` from
 the code and the shipped rules; the tests in ``tests/tools/`` fail until this has been run
 after a change to any of them.
 """
@@ -15,6 +16,8 @@ __all__ = ["main"]
 
 def main(root: Path | None = None) -> int:
     from ._environment import replace_table, table
+    from .adapters.vllm._generate import generated_files, release_table, replace_release_table
+    from .adapters.vllm._versions import release_records
     from .dsl.loader import load_policy
     from .matrix import build, to_markdown
     from .schemas import SCHEMA_NAMES, render
@@ -23,9 +26,12 @@ def main(root: Path | None = None) -> int:
     if not (root / "pyproject.toml").is_file():
         print(f"kernelpolicy: `{root}` is not a source checkout", file=sys.stderr)
         return 2
+    for path, text in generated_files(release_records(), root).items():
+        path.write_text(text, encoding="utf-8")
     policy = load_policy(environ=False)
     readme = root / "README.md"
-    readme.write_text(replace_table(readme.read_text(encoding="utf-8"), table(policy)), encoding="utf-8")
+    text = replace_release_table(readme.read_text(encoding="utf-8"), release_table(release_records()))
+    readme.write_text(replace_table(text, table(policy)), encoding="utf-8")
     (root / "docs" / "matrix.md").write_text(to_markdown(build(policy)), encoding="utf-8")
     for name in SCHEMA_NAMES:
         (root / "schemas" / f"{name}.schema.json").write_text(render(name), encoding="utf-8")

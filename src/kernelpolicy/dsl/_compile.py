@@ -24,7 +24,7 @@ from ..facts.record import normalise_value
 from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located
-from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
+from .conditions import TRUE, All, Condition, ConditionError, parse_condition, parse_test
 from .schema import (
     BackendSpec,
     EngineSpec,
@@ -73,14 +73,19 @@ class _File:
     loc: Located
     spec: RuleFileSpec
     bad: dict[Where, frozenset[str]] = field(default_factory=dict)
+    #: section -> the index in the file of each loaded entry (absent: every entry loaded)
+    index: dict[str, list[int]] = field(default_factory=dict)
 
     def partial(self, where: Where) -> frozenset[str] | None:
         return self.bad.get(where)
 
-    def entries(self, section: str) -> list[Any]:
-        """The entries of *section*; those in :attr:`bad` may have ``None`` for required fields."""
+    def entries(self, section: str) -> list[tuple[int, Any]]:
+        """``(index in the file, entry)`` of each entry of *section* that loaded (an entry that is
+        not a mapping is left out, so the index keeps errors on the right line); those in
+        :attr:`bad` may have ``None`` for required fields."""
         items: list[Any] = getattr(self.spec, section)
-        return items
+        index = self.index.get(section)
+        return list(zip(index, items, strict=True)) if index is not None else list(enumerate(items))
 
 
 def _rule_id_at(loc: Located, path: Where) -> str | None:
@@ -157,17 +162,11 @@ class Compiler:
         :class:`Diagnostic`'s ``rule``, ``help``, ``level`` and ``code``."""
         line, col, width = f.loc.where(path, key=key)
         info.setdefault("code", "schema")
-        self.diags.append(
-            Diagnostic(
-                message,
-                file=f.src.display,
-                line=line,
-                column=col,
-                source_line=f.loc.line_text(line),
-                span=width,
-                **info,
-            )
+        diag = Diagnostic(
+            message, file=f.src.display, line=line, column=col, source_line=f.loc.line_text(line), span=width, **info
         )
+        if diag not in self.diags:  # one condition compiled for each path of a backend says it once
+            self.diags.append(diag)
 
     def _pydantic(self, exc: ValidationError, f: _File, prefix: Where) -> None:
         for err in exc.errors():
@@ -284,6 +283,7 @@ class Compiler:
         """Validate each entry on its own, so one bad entry hides no problem in the others."""
         sections: dict[str, Any] = {}
         bad: dict[Where, frozenset[str]] = {}
+        index: dict[str, list[int]] = {}
         for name, value in f.loc.data.items():
             if name == "engine":
                 try:
@@ -306,20 +306,23 @@ class Compiler:
                 self.add(f, (name,), f"section `{name}` must be a list")
                 continue
             items = []
+            index[name] = []
             for i, item in enumerate(value):
                 try:
                     items.append(model.model_validate(item))
+                    index[name].append(i)
                 except ValidationError as exc:
                     self._pydantic(exc, f, (name, i))
                     part = self._partial(model, item, exc) if name in _PARTIAL else None
                     if part is not None:
                         items.append(part[0])
+                        index[name].append(i)
                         bad[(name, i)] = part[1]
                     if name == "backends":
                         self.broken = True  # the catalog lacks an entry: no cascade of "no backend"
             sections[name] = items
         spec = RuleFileSpec.model_construct(**{**RuleFileSpec().model_dump(), **sections})
-        return _File(f.src, f.loc, spec, bad)
+        return _File(f.src, f.loc, spec, bad, index)
 
     @staticmethod
     def _partial(model: type[BaseModel], item: Any, exc: ValidationError) -> tuple[Any, frozenset[str]] | None:
@@ -336,7 +339,7 @@ class Compiler:
 
     def catalog(self, f: _File) -> None:
         """``backends``: what exists on each path and what it needs."""
-        for i, b in enumerate(f.entries("backends")):
+        for i, b in f.entries("backends"):
             here: Where = ("backends", i)
             if f.partial(here) is not None:
                 if b.requires is not None:
@@ -426,7 +429,7 @@ class Compiler:
 
     def order_section(self, f: _File) -> None:
         """``order``: the default priority of a path's backends."""
-        for i, o in enumerate(f.entries("order")):
+        for i, o in f.entries("order"):
             here: Where = ("order", i)
             bad = f.partial(here)
             self.claim(f, o.id, (*here, "id"))
@@ -438,7 +441,7 @@ class Compiler:
 
     def rule_section(self, f: _File) -> None:
         """``rules``: deny, prefer, require and (operator policies only) use."""
-        for i, r in enumerate(f.entries("rules")):
+        for i, r in f.entries("rules"):
             bad = f.partial(("rules", i))
             rule = self.rule(f, r, i, bad or frozenset())
             if bad is not None:
@@ -548,7 +551,7 @@ class Compiler:
 
     def implies_section(self, f: _File) -> None:
         """``implies``: facts that follow from facts."""
-        for i, imp in enumerate(f.entries("implies")):
+        for i, imp in f.entries("implies"):
             here: Where = ("implies", i)
             self.claim(f, imp.id, (*here, "id"))
             cond = self.cond(f, imp.when, (*here, "when"), imp.id) if imp.when is not None else None
@@ -561,7 +564,7 @@ class Compiler:
 
     def unsupported_section(self, f: _File) -> None:
         """``unsupported``: deployments where a path knowingly has no backend."""
-        for i, u in enumerate(f.entries("unsupported")):
+        for i, u in f.entries("unsupported"):
             here: Where = ("unsupported", i)
             self.claim(f, u.id, (*here, "id"))
             cond = self.cond(f, u.when, (*here, "when"), u.id) if u.when is not None else None
@@ -621,10 +624,13 @@ class Compiler:
         except ConditionError as exc:
             self.add(f, (*here, "name"), f"`{env.name}` is not an environment variable name: {exc.message}", rule=rid)
             return None
+        scope = self.cond(f, env.when, (*here, "when"), rid)
+        if scope is None:
+            return None
         return Rule(
             id=rid,
             kind="deny" if env.deny else "use",
-            when=test,
+            when=test if scope is TRUE else All((test, scope)),
             backends=(target,),
             paths=tuple(env.paths) if env.paths else None,
             severity="user",

@@ -6,12 +6,14 @@ from typing import Final
 
 __all__ = [
     "DENSE_BLOCK_KERNELS",
+    "DENSE_LINEAR_KERNELS",
     "DENSE_TENSOR_KERNELS",
     "MOE_BACKENDS",
     "MOE_CLI_NAMES",
     "MOE_ORACLE_BACKENDS",
     "MOE_ORACLE_NAMES",
     "ROUTER_FLAGS",
+    "UNMODELLED_DENSE_KERNELS",
     "dense_id_of",
     "moe_id_of",
     "oracle_moe_id_of",
@@ -39,6 +41,39 @@ DENSE_TENSOR_KERNELS: Final[dict[str, tuple[str, ...]]] = {
     "marlin": ("MarlinFP8ScaledMMLinearKernel",),
     "humming": ("HummingFP8ScaledMMLinearKernel",),
 }
+
+#: dense id -> vLLM kernel class names of the MXFP8, NVFP4 and MXFP4 linear tables. vLLM's
+#: cuDNN and FBGEMM NVFP4 kernels have no kernelpolicy id (:data:`UNMODELLED_DENSE_KERNELS`).
+DENSE_LINEAR_KERNELS: Final[dict[str, tuple[str, ...]]] = {
+    "flashinfer_cutedsl": (
+        "FlashInferCutedslMxfp8LinearKernel",
+        "FlashInferCuteDslNvFp4LinearKernel",
+        "FlashInferCuteDslNvFp4W4A16LinearKernel",
+    ),
+    "flashinfer_cutlass": (
+        "FlashInferCutlassMxfp8LinearKernel",
+        "FlashInferCutlassNvFp4LinearKernel",
+        "FlashInferMxFp4LinearKernel",
+    ),
+    "flashinfer_trtllm": ("FlashInferTrtllmMxfp8LinearKernel", "FlashInferTrtllmNvFp4LinearKernel"),
+    "cutlass": ("CutlassNvFp4LinearKernel",),
+    "b12x": (
+        "B12xMxfp8LinearKernel",
+        "FlashInferB12xNvFp4LinearKernel",
+        "B12xNvFp4LinearKernel",
+        "B12xNvFp4W4A16LinearKernel",
+        "B12xMxFp4LinearKernel",
+    ),
+    "marlin": ("MarlinMxfp8LinearKernel", "MarlinNvFp4LinearKernel", "MarlinMxFp4LinearKernel"),
+    "humming": ("HummingMxfp8LinearKernel", "HummingNvFp4LinearKernel", "HummingMxFp4LinearKernel"),
+    "torch": ("TorchMxFp8LinearKernel", "TorchNvFp4LinearKernel"),
+    "emulation": ("EmulationMxfp8LinearKernel", "EmulationNvFp4LinearKernel", "EmulationMxfp4LinearKernel"),
+}
+
+#: vLLM dense kernel classes no kernelpolicy backend stands for (left out of generated orders).
+UNMODELLED_DENSE_KERNELS: Final[frozenset[str]] = frozenset(
+    {"FlashInferCudnnNvFp4LinearKernel", "FbgemmNvFp4LinearKernel"}
+)
 
 #: moe id -> ``Fp8MoeBackend`` member names (the batched variant second, where one exists).
 MOE_BACKENDS: Final[dict[str, tuple[str, ...]]] = {
