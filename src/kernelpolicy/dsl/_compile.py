@@ -24,7 +24,7 @@ from ..facts.record import normalise_value
 from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located
-from .conditions import TRUE, All, Condition, ConditionError, parse_condition, parse_test
+from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
 from .schema import (
     BackendSpec,
     EngineSpec,
@@ -624,13 +624,10 @@ class Compiler:
         except ConditionError as exc:
             self.add(f, (*here, "name"), f"`{env.name}` is not an environment variable name: {exc.message}", rule=rid)
             return None
-        scope = self.cond(f, env.when, (*here, "when"), rid)
-        if scope is None:
-            return None
         return Rule(
             id=rid,
             kind="deny" if env.deny else "use",
-            when=test if scope is TRUE else All((test, scope)),
+            when=test,
             backends=(target,),
             paths=tuple(env.paths) if env.paths else None,
             severity="user",

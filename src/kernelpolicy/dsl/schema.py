@@ -128,8 +128,6 @@ class EnvSpec(_Strict):
     deny: str | None = None
     use: str | None = None
     paths: list[PathName] | None = None
-    #: where the variable means this at all (a release range: ``{vllm.version: "<0.29"}``)
-    when: dict[str, Any] | None = None
     because: str = Field(min_length=1)
 
 
