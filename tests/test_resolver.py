@@ -8,6 +8,7 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.dsl.loader import SourceFile, load_files
+from kernelpolicy.errors import FactError, PolicyError
 from kernelpolicy.facts import Facts
 from kernelpolicy.reporters import BaseReporter
 
@@ -360,3 +361,22 @@ rules:
     assert b12x.reason == "chosen only when the deployment asks for it explicitly"
     asked = decide(p, deploy__moe_backend="flashinfer_b12x")
     assert asked.paths["moe"].backend == "flashinfer_b12x"
+
+
+@pytest.mark.parametrize("commit", ["891d57b", "891d57b4", "891D57B4DB1071624B5C8FA0D1E51CB317FA709F"])
+def test_a_deep_gemm_commit_matches_whatever_its_length(policy: kp.Policy, commit: str) -> None:
+    # an external build names its commit in its local version (`2.1.0+891d57b`: 7 digits) while
+    # the rules cite 8: both are the commit's first 7 hex digits
+    f = Facts.from_values({"gpu.sm": "sm120", "deep_gemm.source": "external", "deep_gemm.commit": commit})
+    d = kp.resolve(f, policy)
+    assert d.facts.values["deep_gemm.commit"] == "891d57b"
+    assert d.facts.sources["deep_gemm.has_sm120_sf_layout"] == "implied:deep_gemm-891d57b4-no-sm120"
+
+
+def test_a_deep_gemm_commit_that_is_not_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(FactError, match="`v2.1` is not a git commit"):
+        Facts.from_values({"deep_gemm.commit": "v2.1"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("implies:\n  - id: x\n    when: {deep_gemm.commit: main}\n    set: {deep_gemm.version: '1.0'}\n")
+    with pytest.raises(PolicyError, match="`main` is not a git commit"):
+        kp.load_policy([bad], environ=False)

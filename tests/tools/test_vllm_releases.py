@@ -39,7 +39,7 @@ def test_every_scanned_release_has_its_vendored_deep_gemm_and_pins_implied(polic
         d = kp.resolve(Facts.from_values({"vllm.version": version, "gpu.sm": "sm90"}), policy)
         dg = record["deep_gemm"]
         assert d.facts.values["deep_gemm.version"] == dg["version"]
-        assert d.facts.values["deep_gemm.commit"] == dg["commit"][:8]
+        assert d.facts.values["deep_gemm.commit"] == dg["commit"][:7]
         assert d.facts.values["deep_gemm.has_sm120_sf_layout"] is dg["sm120_fp8_gemm"]
         assert d.facts.values["torch.version"] == record["requires"]["torch"]
         assert d.facts.values["flashinfer.version"] == record["requires"]["flashinfer-python"]

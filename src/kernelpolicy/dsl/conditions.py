@@ -26,7 +26,7 @@ from typing import Any, Final
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..facts.keys import Kind, lookup_key
+from ..facts.keys import CANONICAL, Kind, lookup_key
 
 __all__ = [
     "TRUE",
@@ -394,6 +394,12 @@ def _scalar(fk: Any, value: Any, path: tuple[str | int, ...]) -> Any:
             path,
             f"did you mean `{hint[0]}`?" if hint else "one of: " + ", ".join(fk.domain),
         )
+    if key in CANONICAL:
+        canon, what = CANONICAL[key]
+        short = canon(text)
+        if short is None:
+            raise ConditionError(f"`{key}`: `{text}` is not {what}", path)
+        return short
     return text
 
 

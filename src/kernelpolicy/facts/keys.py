@@ -14,6 +14,7 @@ from typing import Final
 
 __all__ = [
     "BACKENDS",
+    "CANONICAL",
     "FACT_KEYS",
     "GPU_FAMILIES",
     "GPU_SMS",
@@ -37,6 +38,20 @@ class Kind(str, Enum):
     INT = "int"  #: conditions may use numeric comparisons
     INT_LIST = "int_list"  #: e.g. a weight block size
     STR_LIST = "str_list"
+
+
+_COMMIT: Final = re.compile(r"[0-9a-f]{7,40}")
+
+
+def short_commit(text: str) -> str | None:
+    """A git revision as its first 7 hex digits, or ``None`` when *text* is not one."""
+    low = text.strip().lower()
+    return low[:7] if _COMMIT.fullmatch(low) else None
+
+
+#: STR keys whose values have one canonical form, in facts and in rule conditions alike:
+#: key -> (canonical form or ``None`` when invalid, what a valid value is).
+CANONICAL: Final = {"deep_gemm.commit": (short_commit, "a git commit (7 to 40 hex digits)")}
 
 
 @dataclass(frozen=True)
@@ -184,9 +199,10 @@ _ALL: list[FactKey] = [
     FactKey(
         "deep_gemm.commit",
         Kind.STR,
-        "the DeepGEMM source revision of the build in use",
+        "the DeepGEMM source revision of the build in use, as its first 7 hex digits (git's short "
+        "form: `891d57b4db10…`, `891d57b4` and `891d57b` are one commit, in facts and in rules alike)",
         (),
-        "891d57b4",
+        "891d57b",
     ),
     FactKey(
         "deep_gemm.has_sm120_sf_layout",

@@ -10,7 +10,7 @@ from packaging.version import InvalidVersion, Version
 from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..errors import FactError, did_you_mean
-from .keys import FACT_KEYS, Kind, lookup_key
+from .keys import CANONICAL, FACT_KEYS, Kind, lookup_key
 
 __all__ = ["SOURCES", "FactValue", "Facts", "check_values", "normalise_value", "parse_fact_text", "typed_value"]
 
@@ -70,6 +70,12 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
                 f"`{value}` is not one of {', '.join(fk.domain)}",
                 help=f"did you mean `{hint[0]}`?" if hint else None,
             )
+        if key in CANONICAL:
+            canon, what = CANONICAL[key]
+            short = canon(value)
+            if short is None:
+                raise FactError(key, f"`{value}` is not {what}")
+            return short
         return value
     if kind is Kind.ENUM:
         raise FactError(key, f"`{value!r}` is not one of {', '.join(fk.domain)}")
