@@ -314,3 +314,25 @@ def test_the_moe_orders_keep_vllms_fp8_priority(policy: kp.Policy) -> None:
     assert len([b for b in ids if b in general]) >= 6
     moved = [m["backend"] for m in fp8["move_to_front"] if m["gpu"] == {"sm": 90} and "not " in m["when"]]
     assert [_names.moe_id_of(m) for m in moved] == _order(policy, "order-moe-sm90-block")[:1]
+
+
+@pytest.mark.parametrize(
+    ("version", "kept"),
+    [("0.33.0", False), ("0.29.1", False), ("0.28.0", True), ("0.40.0", True)],  # 0.40: not scanned
+)
+def test_a_variable_the_release_does_not_read_is_left_out_of_the_facts(
+    policy: kp.Policy, version: str, kept: bool
+) -> None:
+    from kernelpolicy.facts.pipeline import build_facts
+
+    derived = Facts.from_values({"vllm.version": version, "gpu.sm": "sm90"}, source="engine")
+    env = {"VLLM_TEST_FORCE_FP8_MARLIN": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+    built = build_facts(policy, derived=derived, env=env)
+    assert ("deploy.env.VLLM_TEST_FORCE_FP8_MARLIN" in built.facts) is kept
+    assert built.facts.get("deploy.env.SGLANG_ENABLE_JIT_DEEPGEMM") == "0"  # no vLLM release reads it: kept
+    if not kept:
+        assert built.warnings == (
+            f"`VLLM_TEST_FORCE_FP8_MARLIN` is left out: vLLM {version} does not read it (vLLM 0.24.0 to 0.28.0 does)",
+        )
+    moe = kp.resolve(built.facts, policy).paths["moe"]
+    assert (moe.explicit is not None) is kept

@@ -34,7 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..dsl.conditions import All, Condition, Not, Test, tests_of
 from ..facts.gpu import derived_gpu_facts
-from ..facts.keys import BACKENDS, GPU_SMS, FactKey, Kind, lookup_key
+from ..facts.keys import BACKENDS, CANONICAL, GPU_SMS, FactKey, Kind, lookup_key
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -483,13 +483,17 @@ def _key_classes(
         classes = tuple(_relabel_int(c, tests) for c in classes)
     elif fk.kind is Kind.STR:
         mentioned = sorted({str(v) for t in tests for v in (t.operand if t.op == "in" else (t.operand,))})
-        other = OTHER if OTHER not in mentioned else OTHER + "_"
+        canonical = CANONICAL.get(key)
+        if canonical is not None:  # the value no test names must still be a valid one
+            other = canonical.spare(frozenset(mentioned))
+        else:
+            other = OTHER if OTHER not in mentioned else OTHER + "_"
         strs = [*mentioned, other]
         classes = _classes(
             key,
             strs,
             tests,
-            strs,
+            [*mentioned, OTHER if canonical is not None else other],
             [1] * len(strs),
             known and not key.startswith("deploy.env."),
             merge,

@@ -395,7 +395,7 @@ def _scalar(fk: Any, value: Any, path: tuple[str | int, ...]) -> Any:
             f"did you mean `{hint[0]}`?" if hint else "one of: " + ", ".join(fk.domain),
         )
     if key in CANONICAL:
-        canon, what = CANONICAL[key]
+        canon, what, _ = CANONICAL[key]
         short = canon(text)
         if short is None:
             raise ConditionError(f"`{key}`: `{text}` is not {what}", path)

@@ -8,9 +8,10 @@ checker enumerates the finite domains declared here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import Final
+from typing import Final, NamedTuple
 
 __all__ = [
     "BACKENDS",
@@ -22,6 +23,7 @@ __all__ = [
     "PATHS",
     "PROBE_OUTCOMES",
     "QUANT_SCHEMES",
+    "Canonical",
     "FactKey",
     "Kind",
     "lookup_key",
@@ -49,9 +51,22 @@ def short_commit(text: str) -> str | None:
     return low[:7] if _COMMIT.fullmatch(low) else None
 
 
-#: STR keys whose values have one canonical form, in facts and in rule conditions alike:
-#: key -> (canonical form or ``None`` when invalid, what a valid value is).
-CANONICAL: Final = {"deep_gemm.commit": (short_commit, "a git commit (7 to 40 hex digits)")}
+class Canonical(NamedTuple):
+    """How the values of a STR key are written canonically."""
+
+    form: Callable[[str], str | None]  #: the canonical form, ``None`` when the text is not a value
+    what: str  #: what a valid value is, for the error line
+    spare: Callable[[frozenset[str]], str]  #: a valid value none of those given is (for the check)
+
+
+def _spare_commit(taken: frozenset[str]) -> str:
+    return next(c for c in (f"{i:07x}" for i in range(len(taken) + 1)) if c not in taken)
+
+
+#: STR keys whose values have one canonical form, in facts and in rule conditions alike.
+CANONICAL: Final[Mapping[str, Canonical]] = {
+    "deep_gemm.commit": Canonical(short_commit, "a git commit (7 to 40 hex digits)", _spare_commit)
+}
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,28 @@ def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:
     )
 
 
+def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
+    """*facts* without the variables the known vLLM release does not read (one warning each):
+    vLLM ignores them, so a rule must not read them as the deployment's choice."""
+    version = facts.get("vllm.version")
+    env = [k[len(ENV_PREFIX) :] for k in facts.values if k.startswith(ENV_PREFIX)]
+    if version is None or not env:
+        return facts, ()
+    from ..adapters.vllm._versions import unread_env
+
+    unread = unread_env(str(version), env)
+    if not unread:
+        return facts, ()
+    drop = {ENV_PREFIX + n for n in unread}
+    kept = Facts.model_construct(
+        values={k: v for k, v in facts.values.items() if k not in drop},
+        sources={k: v for k, v in facts.sources.items() if k not in drop},
+    )
+    return kept, tuple(
+        f"`{n}` is left out: vLLM {version} does not read it (vLLM {readers} does)" for n, readers in unread.items()
+    )
+
+
 def build_facts(
     policy: Policy,
     *,
@@ -236,6 +258,8 @@ def build_facts(
         user["deploy.linear_backend"] = linear_backend
     if user:
         out = out.merged(Facts.from_values(user, source="user"))
+    out, unread = _without_unread_env(out)
+    warnings += unread
     out = _with_backend_ids(out, policy)
     defaults = {k: v for k, v in _DEFAULTS if k not in out}
     if defaults:

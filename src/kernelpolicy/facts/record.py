@@ -71,7 +71,7 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
                 help=f"did you mean `{hint[0]}`?" if hint else None,
             )
         if key in CANONICAL:
-            canon, what = CANONICAL[key]
+            canon, what, _ = CANONICAL[key]
             short = canon(value)
             if short is None:
                 raise FactError(key, f"`{value}` is not {what}")

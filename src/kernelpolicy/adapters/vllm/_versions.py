@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -32,6 +32,7 @@ __all__ = [
     "VllmPatchPoints",
     "patch_points_for",
     "release_records",
+    "unread_env",
 ]
 
 DENSE_MODULE: Final = "vllm.model_executor.kernels.linear"
@@ -150,3 +151,24 @@ def patch_points_for(version: str) -> VllmPatchPoints | None:
     except InvalidVersion:
         return None
     return SUPPORTED.get(f"{v.major}.{v.minor}")
+
+
+def unread_env(version: str, names: Iterable[str]) -> dict[str, str]:
+    """Of *names*, the variables vLLM *version* does not read though another scanned release
+    does: name -> the releases that read it (``"0.24.0 to 0.28.0"``). Empty for a release
+    that was not scanned (nothing is known of it) and for variables no scanned release reads
+    (another engine's, or not vLLM's at all)."""
+    try:
+        v = Version(version)
+    except InvalidVersion:
+        return {}
+    points = SUPPORTED.get(f"{v.major}.{v.minor}")
+    if points is None:
+        return {}
+    reads = set(points.record["env"])
+    out: dict[str, str] = {}
+    for name in names:
+        readers = [r for r, rec in release_records().items() if name in rec["env"]]
+        if readers and name not in reads:
+            out[name] = readers[0] if len(readers) == 1 else f"{readers[0]} to {readers[-1]}"
+    return out
