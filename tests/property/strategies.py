@@ -35,7 +35,7 @@ from kernelpolicy.decision import Candidate, Decision
 from kernelpolicy.dsl.conditions import evaluate_tree, tests_of
 from kernelpolicy.dsl.loader import SourceFile, load_files
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts.keys import FACT_KEYS, Kind, lookup_key
+from kernelpolicy.facts.keys import CANONICAL, FACT_KEYS, Kind, lookup_key
 from kernelpolicy.policy import Policy, Rule
 from kernelpolicy.reporters import BaseReporter
 from kernelpolicy.resolver import DECIDED_PATHS
@@ -358,7 +358,9 @@ def _values_for(key: str, seen: list[Any]) -> st.SearchStrategy[Any]:
         return st.lists(st.sampled_from(pool), max_size=3, unique=True).map(tuple)
     if fk.kind is Kind.VERSION:
         return st.sampled_from(sorted({str(v) for v in seen} | {"0.1.0"}, key=Version))
-    return st.sampled_from(sorted({*(str(v) for v in seen), "other"}))
+    canonical = CANONICAL.get(key)
+    spare = canonical.spare(frozenset(str(v) for v in seen)) if canonical else "other"  # a valid unnamed value
+    return st.sampled_from(sorted({*(str(v) for v in seen), spare}))
 
 
 def shipped_facts(policy: Policy, *, explicit: bool = True) -> st.SearchStrategy[Facts]:

@@ -274,3 +274,12 @@ def test_a_moe_layer_on_another_runner_is_named(fake_sglang: dict[str, Any], mon
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
     with pytest.raises(plugin.AdapterError, match="MoE layer 6 runs the `flashinfer_cutlass` MoE runner"):
         hook(None, object(), MoeRunnerBackend.FLASHINFER_CUTLASS, types.SimpleNamespace(layer_id=6))
+
+
+def test_the_plugin_says_the_engine_is_sglang_and_reads_its_all_to_all(fake_sglang: dict[str, Any]) -> None:
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    hook(ServerArgs(moe_a2a_backend="deepep", ep_size=4), lambda args: None)
+    facts = plugin.current_decision().facts.values
+    assert facts["deploy.engine"] == "sglang"  # SGLang-only rules apply in SGLang's processes
+    assert facts["deploy.all2all"] == "deepep"

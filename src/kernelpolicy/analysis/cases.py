@@ -11,6 +11,7 @@ A case is a YAML file::
       env: {VLLM_USE_DEEP_GEMM: "1"}
       moe_backend: triton
       policy: [my-policy.yaml]  # relative to the case file
+      engine: sglang==0.5.23    # the engine and its release (default: vLLM, release unknown)
     expect:
       dense: cutlass            # the backend, or null for a path the model lacks
       moe: triton
@@ -83,6 +84,7 @@ _GIVEN: Final[dict[str, str]] = {
     "moe_backend": "a backend id",
     "linear_backend": "a backend id",
     "policy": "a list of policy files",
+    "engine": "an engine release such as `sglang==0.5.23` (as `explain --engine`)",
 }
 _EXPECT: Final = (*_PATHS, "warmup", "rules", "warnings", "error")
 
@@ -158,6 +160,7 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
     """Resolve one case file and compare the decision with its ``expect``."""
     from ..dsl.loader import load_policy
     from ..facts import facts_for
+    from ..facts.pipeline import engine_facts
     from ..resolver import resolve
 
     try:
@@ -180,10 +183,11 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
         if policy_files not in cache:
             cache[policy_files] = load_policy(list(policy_files), environ=False)
         policy = cache[policy_files]
+        engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
         facts = facts_for(
             gpu=given.get("gpu"),
             model=given.get("model"),
-            facts=given.get("facts") or {},
+            facts={**engine, **(given.get("facts") or {})},
             env={k: str(v) for k, v in (given.get("env") or {}).items()},
             moe_backend=given.get("moe_backend"),
             linear_backend=given.get("linear_backend"),

@@ -64,6 +64,7 @@ ALWAYS_KNOWN: Final = frozenset(
         "model.is_moe",
         "deploy.tp",
         "deploy.ep",
+        "deploy.engine",
     }
 )
 #: Keys the resolver reads directly (not through a condition).

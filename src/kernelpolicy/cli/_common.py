@@ -104,7 +104,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     from ..facts import Facts
     from ..facts.build import derived_facts
     from ..facts.gpu import check_gpu_facts
-    from ..facts.pipeline import build_facts
+    from ..facts.pipeline import build_facts, engine_facts
     from ._serve import apply_quantization, check_allow, check_engine, env_warnings, hub_options, read_deployment
 
     deployment = read_deployment(args)  # vLLM's flags, its --config file and a serve line
@@ -121,11 +121,13 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
             if release_for(version) is None:
                 known = ", ".join(known_releases())
                 raise UsageError(f"--engine `{args.engine}`: not an SGLang release kernelpolicy knows (known: {known})")
-        elif name.strip() != "vllm" or not sep:
-            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
-        else:
+        elif name.strip() == "vllm" and sep:
             check_engine(version)
-            given.setdefault("vllm.version", parse_fact_text("vllm.version", version))
+        try:
+            for key, value in engine_facts(args.engine).items():
+                given.setdefault(key, value)
+        except UsageError:
+            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`") from None
     if args.allow:
         check_allow(args.allow, policy)
         given["deploy.allow_rules"] = tuple(args.allow)

@@ -143,6 +143,7 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
 _E = Kind.ENUM
 _VERSION_PACKAGES: Final = (
     ("vllm", "the installed vLLM release", "0.26.0"),
+    ("sglang", "the installed SGLang release", "0.5.23"),
     ("deep_gemm", "the DeepGEMM in use (external or vLLM's vendored copy)", "2.8.1"),
     ("triton", "the installed Triton", "3.6.0"),
     ("cutlass_dsl", "the installed nvidia-cutlass-dsl (CuTe DSL)", "4.6.0"),
@@ -232,6 +233,14 @@ _ALL: list[FactKey] = [
         "which DeepGEMM vLLM loads: an external `deep_gemm` or its vendored copy",
         ("external", "vendored", "none"),
         "vendored",
+    ),
+    FactKey(
+        "deploy.engine",
+        _E,
+        "the inference engine that runs the deployment: `vllm` unless `--engine sglang==X`, the SGLang"
+        " plugin or a fact says `sglang` (rules that hold on one engine only name it)",
+        ("vllm", "sglang"),
+        "vllm",
     ),
     FactKey("deploy.tp", Kind.INT, "tensor-parallel size", (), "1"),
     FactKey("deploy.ep", Kind.INT, "expert-parallel size", (), "1"),

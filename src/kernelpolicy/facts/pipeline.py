@@ -33,10 +33,12 @@ if TYPE_CHECKING:
     from ..policy import Policy
 
 __all__ = [
+    "ENGINES",
     "FACTS_ENV",
     "STRICT_ENV",
     "BuiltFacts",
     "build_facts",
+    "engine_facts",
     "env_names",
     "environ_facts",
     "is_strict",
@@ -47,7 +49,7 @@ FACTS_ENV: Final = "KERNELPOLICY_FACTS"
 #: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
 STRICT_ENV: Final = "KERNELPOLICY_STRICT"
 _TRUE: Final = ("1", "true", "yes", "on")
-_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1))
+_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", "vllm"))
 
 
 @dataclass(frozen=True)
@@ -200,12 +202,27 @@ def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:
     )
 
 
+ENGINES: Final = ("vllm", "sglang")
+
+
+def engine_facts(spec: str) -> dict[str, Any]:
+    """The facts an engine release names (``sglang==0.5.23``: ``deploy.engine`` and ``sglang.version``).
+
+    :raises UsageError: when *spec* is not ``vllm==X.Y.Z`` or ``sglang==X.Y.Z``.
+    :raises FactError: when the version is not one.
+    """
+    name, sep, version = (p.strip() for p in spec.partition("=="))
+    if name not in ENGINES or not sep or not version:
+        raise UsageError(f"`{spec}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
+    return {"deploy.engine": name, f"{name}.version": normalise_value(f"{name}.version", version)}
+
+
 def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
     """*facts* without the variables the known vLLM release does not read (one warning each):
     vLLM ignores them, so a rule must not read them as the deployment's choice."""
     version = facts.get("vllm.version")
     env = [k[len(ENV_PREFIX) :] for k in facts.values if k.startswith(ENV_PREFIX)]
-    if version is None or not env:
+    if version is None or not env or facts.get("deploy.engine") == "sglang":
         return facts, ()
     from ..adapters.vllm._versions import unread_env
 

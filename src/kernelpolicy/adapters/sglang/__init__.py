@@ -139,7 +139,7 @@ def _decide(server_args: Any) -> Any:
         try:
             policy = _policy()
             engine = policy.engines["sglang"]
-            values = facts_from_sglang(server_args, engine, policy.models)
+            values = {**facts_from_sglang(server_args, engine, policy.models), "deploy.engine": "sglang"}
             built = build_facts(
                 policy,
                 derived=kp.Facts.from_values(values, source="sglang"),

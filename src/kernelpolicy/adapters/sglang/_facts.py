@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["explicit_backends", "facts_from_sglang", "gpu_facts", "moe_ids_of", "package_facts"]
 
 _PACKAGES: Final = (
+    ("sglang", "sglang"),
     ("torch", "torch"),
     ("triton", "triton"),
     ("flashinfer", "flashinfer-python"),
@@ -119,5 +120,8 @@ def facts_from_sglang(
     tp = int(getattr(server_args, "tp_size", 1) or 1)
     values["deploy.tp"] = tp
     values["deploy.ep"] = int(getattr(server_args, "ep_size", 1) or 1)
+    a2a = str(getattr(server_args, "moe_a2a_backend", "none") or "none")
+    if a2a != "none":  # SGLang's name (`deepep`, `mooncake`, ...): its rules name it so
+        values["deploy.all2all"] = a2a
     values.update(explicit_backends(server_args, engine))
     return {k: v for k, v in values.items() if lookup_key(k) is not None}

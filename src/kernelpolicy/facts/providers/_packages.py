@@ -13,6 +13,7 @@ __all__ = ["PACKAGE_DISTS", "PackagesProvider", "flashinfer_cubin_matches"]
 #: ``<key>.version`` -> the distributions that install it, first found wins.
 PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
     "vllm": ("vllm",),
+    "sglang": ("sglang",),
     "torch": ("torch",),
     "triton": ("triton", "pytorch-triton"),
     "cutlass_dsl": ("nvidia-cutlass-dsl",),
