@@ -12,10 +12,13 @@ python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
 
 if [[ "${KERNELPOLICY_SKIP_VLLM:-0}" != 1 ]]; then
-    KERNELPOLICY_VLLM_026_PYTHON="$(scripts/vllm-venv.sh 0.26.0)"
-    KERNELPOLICY_VLLM_029_PYTHON="$(scripts/vllm-venv.sh 0.29.0)"
-    KERNELPOLICY_VLLM_033_PYTHON="$(scripts/vllm-venv.sh 0.33.0)"
-    export KERNELPOLICY_VLLM_026_PYTHON KERNELPOLICY_VLLM_029_PYTHON KERNELPOLICY_VLLM_033_PYTHON
+    # the releases are listed once, in tests/vllm/releases.txt (the tests read it too)
+    while read -r version; do
+        [[ -z "$version" || "$version" == \#* ]] && continue
+        majmin="${version%.*}"
+        python="$(scripts/vllm-venv.sh "$version")"
+        export "KERNELPOLICY_VLLM_${majmin//./}_PYTHON=$python"
+    done < tests/vllm/releases.txt
 fi
 
 set +e

@@ -336,3 +336,32 @@ def test_a_variable_the_release_does_not_read_is_left_out_of_the_facts(
         )
     moe = kp.resolve(built.facts, policy).paths["moe"]
     assert (moe.explicit is not None) is kept
+
+
+def test_download_fetches_the_wheel_and_source_tarball_the_index_lists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import urllib.request
+
+    from kernelpolicy.adapters.vllm import _scan
+
+    made = tmp_path / "made"
+    made.mkdir()
+    wheel, sdist = _release(made)
+    listing = {
+        "urls": [
+            {"filename": "vllm-9.1.0-cp38-abi3-manylinux_2_28_aarch64.whl", "packagetype": "bdist_wheel", "url": "x"},
+            {"filename": wheel.name, "packagetype": "bdist_wheel", "url": str(wheel)},
+            {"filename": sdist.name, "packagetype": "sdist", "url": str(sdist)},
+        ]
+    }
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: io.BytesIO(json.dumps(listing).encode()))
+    monkeypatch.setattr(urllib.request, "urlretrieve", lambda url, dest: Path(dest).write_bytes(Path(url).read_bytes()))
+    into = tmp_path / "cache"
+    into.mkdir()
+    got_wheel, got_sdist = _scan._download("9.1.0", into)
+    assert (got_wheel.name, got_sdist.name) == (wheel.name, sdist.name)  # the x86_64 wheel, not aarch64
+    assert scan_release(got_wheel, got_sdist)["deep_gemm"]["commit"] == "c0ffee12" * 5
+    listing["urls"] = listing["urls"][:2]
+    with pytest.raises(ScanError, match="vllm 9.2.0: the index has no sdist"):
+        _scan._download("9.2.0", into)

@@ -1,6 +1,7 @@
 """Fixtures for the integration tests against real vLLM releases (``-m vllm``).
 
-The venvs come from ``scripts/vllm-venv.sh VERSION``; point at others with
+The releases are those of ``tests/vllm/releases.txt``; their venvs come from
+``scripts/vllm-venv.sh VERSION``; point at others with
 ``KERNELPOLICY_VLLM_026_PYTHON``, ``KERNELPOLICY_VLLM_029_PYTHON`` or ``KERNELPOLICY_VLLM_033_PYTHON``.
 """
 
@@ -17,10 +18,12 @@ import yaml
 from kernelpolicy.testing.vllm import NativeChoices, default_venv_python, parse_gpu, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
+_LISTED = (ROOT / "tests" / "vllm" / "releases.txt").read_text(encoding="utf-8").splitlines()
+#: release -> the variable naming its venv's python (scripts/test.sh exports it)
 _ENV = {
-    "0.26.0": "KERNELPOLICY_VLLM_026_PYTHON",
-    "0.29.0": "KERNELPOLICY_VLLM_029_PYTHON",  # the release of the router's cuBLAS gate
-    "0.33.0": "KERNELPOLICY_VLLM_033_PYTHON",
+    v: f"KERNELPOLICY_VLLM_{''.join(v.split('.')[:2])}_PYTHON"
+    for v in (line.strip() for line in _LISTED)
+    if v and not v.startswith("#")
 }
 #: The releases the integration tests run against (scripts/test.sh builds their venvs).
 RELEASES = tuple(_ENV)
