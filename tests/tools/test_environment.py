@@ -14,6 +14,8 @@ from kernelpolicy.dsl.loader import discover, load_files
 
 ROOT = Path(__file__).resolve().parents[2]
 _NAME = re.compile(r"KERNELPOLICY_[A-Z0-9_]*[A-Z0-9]")
+# a name built from a release (`KERNELPOLICY_VLLM_${majmin//./}_PYTHON` in a shell script)
+_TEMPLATE = re.compile(r"KERNELPOLICY_[A-Z0-9_]*_\$\{[^}]*\}_[A-Z0-9_]*[A-Z0-9]")
 
 
 def _read_in(*folders: str) -> set[str]:
@@ -28,24 +30,26 @@ def _read_in(*folders: str) -> set[str]:
                     p.name != "_environment.py"  # the list itself
                 )
             ):
-                names |= set(_NAME.findall(p.read_text(encoding="utf-8", errors="replace")))
+                text = p.read_text(encoding="utf-8", errors="replace")
+                names |= {re.sub(r"\$\{[^}]*\}", "<MAJMIN>", t) for t in _TEMPLATE.findall(text)}
+                names |= set(_NAME.findall(_TEMPLATE.sub("", text)))
     return names
 
 
+def _matches(key: str, name: str) -> bool:
+    """`name`, as read (a literal, or a template with `<MAJMIN>`), is the listed `key`."""
+    return name == key or re.fullmatch(re.escape(key).replace(re.escape("<MAJMIN>"), r"\d+"), name) is not None
+
+
 def _listed(name: str) -> bool:
-    patterns = [re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+") for k in KERNELPOLICY_VARIABLES]
-    return any(re.fullmatch(p, name) for p in patterns)
+    return any(_matches(k, name) for k in KERNELPOLICY_VARIABLES)
 
 
 def test_every_variable_the_code_reads_is_listed_and_every_listed_one_is_read() -> None:
     found = _read_in("src/kernelpolicy", "scripts") - {"KERNELPOLICY_VLLM"}  # the prefix, in a docstring
     unlisted = sorted(n for n in found if not _listed(n))
     assert unlisted == [], "add these to kernelpolicy._environment.KERNELPOLICY_VARIABLES"
-    stale = [
-        k
-        for k in KERNELPOLICY_VARIABLES
-        if not any(_listed(n) and re.fullmatch(re.escape(k).replace(re.escape("<MAJMIN>"), r"\d+"), n) for n in found)
-    ]
+    stale = [k for k in KERNELPOLICY_VARIABLES if not any(_matches(k, n) for n in found)]
     assert stale == []
 
 
