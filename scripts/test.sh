@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Set up everything and run every test, from a fresh clone:
 #   1. .venv with kernelpolicy (editable) and its test tools,
-#   2. the vLLM releases the integration tests run against, each in its own venv cached
-#      under ~/.cache/kernelpolicy/venvs (built once, a few minutes each; reused after),
+#   2. the vLLM and SGLang releases the integration tests run against, each in its own venv
+#      cached under ~/.cache/kernelpolicy/venvs (built once, a few minutes each; reused after;
+#      the engines share pip's wheel cache),
 #   3. pytest over tests/ (arguments are passed on to pytest).
-# KERNELPOLICY_SKIP_VLLM=1 skips step 2; the vLLM tests then skip with a reason.
+# KERNELPOLICY_SKIP_VLLM=1 / KERNELPOLICY_SKIP_SGLANG=1 skip step 2 for that engine; its
+# integration tests then skip with a reason.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,6 +21,15 @@ if [[ "${KERNELPOLICY_SKIP_VLLM:-0}" != 1 ]]; then
         python="$(scripts/vllm-venv.sh "$version")"
         export "KERNELPOLICY_VLLM_${majmin//./}_PYTHON=$python"
     done < tests/vllm/releases.txt
+fi
+
+if [[ "${KERNELPOLICY_SKIP_SGLANG:-0}" != 1 ]]; then
+    # tests/sglang/releases.txt: the releases, listed once (tests/sglang/conftest.py reads it too)
+    while read -r version; do
+        [[ -z "$version" || "$version" == \#* ]] && continue
+        python="$(scripts/sglang-venv.sh "$version")"
+        export "KERNELPOLICY_SGLANG_${version//[^0-9]/}_PYTHON=$python"
+    done < tests/sglang/releases.txt
 fi
 
 set +e

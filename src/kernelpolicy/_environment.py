@@ -39,10 +39,14 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "KERNELPOLICY_SGLANG_SET": "set by the SGLang plugin in SGLang's main process: the variables it set there "
     "(`SGLANG_ENABLE_JIT_DEEPGEMM`), which schedulers leave out of their facts",
     "KERNELPOLICY_DEBUG": "`1`: an internal error prints its traceback instead of one line",
-    "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` makes venvs from (default: the running one)",
+    "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` and `kernelpolicy sglang venv` make venvs "
+    "from (default: the running one)",
     "KERNELPOLICY_SKIP_VLLM": "`1`: `scripts/test.sh` builds no vLLM venvs; the vLLM integration tests skip",
     "KERNELPOLICY_VLLM_<MAJMIN>_PYTHON": "tests: the python of the vLLM venv the integration tests use "
     "(`scripts/test.sh` sets it)",
+    "KERNELPOLICY_SKIP_SGLANG": "`1`: `scripts/test.sh` builds no SGLang venv; the SGLang integration tests skip",
+    "KERNELPOLICY_SGLANG_<VERSION>_PYTHON": "tests: the python of the SGLang venv the integration tests use "
+    "(the version's digits, `0523` for 0.5.23; `scripts/test.sh` sets it)",
 }
 
 

@@ -1,10 +1,11 @@
-"""Cached virtual environments holding one vLLM release each (``kernelpolicy vllm venv X.Y.Z``).
+"""Cached virtual environments holding one engine release each (``kernelpolicy vllm venv X.Y.Z``,
+``kernelpolicy sglang venv X.Y.Z``).
 
-A venv lives where :func:`kernelpolicy.testing.vllm.default_venv_python` says (the venvs folder
-of kernelpolicy's cache). A marker file is written only after the install and an import check
-succeeded, so an interrupted build is removed and built again on the next call; concurrent
-builders of one version wait on a lock file. ``uv`` builds it when it is on ``PATH`` (much
-faster), ``python -m venv`` and pip otherwise.
+A venv lives in the venvs folder of kernelpolicy's cache (``vllm-X.Y.Z``, ``sglang-X.Y.Z``);
+engine environments share pip's (or uv's) wheel cache, so torch is downloaded once. A marker
+file is written only after the install and an import check succeeded, so an interrupted build
+is removed and built again on the next call; concurrent builders of one version wait on a lock
+file. ``uv`` builds it when it is on ``PATH`` (much faster), ``python -m venv`` and pip otherwise.
 """
 
 from __future__ import annotations
@@ -21,24 +22,29 @@ from typing import Final
 
 from .errors import UsageError
 
-__all__ = ["MARKER", "VenvError", "build_commands", "ensure_venv", "venv_python"]
+__all__ = ["ENGINES", "MARKER", "VenvError", "build_commands", "ensure_venv", "venv_python"]
+
+#: The engines a venv can hold (the package name is the engine's).
+ENGINES: Final = ("vllm", "sglang")
 
 MARKER: Final = ".kernelpolicy-ok"
 _VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
-#: Packages installed beside vLLM (the plugin reads the GPU through NVML).
+#: Packages installed beside the engine (the plugins read the GPU through NVML).
 _EXTRA: Final = ("nvidia-ml-py",)
-#: Run in the new venv: the vLLM it has, and the packages kernelpolicy's plugin imports there.
+#: Run in the new venv: the engine release it has (argv: engine, version), and the packages
+#: kernelpolicy's plugin imports there.
 _CHECK: Final = (
     "import importlib.metadata as md, sys\n"
-    "got = md.version('vllm')\n"
+    "engine, want = sys.argv[1], sys.argv[2]\n"
+    "got = md.version(engine)\n"
     "[md.version(d) for d in ('torch', 'pydantic', 'PyYAML', 'packaging')]\n"
     "torch = md.version('torch')\n"
-    "ok = got == sys.argv[1] and not torch.endswith('+cpu')\n"
-    "sys.exit(0 if ok else f'installed vllm {got} with torch {torch}, wanted {sys.argv[1]} with a CUDA torch')\n"
+    "ok = got == want and not torch.endswith('+cpu')\n"
+    "sys.exit(0 if ok else f'installed {engine} {got} with torch {torch}, wanted {want} with a CUDA torch')\n"
 )
 
 #: Run in the new venv: a package index or find-links folder may offer a CPU-only torch build
-#: (``2.13.0+cpu`` sorts above ``2.13.0``, so pip prefers it), with which vLLM's CUDA platform
+#: (``2.13.0+cpu`` sorts above ``2.13.0``, so pip prefers it), with which the engine's CUDA platform
 #: cannot load; each such package is replaced by the build of the same public version from the
 #: index (``===`` matches that exact version, never a local ``+cpu`` one).
 _CUDA_TORCH: Final = (
@@ -63,31 +69,39 @@ class VenvError(UsageError):
     """A venv could not be built (the one line says which step failed)."""
 
 
-def venv_python(version: str) -> Path:
-    """The python of the cached venv of vLLM *version* (it may not exist yet)."""
-    from .testing.vllm import default_venv_python
+def _label(engine: str) -> str:
+    return {"vllm": "vLLM", "sglang": "SGLang"}[engine]
 
+
+def venv_python(version: str, engine: str = "vllm") -> Path:
+    """The python of the cached venv of *engine* *version* (it may not exist yet)."""
+    from ._paths import cache_subdir
+
+    if engine not in ENGINES:
+        raise UsageError(f"`{engine}` is not an engine kernelpolicy builds venvs for ({', '.join(ENGINES)})")
     if not _VERSION.match(version):
-        raise UsageError(f"`{version}` is not a vLLM version (X.Y or X.Y.Z)")
-    return default_venv_python(version)
+        raise UsageError(f"`{version}` is not a {_label(engine)} version (X.Y or X.Y.Z)")
+    return cache_subdir("venvs") / f"{engine}-{version}" / "bin" / "python"
 
 
-def build_commands(version: str, venv: Path, *, uv: str | None, base_python: str) -> list[list[str]]:
-    """Pure: the commands that build the venv of vLLM *version* at *venv*."""
+def build_commands(
+    version: str, venv: Path, *, uv: str | None, base_python: str, engine: str = "vllm"
+) -> list[list[str]]:
+    """Pure: the commands that build the venv of *engine* *version* at *venv*."""
     python = str(venv / "bin" / "python")
-    packages = [f"vllm=={version}", *_EXTRA]
+    packages = [f"{engine}=={version}", *_EXTRA]
     if uv:
         return [
             [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],
             [uv, "pip", "install", "--python", python, *packages],
             [python, "-c", _CUDA_TORCH],
-            [python, "-c", _CHECK, version],
+            [python, "-c", _CHECK, engine, version],
         ]
     return [
         [base_python, "-m", "venv", str(venv)],
         [python, "-m", "pip", "install", "--disable-pip-version-check", *packages],
         [python, "-c", _CUDA_TORCH],
-        [python, "-c", _CHECK, version],
+        [python, "-c", _CHECK, engine, version],
     ]
 
 
@@ -112,7 +126,7 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _cpu_only_torch(venv: Path) -> bool:
-    """Whether *venv* holds a CPU-only torch (an earlier builder kept one: vLLM cannot load)."""
+    """Whether *venv* holds a CPU-only torch (an earlier builder kept one: the engine cannot load)."""
     return any(venv.glob("lib/python*/site-packages/torch-*+cpu.dist-info"))
 
 
@@ -123,14 +137,15 @@ def ensure_venv(
     use_uv: bool | None = None,
     runner: Runner = _run,
     note: Callable[[str], None] = lambda _text: None,
+    engine: str = "vllm",
 ) -> Path:
-    """The python of the venv of vLLM *version*, built first when it is missing or incomplete.
+    """The python of the venv of *engine* *version*, built first when it is missing or incomplete.
 
     *use_uv*: ``None`` uses uv when it is on ``PATH``. *note* hears each step's name.
 
     :raises VenvError: naming the step that failed.
     """
-    python = venv_python(version)
+    python = venv_python(version, engine)
     venv = python.parent.parent
     marker = venv / MARKER
     if marker.is_file() and _cpu_only_torch(venv):
@@ -139,7 +154,7 @@ def ensure_venv(
     if marker.is_file() and python.is_file():
         return python
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(venv.parent / f".vllm-{version}.lock"):
+    with _locked(venv.parent / f".{engine}-{version}.lock"):
         if marker.is_file() and python.is_file():  # another process built it meanwhile
             return python
         if venv.exists():
@@ -151,18 +166,19 @@ def ensure_venv(
         base = base_python or os.environ.get("KERNELPOLICY_VENV_BASE_PYTHON") or sys.executable
         steps = (
             "creating the venv",
-            f"installing vllm=={version}",
+            f"installing {engine}=={version}",
             "making torch a CUDA build",
             "checking the install",
         )
-        for step, cmd in zip(steps, build_commands(version, venv, uv=uv, base_python=base), strict=True):
+        commands = build_commands(version, venv, uv=uv, base_python=base, engine=engine)
+        for step, cmd in zip(steps, commands, strict=True):
             note(step)
             code = runner(cmd)
             if code != 0:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise VenvError(
-                    f"building the vLLM `{version}` venv failed while {step} (exit status {code})",
+                    f"building the {_label(engine)} `{version}` venv failed while {step} (exit status {code})",
                     help=f"command: {' '.join(cmd[:4])} ...",
                 )
-        marker.write_text(f"vllm=={version}\n", encoding="utf-8")
+        marker.write_text(f"{engine}=={version}\n", encoding="utf-8")
     return python

@@ -131,6 +131,13 @@ class PathDecision:
         """False when the model has no such path (no MoE layers, say)."""
         return self.present
 
+    def rejection(self, backend: str) -> str | None:
+        """Why the decision rejects *backend* on this path (its first rule and reason), else None."""
+        for c in self.candidates:
+            if c.backend == backend and c.verdict in ("rejected", "refused"):
+                return f"the decision rejects `{backend}` ({c.rules[0] if c.rules else '?'}: {c.reason})"
+        return None
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
         if self.kernels is not None:

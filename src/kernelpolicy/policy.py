@@ -134,6 +134,17 @@ class EngineMap:
     moe_flag: Mapping[str, str]
     dense_kernels: Mapping[str, tuple[str, ...]]
     origin: Origin
+    #: ``quant.moe_scheme`` -> kernelpolicy id -> the MoE flag value for that scheme
+    moe_flag_by_scheme: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: kernelpolicy dense id -> the environment that selects it where no flag value does
+    dense_env: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+
+    def moe_flag_for(self, backend: str, scheme: object = None) -> str | None:
+        """The engine's MoE flag value of *backend* for experts quantized as *scheme*."""
+        by_scheme = self.moe_flag_by_scheme.get(str(scheme)) if scheme is not None else None
+        if by_scheme is not None and backend in by_scheme:
+            return by_scheme[backend]
+        return self.moe_flag.get(backend)
 
 
 @dataclass(frozen=True, eq=False)

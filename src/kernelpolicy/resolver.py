@@ -246,7 +246,9 @@ class _Resolution:
             overrides=tuple(self.overrides),
             warnings=tuple(dict.fromkeys(self.warnings)),
             assumptions=_Later(self._assumptions) if self.lazy else self._assumptions(),
-            engine=_Later(lambda: {name: engine_flags(paths, m) for name, m in self.policy.engines.items()}),
+            engine=_Later(
+                lambda: {name: engine_flags(paths, m, facts=self.facts) for name, m in self.policy.engines.items()}
+            ),
         )
         self.reporter.ending(decision)
         return decision

@@ -66,7 +66,8 @@ def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str])
 
 
 def test_a_backend_an_older_release_lacks_is_a_note() -> None:
-    """0.5.12.post1 has no `marlin` for `--fp4-gemm-backend` (0.5.23 has); neither has it for FP8."""
+    """0.5.12.post1 has no `marlin` for `--fp4-gemm-backend` (0.5.23 has); neither has it for FP8,
+    where `SGLANG_FORCE_FP8_MARLIN=1` selects it; the checkpoint's format picks the flag."""
     from kernelpolicy.decision import PathDecision
 
     old = release_for("0.5.12.post1")
@@ -77,13 +78,43 @@ def test_a_backend_an_older_release_lacks_is_a_note() -> None:
         "router": PathDecision("router", None, present=False),
         "warmup": PathDecision("warmup", None, kernels=()),
     }
-    new = engine_flags(paths, _sglang_map(), "0.5.23")
+    nvfp4, fp8 = {"quant.scheme": "nvfp4"}, {"quant.scheme": "fp8_block"}
+    new = engine_flags(paths, _sglang_map(), "0.5.23", nvfp4)
     assert new["args"][:2] == ["--fp4-gemm-backend", "marlin"]
-    flags = engine_flags(paths, _sglang_map(), "0.5.12.post1")
+    assert "SGLANG_FORCE_FP8_MARLIN" not in new["env"]
+    flags = engine_flags(paths, _sglang_map(), "0.5.12.post1", nvfp4)
     assert flags["args"] == ["--moe-runner-backend", "flashinfer_trtllm"]
     assert any("0.5.12.post1 has no dense GEMM flag value for `marlin`" in n for n in flags["notes"])
+    for release in ("0.5.12.post1", "0.5.23"):  # an FP8 checkpoint: no flag value, the variable
+        on_fp8 = engine_flags(paths, _sglang_map(), release, fp8)
+        assert on_fp8["env"]["SGLANG_FORCE_FP8_MARLIN"] == "1"
+        assert "--fp4-gemm-backend" not in on_fp8["args"]
     unknown = engine_flags(paths, _sglang_map(), "0.4.0")
     assert unknown["args"] == [] and "not a release" in unknown["notes"][0]
+
+
+def test_mxfp4_experts_take_sglang_s_mxfp4_runner_names() -> None:
+    """`Mxfp4MoEMethod` raises on `flashinfer_trtllm`/`flashinfer_cutlass`: MXFP4 experts are
+    `flashinfer_mxfp4` (FlashInfer's kernel by GPU) and OpenAI's triton_kernels `triton_kernel`."""
+    from kernelpolicy.adapters.sglang._facts import moe_ids_of
+    from kernelpolicy.decision import PathDecision
+
+    def moe_flag(backend: str, scheme: str) -> list[str]:
+        paths = {
+            "dense": PathDecision("dense", None, present=False),
+            "moe": PathDecision("moe", backend),
+            "router": PathDecision("router", None, present=False),
+            "warmup": PathDecision("warmup", None, kernels=()),
+        }
+        return list(engine_flags(paths, _sglang_map(), "0.5.23", {"quant.moe_scheme": scheme})["args"])
+
+    assert moe_flag("flashinfer_trtllm", "mxfp4") == ["--moe-runner-backend", "flashinfer_mxfp4"]
+    assert moe_flag("flashinfer_cutlass", "mxfp4") == ["--moe-runner-backend", "flashinfer_mxfp4"]
+    assert moe_flag("triton", "mxfp4") == ["--moe-runner-backend", "triton_kernel"]
+    assert moe_flag("flashinfer_trtllm", "fp8_block") == ["--moe-runner-backend", "flashinfer_trtllm"]
+    ids = moe_ids_of(_sglang_map())
+    assert ids["flashinfer_mxfp4"] == {"flashinfer_trtllm", "flashinfer_cutlass"}
+    assert ids["triton_kernel"] == {"triton"}
 
 
 def test_every_flag_value_is_accepted_by_some_release() -> None:
@@ -127,3 +158,22 @@ def test_engine_option_refuses_an_unknown_release(capsys: pytest.CaptureFixture[
         "kernelpolicy: error: --engine `sglang==0.4.0`: not an SGLang release kernelpolicy knows "
         "(known: 0.5.12.post1, 0.5.23)"
     )
+
+
+def test_a_per_tensor_fp8_checkpoint_gets_no_fp8_gemm_flag() -> None:
+    """`--fp8-gemm-backend` does not steer per-tensor FP8 linears (`apply_fp8_linear` picks per
+    call), yet SGLang validates it for every FP8 linear: `cutlass` off sm12x stops start-up (the
+    audit found it on Mixtral-8x7B-FP8 on H100)."""
+    from kernelpolicy.decision import PathDecision
+
+    paths = {
+        "dense": PathDecision("dense", "cutlass"),
+        "moe": PathDecision("moe", None, present=False),
+        "router": PathDecision("router", None, present=False),
+        "warmup": PathDecision("warmup", None, kernels=()),
+    }
+    for scheme in ("fp8_tensor", "fp8_channel"):
+        flags = engine_flags(paths, _sglang_map(), "0.5.23", {"quant.scheme": scheme})
+        assert "--fp8-gemm-backend" not in flags["args"] and "--fp4-gemm-backend" not in flags["args"]
+    block = engine_flags(paths, _sglang_map(), "0.5.23", {"quant.scheme": "fp8_block"})
+    assert block["args"] == ["--fp8-gemm-backend", "cutlass"]

@@ -142,6 +142,18 @@ def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: d
     assert plugin.status()["applied"]["moe_runner_backend"] == "triton"
 
 
+def test_the_environment_is_applied_when_no_flag_is_left_to_set(fake_sglang: dict[str, Any]) -> None:
+    """The operator set both flags: nothing to declare, but DeepGEMM must still go off (the
+    audit found the plugin skipping the environment then, so Marlin FP8 never took effect)."""
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    args = ServerArgs(fp8_gemm_runner_backend="cutlass", moe_runner_backend="triton")
+    hook(args, lambda a: None)
+    assert not getattr(args, "_resolved_overrides", [])
+    assert os.environ["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
+    assert plugin.status()["applied"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
+
+
 def test_an_operator_flag_is_left_alone(fake_sglang: dict[str, Any]) -> None:
     """SGLang's own `cutlass` MoE has no kernelpolicy id: the plugin does not touch it."""
     plugin.register()

@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 _NAME = re.compile(r"KERNELPOLICY_[A-Z0-9_]*[A-Z0-9]")
 # a name built from a release (`KERNELPOLICY_VLLM_${majmin//./}_PYTHON` in a shell script)
 _TEMPLATE = re.compile(r"KERNELPOLICY_[A-Z0-9_]*_\$\{[^}]*\}_[A-Z0-9_]*[A-Z0-9]")
+# a listed name's placeholder (`<MAJMIN>`, `<VERSION>`) or a script's `${...}`
+_HOLE = re.compile(r"<[A-Z]+>|\$\{[^}]*\}")
 
 
 def _read_in(*folders: str) -> set[str]:
@@ -31,14 +33,19 @@ def _read_in(*folders: str) -> set[str]:
                 )
             ):
                 text = p.read_text(encoding="utf-8", errors="replace")
-                names |= {re.sub(r"\$\{[^}]*\}", "<MAJMIN>", t) for t in _TEMPLATE.findall(text)}
+                names |= set(_TEMPLATE.findall(text))
                 names |= set(_NAME.findall(_TEMPLATE.sub("", text)))
     return names
 
 
 def _matches(key: str, name: str) -> bool:
-    """`name`, as read (a literal, or a template with `<MAJMIN>`), is the listed `key`."""
-    return name == key or re.fullmatch(re.escape(key).replace(re.escape("<MAJMIN>"), r"\d+"), name) is not None
+    """`name`, as read (a literal, or a script's template), is the listed `key`."""
+    if _HOLE.sub("<>", name) == _HOLE.sub("<>", key) and "<>" in _HOLE.sub("<>", key):
+        return True
+    return (
+        re.fullmatch(_HOLE.sub(lambda _m: r"\d+", re.escape(key).replace(r"\<", "<").replace(r"\>", ">")), name)
+        is not None
+    )
 
 
 def _listed(name: str) -> bool:

@@ -20,7 +20,7 @@ from kernelpolicy.progress import progress
 
 @pytest.fixture
 def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.setattr(_venvs, "venv_python", lambda v: tmp_path / f"vllm-{v}" / "bin" / "python")
+    monkeypatch.setattr(_venvs, "venv_python", lambda v, engine="vllm": tmp_path / f"{engine}-{v}" / "bin" / "python")
     return tmp_path
 
 
@@ -165,9 +165,13 @@ def test_the_install_check_against_a_real_cached_venv() -> None:
     python = default_venv_python("0.26.0")
     if not python.is_file():
         pytest.skip(f"no cached vLLM 0.26.0 venv at {python}")
-    ok = subprocess.run([str(python), "-c", _venvs._CHECK, "0.26.0"], capture_output=True, text=True, check=False)
+    ok = subprocess.run(
+        [str(python), "-c", _venvs._CHECK, "vllm", "0.26.0"], capture_output=True, text=True, check=False
+    )
     assert ok.returncode == 0, ok.stderr
-    bad = subprocess.run([str(python), "-c", _venvs._CHECK, "0.27.0"], capture_output=True, text=True, check=False)
+    bad = subprocess.run(
+        [str(python), "-c", _venvs._CHECK, "vllm", "0.27.0"], capture_output=True, text=True, check=False
+    )
     assert bad.returncode == 1 and "installed vllm 0.26.0 with torch" in bad.stderr
     # the cached venv is found, not rebuilt (it carries the marker)
     assert _venvs.ensure_venv("0.26.0", runner=lambda cmd: pytest.fail(f"ran {cmd}")) == python

@@ -20,7 +20,8 @@ __all__ = ["main", "one_line"]
 
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = (
-    "_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_schema", "_fmt", "_matrix", "_completion", "_fleet",
+    "_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_sglang", "_schema", "_fmt", "_matrix",
+    "_completion", "_fleet",
 )  # fmt: skip
 
 

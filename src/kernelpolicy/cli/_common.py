@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -13,7 +14,7 @@ if TYPE_CHECKING:
     from ..facts import Facts
     from ..policy import Policy
 
-__all__ = ["add_fact_options", "facts_from_args", "load_policy_from_args", "split_assignment"]
+__all__ = ["add_fact_options", "facts_from_args", "load_policy_from_args", "split_assignment", "target_facts"]
 
 
 def split_assignment(text: str, what: str) -> tuple[str, str]:
@@ -178,3 +179,36 @@ def _auto_gpu(policy: Policy) -> Facts:
         raise UsageError(str(exc), help="name the GPU instead: --gpu sm121, --gpu GB10, ...") from None
     f = Facts.from_values(values, source="nvml")
     return Facts(values=f.values, sources={k: sources.get(k, "nvml") for k in f.values})
+
+
+def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]:
+    """The package facts *engine*'s plugin reads in the venv of *python* (run there with this
+    kernelpolicy on ``PYTHONPATH``, without importing the engine).
+
+    :raises UsageError: when *python* does not run or has no *engine*.
+    """
+    import json
+    import os
+    import subprocess
+
+    import kernelpolicy
+
+    query = (
+        f"import json; from kernelpolicy.adapters.{engine}._facts import package_facts; "
+        "print(json.dumps(package_facts()))"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(Path(kernelpolicy.__file__).resolve().parent.parent)  # this kernelpolicy
+    try:
+        proc = subprocess.run(
+            [str(python), "-c", query], capture_output=True, text=True, timeout=120, check=False, env=env
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise UsageError(f"cannot run `{python}`: {exc}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+        raise UsageError(f"`{python}` failed to report its packages: {last}")
+    values: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
+    if f"{engine}.version" not in values:
+        raise UsageError(f"{engine} is not installed for `{python}`", help=f"build a venv with `{venv_hint} X.Y.Z`")
+    return values

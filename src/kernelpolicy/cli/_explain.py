@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     if name.strip() == "sglang" and "sglang" in policy.engines:  # that release's flags, not the newest's
         from ..engines import engine_flags
 
-        flags = engine_flags(decision.paths, policy.engines["sglang"], release.strip())
+        flags = engine_flags(decision.paths, policy.engines["sglang"], release.strip(), decision.facts)
         decision = dataclasses.replace(decision, engine={**decision.engine, "sglang": flags})
     if args.summary:
         sys.stdout.write(_startup_line(decision) + "\n")

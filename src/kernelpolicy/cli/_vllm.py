@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._paths import expand_user
 from ..errors import UsageError
-from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment
+from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment, target_facts
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -41,12 +39,6 @@ EXIT_BAD_INPUT: Final = 2
 SCHEMA: Final = "kernelpolicy.vllm-audit/1"
 _PATHS: Final = ("dense", "moe", "router", "warmup")
 _VENV_HINT: Final = "kernelpolicy vllm venv"
-
-# Runs in the target venv with only the standard library: package versions (as the plugin's
-# facts_from_vllm reads them) and the vendored DeepGEMM build, without importing vLLM.
-_TARGET_QUERY: Final = (
-    "import json; from kernelpolicy.adapters.vllm._facts import package_facts; print(json.dumps(package_facts()))"
-)
 
 
 def add_parser(sub: Any) -> None:
@@ -122,11 +114,7 @@ class Difference:
 
 def _rejection(decision: Decision, path: str, backend: str) -> str | None:
     p = decision.paths.get(path)
-    for c in p.candidates if p is not None else ():
-        if c.backend == backend and c.verdict in ("rejected", "refused"):
-            rule = c.rules[0] if c.rules else "?"
-            return f"the decision rejects `{backend}` ({rule}: {c.reason})"
-    return None
+    return p.rejection(backend) if p is not None else None
 
 
 def _kp_choice(decision: Decision, path: str) -> str | None:
@@ -212,28 +200,7 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
 
 
 def _target_facts(python: Path) -> dict[str, object]:
-    import kernelpolicy
-
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
-    env["PYTHONPATH"] = str(Path(kernelpolicy.__file__).resolve().parent.parent)  # this kernelpolicy
-    try:
-        proc = subprocess.run(
-            [str(python), "-c", _TARGET_QUERY],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-            env=env,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise UsageError(f"cannot run `{python}`: {exc}") from None
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
-        raise UsageError(f"`{python}` failed to report its packages: {last}")
-    values: dict[str, object] = json.loads(proc.stdout.strip().splitlines()[-1])
-    if "vllm.version" not in values:
-        raise UsageError(f"vllm is not installed for `{python}`", help=f"build a venv with `{_VENV_HINT} X.Y.Z`")
-    return values
+    return target_facts(python, "vllm", _VENV_HINT)
 
 
 # ----------------------------------------------------------------------------- the audit

@@ -361,26 +361,27 @@ Why a cell is not `same` (the reason column names the case):
 """
 
 
-def _marker(version: str, end: bool = False) -> str:
-    return f"<!-- {'end ' if end else ''}vllm {version} -->"
+def _marker(version: str, end: bool = False, engine: str = "vllm") -> str:
+    return f"<!-- {'end ' if end else ''}{engine} {version} -->"
 
 
-def section_of(document: str, version: str) -> str | None:
-    """The generated section of *version* in *document*, or ``None``."""
-    match = re.search(re.escape(_marker(version)) + r"\n(.*?)" + re.escape(_marker(version, end=True)), document, re.S)
+def section_of(document: str, version: str, engine: str = "vllm") -> str | None:
+    """The generated section of *engine* *version* in *document*, or ``None``."""
+    begin, end = _marker(version, engine=engine), _marker(version, end=True, engine=engine)
+    match = re.search(re.escape(begin) + r"\n(.*?)" + re.escape(end), document, re.S)
     return match.group(1) if match else None
 
 
-def update_document(path: Path, version: str, section: str) -> None:
+def update_document(path: Path, version: str, section: str, engine: str = "vllm", header: str = _HEADER) -> None:
     """Write *section* as *version*'s part of the document at *path* (others kept, sorted)."""
     from packaging.version import Version
 
     text = path.read_text(encoding="utf-8") if path.is_file() else ""
     sections: dict[str, str] = {}
-    for match in re.finditer(r"<!-- vllm (\S+) -->\n(.*?)<!-- end vllm \1 -->", text, re.S):
+    for match in re.finditer(rf"<!-- {engine} (\S+) -->\n(.*?)<!-- end {engine} \1 -->", text, re.S):
         sections[match.group(1)] = match.group(2)
     sections[version] = section
-    body = [_HEADER]
+    body = [header]
     for v in sorted(sections, key=Version):
-        body.append(f"{_marker(v)}\n{sections[v]}{_marker(v, end=True)}\n")
+        body.append(f"{_marker(v, engine=engine)}\n{sections[v]}{_marker(v, end=True, engine=engine)}\n")
     path.write_text("\n".join(body), encoding="utf-8")

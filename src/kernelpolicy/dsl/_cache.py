@@ -207,6 +207,8 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
                 "plugin": e.plugin,
                 "aliases": e.aliases,
                 "moe_flag": e.moe_flag,
+                "moe_flag_by_scheme": e.moe_flag_by_scheme,
+                "dense_env": e.dense_env,
                 "dense_kernels": {k: list(v) for k, v in e.dense_kernels.items()},
                 "origin": _enc_origin(e.origin),
             }
@@ -370,6 +372,11 @@ def _dec_engine(d: dict[str, Any]) -> EngineMap:
         _str_map(d.get("moe_flag"), "moe_flag"),
         dense,
         _dec_origin(d.get("origin")),
+        {
+            str(k): _str_map(v, "moe_flag_by_scheme")
+            for k, v in _obj(d.get("moe_flag_by_scheme"), "moe_flag_by_scheme").items()
+        },
+        {str(k): _str_map(v, "dense_env") for k, v in _obj(d.get("dense_env"), "dense_env").items()},
     )
 
 

@@ -609,6 +609,8 @@ class Compiler:
             dict(e.moe_flag),
             {k: tuple(v) for k, v in e.dense_kernels.items()},
             self._origin(f, ("engine",)),
+            {k: dict(v) for k, v in e.moe_flag_by_scheme.items()},
+            {k: dict(v) for k, v in e.dense_env.items()},
         )
 
     def _env_rule(self, f: _File, engine: str, env: Any, here: Where) -> Rule | None:

@@ -136,6 +136,11 @@ class EngineSpec(_Strict):
     plugin: str | None = None  #: the install line of the engine's plugin
     aliases: dict[PathName, dict[str, str]] = {}  #: engine name -> kernelpolicy id, per path
     moe_flag: dict[str, str] = {}  #: kernelpolicy id -> ``--moe-backend`` value
+    #: ``quant.moe_scheme`` value -> kernelpolicy id -> the engine's MoE flag value for that
+    #: scheme, where it is not ``moe_flag``'s (SGLang runs MXFP4 experts under other names)
+    moe_flag_by_scheme: dict[str, dict[str, str]] = {}
+    #: kernelpolicy dense id -> the environment that selects it where no flag value does
+    dense_env: dict[str, dict[str, str]] = {}
     dense_kernels: dict[str, list[str]] = {}  #: kernelpolicy id -> engine kernel class names
     env: list[EnvSpec] = []
 

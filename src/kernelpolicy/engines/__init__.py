@@ -8,27 +8,38 @@ settings can.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from ..decision import PathDecision
     from ..policy import EngineMap
+
+
+class _Facts(Protocol):
+    def get(self, key: str) -> object: ...
+
 
 __all__ = ["engine_flags"]
 
 _DEEP_GEMM_DENSE = ("deep_gemm", "flashinfer_deep_gemm")
 
 
-def engine_flags(paths: Mapping[str, PathDecision], engine: EngineMap, release: str | None = None) -> dict[str, Any]:
+def engine_flags(
+    paths: Mapping[str, PathDecision],
+    engine: EngineMap,
+    release: str | None = None,
+    facts: _Facts | None = None,
+) -> dict[str, Any]:
     """``{"env": {...}, "args": [...], "notes": [...]}`` that reproduce *paths* on *engine*.
 
     *release* names the engine release where its flags differ between releases (SGLang; the
-    newest known release when None).
+    newest known release when None). *facts* are the decision's (their ``quant.scheme`` and
+    ``quant.moe_scheme``: an engine may name one backend differently per format).
     """
     if engine.name == "vllm":
         return _vllm(paths, engine)
     if engine.name == "sglang":
-        return _sglang(paths, engine, release)
+        return _sglang(paths, engine, release, facts)
     return {"env": {}, "args": [], "notes": [f"no flag mapping for engine `{engine.name}`"]}
 
 
@@ -74,7 +85,9 @@ def _vllm(paths: Mapping[str, PathDecision], engine: EngineMap) -> dict[str, Any
     return {"env": env, "args": args, "notes": notes}
 
 
-def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str | None) -> dict[str, Any]:
+def _sglang(
+    paths: Mapping[str, PathDecision], engine: EngineMap, release: str | None, facts: _Facts | None
+) -> dict[str, Any]:
     from ..adapters.sglang._versions import latest_release, release_for
 
     rel = release_for(release) if release else latest_release()
@@ -92,19 +105,27 @@ def _sglang(paths: Mapping[str, PathDecision], engine: EngineMap, release: str |
         env["SGLANG_JIT_DEEPGEMM_PRECOMPILE"] = "0"
     if dense.applicable and dense.backend is not None:
         name = (engine.dense_kernels.get(dense.backend) or ("",))[0]
-        flags = [f for f in ("--fp8-gemm-backend", "--fp4-gemm-backend") if name and rel.accepts(f, name)]
+        scheme = str(facts.get("quant.scheme") or "") if facts is not None else ""
+        fp4, fp8 = scheme == "nvfp4", scheme in ("fp8_block", "mxfp8")
+        # per-tensor and per-channel FP8 linears run what `apply_fp8_linear` picks per call; the
+        # FP8 GEMM flag does not steer them, yet SGLang still validates it for every FP8 linear
+        per_tensor = scheme in ("fp8_tensor", "fp8_channel")
+        wanted = [f for f, of in (("--fp8-gemm-backend", not fp4), ("--fp4-gemm-backend", not fp8)) if of]
+        flags = [f for f in wanted if name and rel.accepts(f, name) and not per_tensor]
         for f in flags:
             args += [f, name]
         if len(flags) > 1:
             notes.append("only the GEMM flag of the checkpoint's format (FP8 or NVFP4) takes effect")
-        if not flags:
+        if not flags and not fp4 and dense.backend in engine.dense_env:  # the variables name FP8 linears
+            env.update(engine.dense_env[dense.backend])
+        elif not flags and not per_tensor:
             notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`")
         notes.append(
             "the GEMM flags act on block-FP8, MXFP8 and NVFP4 linears; per-tensor and per-channel FP8 "
             "linears have no SGLang flag"
         )
     if moe.applicable and moe.backend is not None:
-        flag = engine.moe_flag.get(moe.backend)
+        flag = engine.moe_flag_for(moe.backend, facts.get("quant.moe_scheme") if facts is not None else None)
         if flag and rel.accepts("--moe-runner-backend", flag):
             args += ["--moe-runner-backend", flag]
         else:

@@ -156,7 +156,7 @@ def _decide(server_args: Any) -> Any:
             return None
         release = _STATE.release.version if _STATE.release else None
         _STATE.decision = decision
-        _STATE.flags = engine_flags(decision.paths, engine, release)
+        _STATE.flags = engine_flags(decision.paths, engine, release, built.facts)
         _STATE.facts = dict(built.facts.values)
         logger.info(
             "kernelpolicy: sglang %s %s %s fingerprint=%s",
@@ -166,6 +166,23 @@ def _decide(server_args: Any) -> Any:
             decision.fingerprint,
         )
         return decision
+
+
+def _begin_deployment() -> None:
+    """Forget this process's decision and what was applied, and read the environment again.
+
+    For harnesses that run many deployments in one process (the simulated-GPU audit,
+    :mod:`kernelpolicy.testing.sglang`); a real SGLang process serves one deployment.
+    """
+    with _STATE.lock:
+        _STATE.environ = _deployment_environ()
+        _STATE.decision = None
+        _STATE.flags = None
+        _STATE.facts = {}
+        _STATE.applied = {}
+        _STATE.agreed = False
+        _STATE.warnings = []
+        _STATE.fallbacks = []
 
 
 def current_decision() -> Any:
@@ -216,6 +233,8 @@ def _env_conflicts(wanted: Mapping[str, str], environ: Mapping[str, str]) -> lis
         elif off and backends & {"deep_gemm", "flashinfer_deep_gemm"}:
             out.append(f"the decision runs DeepGEMM, the deployment sets SGL_ENABLE_JIT_DEEPGEMM={legacy}")
     dense = getattr(paths.get("dense"), "backend", None)
+    if environ.get("SGLANG_FORCE_FP8_MARLIN", "").strip().lower() in ("1", "true") and dense not in (None, "marlin"):
+        out.append(f"the decision's dense backend is `{dense}`, the deployment sets SGLANG_FORCE_FP8_MARLIN=1")
     if environ.get("USE_TRITON_W8A8_FP8_KERNEL", "").strip().lower() in ("1", "true") and dense not in (None, "triton"):
         out.append(f"the decision's dense backend is `{dense}`, the deployment sets USE_TRITON_W8A8_FP8_KERNEL=1")
     return out
@@ -226,13 +245,14 @@ def _resolution_hook(server_args: Any, previous: Callable[[Any], None]) -> None:
     decision = _decide(server_args)
     wanted = _wanted_fields(server_args) if decision is not None else {}
     previous(server_args)
-    if not wanted:
+    if decision is None:
         return
-    from sglang.srt.arg_groups.overrides import declare_resolution
+    if wanted:
+        from sglang.srt.arg_groups.overrides import declare_resolution
 
-    declare_resolution(server_args, _SOURCE, **wanted)
-    _STATE.applied.update(wanted)
-    _apply_env()
+        declare_resolution(server_args, _SOURCE, **wanted)
+        _STATE.applied.update(wanted)
+    _apply_env()  # also when no flag is wanted: an env-only choice (Marlin FP8, DeepGEMM off)
 
 
 def _post_init_hook(original: Callable[..., Any], self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -268,16 +288,38 @@ def _scheduler_hook(original: Callable[..., Any], self: Any, *args: Any, **kwarg
         args_ = list((_STATE.flags or {}).get("args", ()))
         for flag, value in zip(args_[::2], args_[1::2], strict=True):
             field = FLAG_FIELDS.get(flag)
-            got = getattr(server_args, field, None) if field else None
+            got = resolved_field(server_args, field) if field else None
             if field and got is not None and str(got) != value:
                 _fail(f"SGLang resolved {field}=`{got}`, the decision is `{value}` ({flag})")
     return result
+
+
+def resolved_field(server_args: Any, field: str) -> Any:
+    """A server-args field as SGLang resolved it: 0.5.23 keeps what resolution declared beside
+    the operator's input (``resolution_result``); 0.5.12.post1 writes it to the field."""
+    try:
+        from sglang.srt.arg_groups.overrides import resolution_result
+    except ImportError:
+        return getattr(server_args, field, None)
+    return resolution_result(server_args, field)
+
+
+def _marlin() -> None:
+    """Stands for SGLang's Marlin FP8 linear (``Fp8LinearMethod.use_marlin``)."""
+
+
+_marlin.__name__ = "apply_fp8_marlin_linear"
+_MARLIN: Final = _marlin
 
 
 def _layer_hook(result: Any, *args: Any, **kwargs: Any) -> None:
     """After ``Fp8Config.get_quant_method(self, layer, prefix)``: the block-FP8 linear of a layer."""
     decision = _STATE.decision
     fn = getattr(result, "w8a8_block_fp8_linear", None)
+    if getattr(result, "use_marlin", False):  # apply() runs Marlin whatever was dispatched
+        fn = _MARLIN
+    elif not getattr(result, "block_quant", True):  # a per-tensor linear: apply_fp8_linear, per call
+        fn = None
     if decision is None or fn is None:
         return
     named = dense_ids_of(fn)
@@ -305,8 +347,7 @@ def _runner_hook(result: Any, *args: Any, **kwargs: Any) -> None:
     name = str(getattr(runner, "value", runner))
     if backend is None or runner is None or name == "auto":
         return
-    kp = moe_ids_of(_policy().engines["sglang"]).get(name)
-    if kp == backend:
+    if backend in moe_ids_of(_policy().engines["sglang"]).get(name, ()):
         return
     layer = getattr(config, "layer_id", None)
     where = f"MoE layer {layer}" if layer is not None else "a MoE layer"

@@ -67,9 +67,17 @@ def gpu_facts() -> dict[str, object]:
     return facts_from_capability(int(major), int(minor), name)
 
 
-def moe_ids_of(engine: EngineMap) -> dict[str, str]:
-    """SGLang MoE runner name -> kernelpolicy id (the vocabulary's ``moe_flag`` read backwards)."""
-    return {flag: kp for kp, flag in engine.moe_flag.items()} | dict(engine.aliases.get("moe", {}))
+def moe_ids_of(engine: EngineMap) -> dict[str, frozenset[str]]:
+    """SGLang MoE runner name -> the kernelpolicy ids it can be (the vocabulary read backwards:
+    ``moe_flag``, ``moe_flag_by_scheme`` and the MoE aliases). ``flashinfer_mxfp4`` is FlashInfer's
+    CUTLASS or TRT-LLM kernel, by GPU."""
+    out: dict[str, set[str]] = {}
+    pairs = [*engine.moe_flag.items(), *(p for m in engine.moe_flag_by_scheme.values() for p in m.items())]
+    for kp, flag in pairs:
+        out.setdefault(flag, set()).add(kp)
+    for name, kp in engine.aliases.get("moe", {}).items():
+        out.setdefault(name, set()).add(kp)
+    return {name: frozenset(ids) for name, ids in out.items()}
 
 
 def explicit_backends(server_args: Any, engine: EngineMap) -> dict[str, str]:
@@ -81,8 +89,8 @@ def explicit_backends(server_args: Any, engine: EngineMap) -> dict[str, str]:
     out: dict[str, str] = {}
     moe = str(getattr(server_args, "moe_runner_backend", "auto") or "auto")
     moe_ids = moe_ids_of(engine)
-    if moe != "auto" and moe in moe_ids:
-        out["deploy.moe_backend"] = moe_ids[moe]
+    if moe != "auto" and len(moe_ids.get(moe, ())) == 1:  # a name of two ids says neither
+        (out["deploy.moe_backend"],) = moe_ids[moe]
     dense_ids = {names[0]: kp for kp, names in engine.dense_kernels.items() if names} | dict(
         engine.aliases.get("dense", {})
     )

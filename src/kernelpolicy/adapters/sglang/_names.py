@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of"]
+__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of", "dense_ids_of_name"]
 
 #: Block-FP8 linear function name -> the kernelpolicy dense backends it can be.
 DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
@@ -18,6 +18,9 @@ DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
     "triton_w8a8_block_fp8_linear": frozenset({"triton"}),
     "torch_w8a8_block_fp8_linear": frozenset({"torch"}),
     "aiter_w8a8_block_fp8_linear": frozenset(),
+    # not a dispatched function: the kernel ``Fp8LinearMethod.apply`` calls when it took Marlin
+    # (``SGLANG_FORCE_FP8_MARLIN=1``, or sm80-sm88), whatever the dispatch said
+    "apply_fp8_marlin_linear": frozenset({"marlin"}),
 }
 
 #: SGLang flag -> the ``ServerArgs`` field it sets.
@@ -35,3 +38,8 @@ def dense_ids_of(fn: object) -> tuple[str, frozenset[str]] | None:
     if not isinstance(name, str) or name not in DENSE_FUNCTIONS:
         return None
     return name, DENSE_FUNCTIONS[name]
+
+
+def dense_ids_of_name(name: str) -> frozenset[str]:
+    """The kernelpolicy dense backends a block-FP8 linear function of this name can be."""
+    return DENSE_FUNCTIONS.get(name, frozenset())

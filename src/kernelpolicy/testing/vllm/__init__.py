@@ -34,8 +34,10 @@ from typing import Any, Final
 from ...adapters.vllm._names import dense_id_of, moe_id_of, oracle_moe_id_of
 from ._sim import (
     PLATFORM_PLUGIN_NAME,
+    SimulationError,
     build_stub_libcuda,
     driver_symbols_of,
+    run_probe,
     write_plugin_dir,
 )
 
@@ -69,10 +71,6 @@ _NAMES: Final = {
 _CC: Final = re.compile(r"\A(?:sm_?)?(\d{1,2})(?:\.(\d)|(\d))\Z", re.I)
 
 
-class SimulationError(RuntimeError):
-    """The probe subprocess could not run at all (no result file): bad python, timeout, ..."""
-
-
 def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
     """``(major, minor)`` from ``sm121``, ``12.1``, ``121``, ``(12, 1)`` or a product name."""
     if not isinstance(spec, str):
@@ -90,9 +88,9 @@ def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
 
 def default_venv_python(version: str) -> Path:
     """Where ``scripts/vllm-venv.sh VERSION`` puts that venv's python."""
-    from ..._paths import cache_subdir
+    from ..._venvs import venv_python
 
-    return cache_subdir("venvs") / f"vllm-{version}" / "bin" / "python"
+    return venv_python(version, "vllm")
 
 
 @dataclass(frozen=True)
@@ -388,7 +386,7 @@ def simulate(  # noqa: PLR0913 (predates the lint; split in a follow-up)
         }
         (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
         child = _child_env(tmp, plugin_dir, stub, cc, gpu_name or _NAMES.get(cc), plugin, env or {}, facts)
-        proc, raw = _run_probe(py, probe, tmp, child, timeout)
+        proc, raw = run_probe(py, probe, tmp, child, timeout, label="vLLM")
         output = proc.stdout + (f"\n[kept {tmp}]" if keep else "")
         return _from_result(
             raw,
@@ -462,7 +460,7 @@ def simulate_many(
         first = deployments[0]
         child = _child_env(tmp, plugin_dir, stub, first.gpu, first.gpu_name or _NAMES.get(first.gpu), True, {}, None)
         child["VLLM_PLUGINS"] = PLATFORM_PLUGIN_NAME  # the plugin is registered per deployment
-        proc, raw = _run_probe(py, probe, tmp, child, timeout)
+        proc, raw = run_probe(py, probe, tmp, child, timeout, label="vLLM")
         if raw.get("errors", {}).get("probe") and not raw.get("cells"):
             raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}")
         elapsed = (time.monotonic() - started) / len(deployments)
@@ -535,27 +533,3 @@ def _child_env(
     if sys.platform != "linux":  # the stub driver is an ELF shared object
         raise SimulationError("GPU simulation needs Linux")
     return env
-
-
-def _run_probe(
-    py: Path | str, probe: Path | str, tmp: Path, child: Mapping[str, str], timeout: float
-) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    """Run the probe script on ``tmp/request.json``; its process and ``tmp/result.json``."""
-    try:
-        proc = subprocess.run(
-            [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
-            cwd=tmp,
-            env=dict(child),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
-    except subprocess.TimeoutExpired as exc:
-        raise SimulationError(f"the vLLM probe ran past {timeout:.0f}s") from exc
-    result_file = tmp / "result.json"
-    if not result_file.is_file():
-        raise SimulationError(f"the vLLM probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
-    raw: dict[str, Any] = json.loads(result_file.read_text(encoding="utf-8"))
-    return proc, raw

@@ -9,21 +9,25 @@ source's hash. The platform is a tiny module plus a ``*.dist-info`` folder whose
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "BASE_DRIVER_SYMBOLS",
     "PLATFORM_MODULE",
     "PLATFORM_PLUGIN_NAME",
+    "SimulationError",
     "build_stub_libcuda",
     "cache_root",
     "driver_symbols_of",
+    "run_probe",
     "stub_source",
     "write_plugin_dir",
 ]
@@ -316,3 +320,31 @@ def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     (dist / "entry_points.txt").write_text("\n".join(entry), encoding="utf-8")
     (dist / "top_level.txt").write_text(f"{PLATFORM_MODULE}\n", encoding="utf-8")
     return folder
+
+
+class SimulationError(RuntimeError):
+    """The probe subprocess could not run at all (no result file): bad python, timeout, ..."""
+
+
+def run_probe(
+    py: Path | str, probe: Path | str, tmp: Path, child: Mapping[str, str], timeout: float, *, label: str
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run a probe script (of the *label* engine) on ``tmp/request.json``; its process and ``tmp/result.json``."""
+    try:
+        proc = subprocess.run(
+            [str(py), str(probe), str(tmp / "request.json"), str(tmp / "result.json")],
+            cwd=tmp,
+            env=dict(child),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise SimulationError(f"the {label} probe ran past {timeout:.0f}s") from exc
+    result_file = tmp / "result.json"
+    if not result_file.is_file():
+        raise SimulationError(f"the {label} probe wrote no result (exit {proc.returncode}):\n{proc.stdout[-4000:]}")
+    raw: dict[str, Any] = json.loads(result_file.read_text(encoding="utf-8"))
+    return proc, raw

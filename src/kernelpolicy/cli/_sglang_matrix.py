@@ -1,0 +1,293 @@
+"""``kernelpolicy sglang audit --matrix``: the conformance sweep of one SGLang release.
+
+Every catalog model on every GPU family runs through SGLang's own resolution and per-layer
+dispatch on a simulated GPU (:mod:`kernelpolicy.testing.sglang`) three times: SGLang alone, with
+the kernelpolicy plugin, and unpatched with the flags ``kernelpolicy explain --engine
+sglang==X.Y.Z`` prints for the decision. Beside each cell kernelpolicy resolves the same
+deployment through the one fact pipeline, as ``explain`` does. Per path (dense, MoE):
+
+- ``same``: the layer runs the decision's backend (with the plugin, and with the printed flags);
+- ``differs``: it runs another backend the decision does not reject, or a kernel the plugin
+  cannot name (a per-tensor FP8, FP4 or weight-only linear: SGLang picks its kernel per call), or
+  the plugin decided from other facts than ``explain`` (parity);
+- ``conflict``: it runs a backend the decision rejects;
+- ``could not run``: SGLang's own code failed in the simulation (the error is given).
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from . import _vllm_matrix
+from ._vllm_matrix import FAMILIES, _one_line
+
+if TYPE_CHECKING:
+    from ..decision import Decision
+    from ..policy import Policy
+    from ..testing.sglang import SglangChoices
+
+__all__ = ["CellResult", "render_markdown", "run_matrix", "section_of", "update_document"]
+
+RESULTS: Final = ("same", "differs", "conflict", "could not run")
+_PATHS: Final = ("dense", "moe")
+#: What the probe reports for a layer no quantization method claims.
+_UNQUANTIZED: Final = (None, "NoneType", "UnquantizedLinearMethod", "UnquantizedFusedMoEMethod")
+
+
+@dataclass(frozen=True)
+class CellResult:
+    """One model on one GPU: SGLang alone, the decision, with the plugin, with the printed flags."""
+
+    model: str
+    family: str
+    decision: Decision
+    native: SglangChoices
+    patched: SglangChoices
+    flagged: SglangChoices
+    flags: Mapping[str, Any]
+    result: str
+    reason: str
+    parity: bool | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "family": self.family,
+            "kernelpolicy": _decided(self.decision),
+            "sglang": self.native.to_dict(),
+            "with_plugin": self.patched.to_dict(),
+            "with_flags": self.flagged.to_dict(),
+            "flags": dict(self.flags),
+            "result": self.result,
+            "reason": self.reason,
+            "parity": self.parity,
+            "fingerprint": self.decision.fingerprint,
+        }
+
+
+def _decided(decision: Decision) -> dict[str, str | None]:
+    out: dict[str, str | None] = {}
+    for path in _PATHS:
+        p = decision.paths[path]
+        out[path] = (p.backend or "NONE") if p.applicable else None
+    return out
+
+
+def ran(choices: SglangChoices, path: str, moe_ids: Mapping[str, frozenset[str]]) -> tuple[str | None, frozenset[str]]:
+    """What a path ran, as SGLang names it, and the kernelpolicy ids that name can be."""
+    if path == "dense":
+        if choices.dense_function:
+            return choices.dense_function, choices.dense_ids
+        return choices.dense_method, frozenset()
+    runner = choices.moe_runner
+    if runner is None:  # a quant method that calls its kernels directly, or none
+        return choices.moe_method, frozenset()
+    return runner, moe_ids.get(runner, frozenset())
+
+
+def _failure(choices: SglangChoices, decision: Decision) -> str | None:
+    for step in ("resolution", "scheduler", "quantization"):
+        if step in choices.errors:
+            return f"step `{step}`: {choices.errors[step]}"
+    for path in _PATHS:
+        if path in choices.errors and decision.paths[path].applicable:
+            return f"step `{path}`: {choices.errors[path]}"
+    return None
+
+
+def judge_path(
+    choices: SglangChoices, decision: Decision, path: str, moe_ids: Mapping[str, frozenset[str]]
+) -> tuple[str, str]:
+    """``(result, reason)`` of one path of one run."""
+    p = decision.paths[path]
+    if not p.applicable:
+        return "same", ""
+    name, ids = ran(choices, path, moe_ids)
+    if p.backend in ids:
+        return "same", ""
+    if p.backend == "torch" and name in _UNQUANTIZED:  # no quantized linear: what the decision says
+        return "same", ""
+    if name in _UNQUANTIZED:
+        return "differs", f"{path}: SGLang dispatched no quantized {path} layer (the decision: `{p.backend}`)"
+    if not ids:
+        return "differs", f"{path}: `{name}` picks its kernel per call; the plugin cannot name or steer it"
+    why = next((w for w in (p.rejection(i) for i in sorted(ids)) if w), None)
+    if why:
+        return "conflict", f"{path}: runs `{name}`; {why}"
+    return "differs", f"{path}: runs `{name}`, the decision ranks `{p.backend}` first"
+
+
+def judge(
+    patched: SglangChoices, flagged: SglangChoices, decision: Decision, moe_ids: Mapping[str, frozenset[str]]
+) -> tuple[str, str, bool | None]:
+    """The verdict of one cell (the plugin's and the flags' runs both count)."""
+    for label, run in (("with the plugin", patched), ("with the flags", flagged)):
+        failure = _failure(run, decision)
+        if failure is not None:
+            return "could not run", f"{label}: {_one_line(failure)}", None
+    status = patched.plugin or {}
+    fingerprint = status.get("fingerprint")
+    parity = None if fingerprint is None else fingerprint == decision.fingerprint
+    verdicts = []
+    for label, run in (("plugin", patched), ("flags", flagged)):
+        for path in _PATHS:
+            result, reason = judge_path(run, decision, path, moe_ids)
+            if result != "same":
+                verdicts.append((result, f"{label}, {reason}"))
+    if parity is False:
+        verdicts.append(("differs", "the plugin decided from other facts than explain (fingerprints differ)"))
+    if parity is None:
+        why = "; ".join(status.get("warnings") or ["(no warning)"])
+        verdicts.append(("differs", f"the plugin made no decision: {why}"))
+    for result in ("conflict", "differs"):
+        hits = [reason for r, reason in verdicts if r == result]
+        if hits:
+            return result, _one_line("; ".join(dict.fromkeys(hits))), parity
+    return "same", "", parity
+
+
+def _facts(policy: Policy, model: str, family: str, target: Mapping[str, object]) -> Any:
+    from ..facts import Facts
+    from ..facts.build import derived_facts
+    from ..facts.pipeline import build_facts
+
+    _cc, name = FAMILIES[family]
+    derived = derived_facts(gpu=family, model=model, policy=policy)
+    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": "sglang"}
+    derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
+        Facts.from_values(host, source="spec")
+    )
+    return build_facts(policy, derived=derived).facts
+
+
+def _flag_deployment(base: Any, flags: Mapping[str, Any]) -> Any:
+    """*base* with the printed flags as server args and environment (no plugin)."""
+    from dataclasses import replace
+
+    from ..adapters.sglang._names import FLAG_FIELDS
+
+    args = list(flags.get("args", ()))
+    fields = {FLAG_FIELDS[f]: v for f, v in zip(args[::2], args[1::2], strict=True) if f in FLAG_FIELDS}
+    return replace(base, args={**base.args, **fields}, env={**base.env, **dict(flags.get("env", {}))}, plugin=False)
+
+
+def run_matrix(
+    python: str | Path,
+    policy: Policy,
+    models: Sequence[str],
+    families: Sequence[str],
+    target: Mapping[str, object],
+    *,
+    timeout: float = 1800.0,
+) -> list[CellResult]:
+    """Every model on every family, three runs each (SGLang alone, the plugin, the flags)."""
+    from ..adapters.sglang._facts import moe_ids_of
+    from ..engines import engine_flags
+    from ..facts.model import find_model
+    from ..resolver import resolve
+    from ..testing.sglang import Deployment, simulate_many
+
+    engine = policy.engines["sglang"]
+    release = str(target.get("sglang.version") or "") or None
+    cells = [(m, f) for m in models for f in families]
+    decisions = [resolve(_facts(policy, m, f, target), policy) for m, f in cells]
+    flags = [engine_flags(d.paths, engine, release, d.facts) for d in decisions]
+    bases = []
+    for (model, family), decision in zip(cells, decisions, strict=True):
+        config, _extra, _source = find_model(model, policy.models)
+        cc, name = FAMILIES[family]
+        bases.append(
+            Deployment(config=config, gpu=cc, gpu_name=name, model_id=model, moe=decision.paths["moe"].applicable)
+        )
+    from dataclasses import replace
+
+    runs = [*bases, *(replace(b, plugin=True) for b in bases), *map(_flag_deployment, bases, flags)]
+    choices = simulate_many(python, runs, timeout=timeout)
+    n = len(cells)
+    moe_ids = moe_ids_of(engine)
+    out = []
+    for i, ((model, family), decision) in enumerate(zip(cells, decisions, strict=True)):
+        native, patched, flagged = choices[i], choices[n + i], choices[2 * n + i]
+        result, reason, parity = judge(patched, flagged, decision, moe_ids)
+        out.append(CellResult(model, family, decision, native, patched, flagged, flags[i], result, reason, parity))
+    return out
+
+
+# ----------------------------------------------------------------------------- the table
+
+
+def _row(choices: SglangChoices, decision: Decision, moe_ids: Mapping[str, frozenset[str]]) -> str:
+    if _failure(choices, decision) is not None:
+        return "could not run"
+    parts = []
+    for path in _PATHS:
+        if not decision.paths[path].applicable:
+            parts.append("-")
+            continue
+        name, ids = ran(choices, path, moe_ids)
+        backend = decision.paths[path].backend
+        shown = backend if backend in ids else "\\|".join(sorted(ids)) if ids else f"({name})" if name else "-"
+        parts.append(str(shown))
+    return " / ".join(parts)
+
+
+def render_markdown(version: str, results: Sequence[CellResult], moe_ids: Mapping[str, frozenset[str]]) -> str:
+    """The release's section of ``docs/sglang-conformance.md`` (deterministic: no timings)."""
+    counts = {r: sum(1 for x in results if x.result == r) for r in RESULTS}
+    summary = ", ".join(f"{n} {r}" for r, n in counts.items() if n)
+    parity = [x for x in results if x.parity is not None]
+    lines = [
+        f"## SGLang {version}",
+        "",
+        f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
+        f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
+        "",
+        "Paths: dense / moe (`-`: the model has no such path; `(Name)`: SGLang's kernel for that layer, "
+        "chosen per call).",
+        "",
+        "| model | gpu | SGLang alone | decision | with the plugin | with the printed flags | result | reason |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for x in results:
+        decided = " / ".join("-" if v is None else v for v in _decided(x.decision).values())
+        lines.append(
+            f"| {x.model} | {x.family} | {_row(x.native, x.decision, moe_ids)} | {decided} "
+            f"| {_row(x.patched, x.decision, moe_ids)} | {_row(x.flagged, x.decision, moe_ids)} "
+            f"| {x.result} | {x.reason} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+_HEADER: Final = """# SGLang conformance
+
+Generated by `kernelpolicy sglang audit --matrix --sglang X.Y.Z --markdown docs/sglang-conformance.md`
+(one section per release; the test suite re-runs the sweep for the release it installs and checks
+the section is in sync). Every catalog model on every GPU family runs through SGLang's own
+resolution (`ServerArgs.resolve_once`, model overrides), its scheduler step
+(`init_moe_gemm_config`) and the quant method of one linear and one MoE layer, on a simulated GPU:
+SGLang alone, with the kernelpolicy plugin (loaded by SGLang's `load_plugins` from the
+`sglang.srt.plugins` entry point), and unpatched with the flags `kernelpolicy explain --engine
+sglang==X.Y.Z` prints. Results: `same` (both runs follow the decision on every path), `differs`
+(a path runs another valid backend, a kernel SGLang picks per call, or the plugin's facts differ
+from `explain`'s), `conflict` (a path runs what the decision rejects), `could not run` (SGLang's
+code failed in the simulation; the error is given). Parity: inside SGLang the plugin logs the
+fingerprint `explain` prints for the same inputs.
+
+What the table does not show: the router tier (SGLang has no selector for it), and kernels SGLang
+picks per call (per-tensor FP8 and FP4 linears, weight-only layers), shown as the quant method in
+brackets.
+"""
+
+
+def section_of(document: str, version: str) -> str | None:
+    """The generated section of SGLang *version* in *document*, or ``None``."""
+    return _vllm_matrix.section_of(document, version, engine="sglang")
+
+
+def update_document(path: Path, version: str, section: str) -> None:
+    """Write *section* as *version*'s part of ``docs/sglang-conformance.md`` (others kept)."""
+    _vllm_matrix.update_document(path, version, section, engine="sglang", header=_HEADER)

@@ -1,0 +1,116 @@
+"""The SGLang audit's verdicts and documents, on SGLang choices written here (no SGLang needed;
+tests/sglang/test_conformance.py runs the real sweep)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import kernelpolicy as kp
+from kernelpolicy._venvs import build_commands, venv_python
+from kernelpolicy.adapters.sglang._facts import moe_ids_of
+from kernelpolicy.cli._sglang_matrix import (
+    _facts,
+    _flag_deployment,
+    judge,
+    judge_path,
+    render_markdown,
+    section_of,
+    update_document,
+)
+from kernelpolicy.engines import engine_flags
+from kernelpolicy.errors import UsageError
+from kernelpolicy.testing.sglang import Deployment, SglangChoices
+
+TARGET = {"sglang.version": "0.5.23", "deep_gemm.source": "none"}
+
+
+@pytest.fixture(scope="module")
+def decision_sm120(policy: kp.Policy) -> kp.Decision:
+    """DeepSeek-V3 on an RTX PRO 6000 with no DeepGEMM installed: dense CUTLASS."""
+    return kp.resolve(_facts(policy, "deepseek-ai/DeepSeek-V3", "sm120", TARGET), policy)
+
+
+def _ids(policy: kp.Policy) -> dict[str, frozenset[str]]:
+    return moe_ids_of(policy.engines["sglang"])
+
+
+def test_a_dense_function_of_the_decided_backend_is_same(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    assert decision_sm120.paths["dense"].backend == "cutlass"
+    run = SglangChoices(dense_method="Fp8LinearMethod", dense_function="cutlass_w8a8_block_fp8_linear_with_fallback")
+    assert judge_path(run, decision_sm120, "dense", _ids(policy)) == ("same", "")
+
+
+def test_a_rejected_backend_is_a_conflict_naming_the_rule(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    run = SglangChoices(dense_method="Fp8LinearMethod", dense_function="deepgemm_w8a8_block_fp8_linear_with_fallback")
+    result, reason = judge_path(run, decision_sm120, "dense", _ids(policy))
+    assert result == "conflict"
+    assert "deepgemm_w8a8_block_fp8_linear_with_fallback" in reason
+    assert "rejects `deep_gemm`" in reason
+
+
+def test_a_kernel_chosen_per_call_differs_and_says_so(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    run = SglangChoices(dense_method="ModelOptFp4LinearMethod")
+    result, reason = judge_path(run, decision_sm120, "dense", _ids(policy))
+    assert result == "differs"
+    assert "picks its kernel per call" in reason
+
+
+def test_the_moe_runner_is_read_through_the_vocabulary(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    moe = decision_sm120.paths["moe"].backend
+    assert moe is not None
+    flag = policy.engines["sglang"].moe_flag[moe]
+    assert judge_path(SglangChoices(moe_runner=flag), decision_sm120, "moe", _ids(policy)) == ("same", "")
+    other = next(n for n, ids in _ids(policy).items() if moe not in ids and ids & {"triton", "deep_gemm"})
+    assert judge_path(SglangChoices(moe_runner=other), decision_sm120, "moe", _ids(policy))[0] in (
+        "conflict",
+        "differs",
+    )
+
+
+def test_a_failed_step_is_could_not_run_and_parity_comes_from_the_plugin(
+    policy: kp.Policy, decision_sm120: kp.Decision
+) -> None:
+    good = SglangChoices(
+        dense_function="cutlass_w8a8_block_fp8_linear_with_fallback",
+        moe_runner=policy.engines["sglang"].moe_flag[str(decision_sm120.paths["moe"].backend)],
+        plugin={"fingerprint": decision_sm120.fingerprint},
+    )
+    assert judge(good, good, decision_sm120, _ids(policy)) == ("same", "", True)
+    broken = SglangChoices(errors={"resolution": "ValueError: no such model type"})
+    result, reason, parity = judge(good, broken, decision_sm120, _ids(policy))
+    assert (result, parity) == ("could not run", None)
+    assert reason.startswith("with the flags: step `resolution`: ValueError")
+    other = SglangChoices(**{**good.to_dict(), "plugin": {"fingerprint": "0" * 16}})  # type: ignore[arg-type]
+    result, reason, parity = judge(other, good, decision_sm120, _ids(policy))
+    assert (result, parity) == ("differs", False)
+
+
+def test_the_printed_flags_become_server_args_and_environment(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    flags = engine_flags(decision_sm120.paths, policy.engines["sglang"], "0.5.23")
+    base = Deployment(config={}, gpu=(12, 0), gpu_name="x", plugin=True, env={"A": "1"})
+    flagged = _flag_deployment(base, flags)
+    assert flagged.plugin is False
+    assert flagged.args["fp8_gemm_runner_backend"] == "cutlass"
+    assert flagged.env == {"A": "1", **flags["env"]}
+
+
+def test_the_document_keeps_one_section_per_release(policy: kp.Policy, tmp_path: Path) -> None:
+    doc = tmp_path / "sglang-conformance.md"
+    update_document(doc, "0.5.23", "## SGLang 0.5.23\n\nnew\n")
+    update_document(doc, "0.5.12.post1", "## SGLang 0.5.12.post1\n\nold\n")
+    text = doc.read_text()
+    assert text.index("0.5.12.post1 -->") < text.index("0.5.23 -->")
+    assert section_of(text, "0.5.23") == "## SGLang 0.5.23\n\nnew\n"
+    assert section_of(text, "0.6.0") is None
+    assert render_markdown("0.5.23", [], _ids(policy)).startswith("## SGLang 0.5.23\n\n0 cells")
+
+
+def test_an_sglang_venv_installs_that_release_and_checks_it(tmp_path: Path) -> None:
+    commands = build_commands("0.5.23", tmp_path / "v", uv=None, base_python="python3", engine="sglang")
+    assert any("sglang==0.5.23" in c for c in commands[1])
+    assert commands[-1][-2:] == ["sglang", "0.5.23"]
+    assert venv_python("0.5.23", "sglang").parts[-3] == "sglang-0.5.23"
+    with pytest.raises(UsageError, match="not an engine"):
+        venv_python("0.5.23", "tgi")
