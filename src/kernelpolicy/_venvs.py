@@ -31,6 +31,13 @@ MARKER: Final = ".kernelpolicy-ok"
 _VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
 #: Packages installed beside the engine (the plugins read the GPU through NVML).
 _EXTRA: Final = ("nvidia-ml-py",)
+#: Requirements a release leaves open that today's index resolves to a build it cannot import:
+#: sglang 0.5.12.post1 pins transformers 5.6.0 but not `kernels`, whose 0.15+ makes that
+#: transformers raise at import ("Either a revision or a version must be specified",
+#: transformers/integrations/hub_kernels.py); 0.5.23 pins `kernels>=0.14.1,<0.15` itself.
+_PINS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
+    ("sglang", "0.5.12.post1"): ("kernels>=0.14.1,<0.15",),
+}
 #: Run in the new venv: the engine release it has (argv: engine, version), and the packages
 #: kernelpolicy's plugin imports there.
 _CHECK: Final = (
@@ -89,7 +96,7 @@ def build_commands(
 ) -> list[list[str]]:
     """Pure: the commands that build the venv of *engine* *version* at *venv*."""
     python = str(venv / "bin" / "python")
-    packages = [f"{engine}=={version}", *_EXTRA]
+    packages = [f"{engine}=={version}", *_EXTRA, *_PINS.get((engine, version), ())]
     if uv:
         return [
             [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],

@@ -112,5 +112,7 @@ def test_an_sglang_venv_installs_that_release_and_checks_it(tmp_path: Path) -> N
     assert any("sglang==0.5.23" in c for c in commands[1])
     assert commands[-1][-2:] == ["sglang", "0.5.23"]
     assert venv_python("0.5.23", "sglang").parts[-3] == "sglang-0.5.23"
+    old = build_commands("0.5.12.post1", tmp_path / "v", uv=None, base_python="python3", engine="sglang")
+    assert "kernels>=0.14.1,<0.15" in old[1]  # its transformers does not import with kernels 0.15+
     with pytest.raises(UsageError, match="not an engine"):
         venv_python("0.5.23", "tgi")

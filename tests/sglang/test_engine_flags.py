@@ -89,6 +89,8 @@ def test_a_backend_an_older_release_lacks_is_a_note() -> None:
         on_fp8 = engine_flags(paths, _sglang_map(), release, fp8)
         assert on_fp8["env"]["SGLANG_FORCE_FP8_MARLIN"] == "1"
         assert "--fp4-gemm-backend" not in on_fp8["args"]
+    weight_only = engine_flags(paths, _sglang_map(), "0.5.23", {"quant.scheme": "w4a16"})
+    assert "SGLANG_FORCE_FP8_MARLIN" not in weight_only["env"]  # AWQ/GPTQ: Marlin is SGLang's own pick
     unknown = engine_flags(paths, _sglang_map(), "0.4.0")
     assert unknown["args"] == [] and "not a release" in unknown["notes"][0]
 

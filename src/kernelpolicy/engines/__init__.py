@@ -116,7 +116,8 @@ def _sglang(
             args += [f, name]
         if len(flags) > 1:
             notes.append("only the GEMM flag of the checkpoint's format (FP8 or NVFP4) takes effect")
-        if not flags and not fp4 and dense.backend in engine.dense_env:  # the variables name FP8 linears
+        fp8_linears = fp8 or per_tensor or not scheme  # the variables name FP8 linears only
+        if not flags and fp8_linears and dense.backend in engine.dense_env:
             env.update(engine.dense_env[dense.backend])
         elif not flags and not per_tensor:
             notes.append(f"SGLang {rel.version} has no dense GEMM flag value for `{dense.backend}`")

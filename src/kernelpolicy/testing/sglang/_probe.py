@@ -145,10 +145,17 @@ def _name(value: Any) -> str | None:
     return getattr(inner, "__name__", None) or (type(value).__name__ if value is not None else None)
 
 
-def _dense(quant: Any) -> dict[str, Any]:
+def _dense(quant: Any, hf_text: Any) -> dict[str, Any]:
+    import torch
     from sglang.srt.layers.linear import LinearBase
 
     layer = LinearBase.__new__(LinearBase)
+    torch.nn.Module.__init__(layer)
+    size = int(getattr(hf_text, "hidden_size", 4096) or 4096)  # a square down_proj of the model's width
+    for name in ("input_size", "input_size_per_partition", "output_size", "output_size_per_partition"):
+        setattr(layer, name, size)
+    layer.output_partition_sizes = [size]
+    layer.params_dtype = torch.bfloat16
     method = quant.get_quant_method(layer, prefix="model.layers.0.mlp.down_proj")
     out: dict[str, Any] = {"method": type(method).__name__}
     fn = getattr(method, "w8a8_block_fp8_linear", None)
@@ -244,7 +251,7 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
         quant = None
     if quant is not None:
         try:
-            result["dense"] = _dense(quant)
+            result["dense"] = _dense(quant, model_config.hf_text_config)
         except BaseException:
             result["errors"]["dense"] = _error()
         if cell.get("moe"):
