@@ -116,3 +116,29 @@ def test_an_sglang_venv_installs_that_release_and_checks_it(tmp_path: Path) -> N
     assert "kernels>=0.14.1,<0.15" in old[1]  # its transformers does not import with kernels 0.15+
     with pytest.raises(UsageError, match="not an engine"):
         venv_python("0.5.23", "tgi")
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--sglang", "9.9.9"], "no cached venv of SGLang `9.9.9`"),
+        (["--python", "/nonexistent/python"], "--python `/nonexistent/python`: no such file"),
+        (["--python", "SELF", "--gpu", "sm75"], "--gpu `sm75`: one of"),
+        (["--python", "SELF", "--model", "org/no-such-model"], "org/no-such-model"),
+        (["--python", "SELF", "--gpu", "sm90"], "sglang is not installed for"),
+        ([], "needs --sglang X.Y.Z or --python"),
+    ],
+)
+def test_the_audit_refuses_bad_input_in_one_line(
+    argv: list[str], says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from kernelpolicy.cli import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    argv = [sys.executable if a == "SELF" else a for a in argv]
+    assert main(["sglang", "audit", *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert says in err[0] and err[0].startswith("kernelpolicy: error:")
+    assert not any("Traceback" in line for line in err)

@@ -14,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._paths import expand_user
 from ..errors import UsageError
 from ._common import load_policy_from_args, target_facts
+
+if TYPE_CHECKING:
+    from ._sglang_matrix import CellResult
 
 __all__ = ["add_parser", "run"]
 
@@ -91,21 +95,18 @@ def _target_facts(python: Path) -> dict[str, object]:
     return target_facts(python, "sglang", _VENV_HINT)
 
 
-def _print_cells(results: Any) -> None:
+def _print_cells(results: Sequence[CellResult]) -> None:
+    """Per cell: the verdict, the decision, what each run ran, and the flags."""
     for x in results:
-        d = x.to_dict()
         print(f"{x.model} on {x.family}: {x.result}" + (f" ({x.reason})" if x.reason else ""))
-        for label, key in (("decision", "kernelpolicy"),):
-            print(f"  {label}: " + ", ".join(f"{p}={v}" for p, v in d[key].items() if v is not None))
+        decided = x.to_dict()["kernelpolicy"]
+        print("  decision: " + ", ".join(f"{p}={v}" for p, v in decided.items() if v is not None))
         for label, run in (("SGLang alone", x.native), ("with the plugin", x.patched), ("with the flags", x.flagged)):
-            what = {"dense": run.dense_function or run.dense_method, "moe": run.moe_runner}
-            print(
-                f"  {label}: "
-                + ", ".join(f"{p}={v}" for p, v in what.items() if v)
-                + (f"; errors: {sorted(run.errors)}" if run.errors else "")
-            )
-        flags = " ".join([*(f"{k}={v}" for k, v in d["flags"].get("env", {}).items()), *d["flags"].get("args", ())])
-        print(f"  flags: {flags or '(none)'}")
+            what = {"dense": run.dense_function or run.dense_method, "moe": run.moe_runner or run.moe_method}
+            errors = f"; errors in: {', '.join(sorted(run.errors))}" if run.errors else ""
+            print(f"  {label}: " + ", ".join(f"{p}={v}" for p, v in what.items() if v) + errors)
+        env = [f"{k}={v}" for k, v in x.flags.get("env", {}).items()]
+        print("  flags: " + (" ".join([*env, *x.flags.get("args", ())]) or "(none)"))
 
 
 def run(args: argparse.Namespace) -> int:
