@@ -24,8 +24,8 @@ from .errors import UsageError
 
 __all__ = ["ENGINES", "MARKER", "VenvError", "build_commands", "ensure_venv", "venv_python"]
 
-#: The engines a venv can hold (the package name is the engine's).
-ENGINES: Final = ("vllm", "sglang")
+#: The engines a venv can hold (the package name is the engine's) -> how the engine is written.
+ENGINES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
 
 MARKER: Final = ".kernelpolicy-ok"
 _VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
@@ -76,10 +76,6 @@ class VenvError(UsageError):
     """A venv could not be built (the one line says which step failed)."""
 
 
-def _label(engine: str) -> str:
-    return {"vllm": "vLLM", "sglang": "SGLang"}[engine]
-
-
 def venv_python(version: str, engine: str = "vllm") -> Path:
     """The python of the cached venv of *engine* *version* (it may not exist yet)."""
     from ._paths import cache_subdir
@@ -87,7 +83,7 @@ def venv_python(version: str, engine: str = "vllm") -> Path:
     if engine not in ENGINES:
         raise UsageError(f"`{engine}` is not an engine kernelpolicy builds venvs for ({', '.join(ENGINES)})")
     if not _VERSION.match(version):
-        raise UsageError(f"`{version}` is not a {_label(engine)} version (X.Y or X.Y.Z)")
+        raise UsageError(f"`{version}` is not a {ENGINES[engine]} version (X.Y or X.Y.Z)")
     return cache_subdir("venvs") / f"{engine}-{version}" / "bin" / "python"
 
 
@@ -184,7 +180,7 @@ def ensure_venv(
             if code != 0:
                 shutil.rmtree(venv, ignore_errors=True)
                 raise VenvError(
-                    f"building the {_label(engine)} `{version}` venv failed while {step} (exit status {code})",
+                    f"building the {ENGINES[engine]} `{version}` venv failed while {step} (exit status {code})",
                     help=f"command: {' '.join(cmd[:4])} ...",
                 )
         marker.write_text(f"{engine}=={version}\n", encoding="utf-8")

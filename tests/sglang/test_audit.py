@@ -11,7 +11,6 @@ import kernelpolicy as kp
 from kernelpolicy._venvs import build_commands, venv_python
 from kernelpolicy.adapters.sglang._facts import moe_ids_of
 from kernelpolicy.cli._sglang_matrix import (
-    _facts,
     _flag_deployment,
     judge,
     judge_path,
@@ -19,6 +18,7 @@ from kernelpolicy.cli._sglang_matrix import (
     section_of,
     update_document,
 )
+from kernelpolicy.cli._vllm_matrix import deployment_facts
 from kernelpolicy.engines import engine_flags
 from kernelpolicy.errors import UsageError
 from kernelpolicy.testing.sglang import Deployment, SglangChoices
@@ -29,7 +29,7 @@ TARGET = {"sglang.version": "0.5.23", "deep_gemm.source": "none"}
 @pytest.fixture(scope="module")
 def decision_sm120(policy: kp.Policy) -> kp.Decision:
     """DeepSeek-V3 on an RTX PRO 6000 with no DeepGEMM installed: dense CUTLASS."""
-    return kp.resolve(_facts(policy, "deepseek-ai/DeepSeek-V3", "sm120", TARGET), policy)
+    return kp.resolve(deployment_facts(policy, "deepseek-ai/DeepSeek-V3", "sm120", TARGET, engine="sglang"), policy)
 
 
 def _ids(policy: kp.Policy) -> dict[str, frozenset[str]]:

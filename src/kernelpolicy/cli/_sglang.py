@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     a.set_defaults(run=run)
     from . import _venv
 
-    _venv.add_parser(ssub, engine="sglang")
+    _venv.add_parser(ssub, engine="sglang", label="SGLang")
 
 
 def _target_python(args: argparse.Namespace) -> Path:

@@ -16,14 +16,13 @@ deployment through the one fact pipeline, as ``explain`` does. Per path (dense, 
 
 from __future__ import annotations
 
-import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from . import _vllm_matrix
-from ._vllm_matrix import FAMILIES, _one_line
+from ._vllm_matrix import FAMILIES, _one_line, deployment_facts
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -150,20 +149,6 @@ def judge(
     return "same", "", parity
 
 
-def _facts(policy: Policy, model: str, family: str, target: Mapping[str, object]) -> Any:
-    from ..facts import Facts
-    from ..facts.build import derived_facts
-    from ..facts.pipeline import build_facts
-
-    _cc, name = FAMILIES[family]
-    derived = derived_facts(gpu=family, model=model, policy=policy)
-    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": "sglang"}
-    derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
-        Facts.from_values(host, source="spec")
-    )
-    return build_facts(policy, derived=derived).facts
-
-
 def _flag_deployment(base: Any, flags: Mapping[str, Any]) -> Any:
     """*base* with the printed flags as server args and environment (no plugin)."""
     from dataclasses import replace
@@ -194,7 +179,7 @@ def run_matrix(
     engine = policy.engines["sglang"]
     release = str(target.get("sglang.version") or "") or None
     cells = [(m, f) for m in models for f in families]
-    decisions = [resolve(_facts(policy, m, f, target), policy) for m, f in cells]
+    decisions = [resolve(deployment_facts(policy, m, f, target, engine="sglang"), policy) for m, f in cells]
     flags = [engine_flags(d.paths, engine, release, d.facts) for d in decisions]
     bases = []
     for (model, family), decision in zip(cells, decisions, strict=True):

@@ -12,12 +12,10 @@ from typing import Any
 
 __all__ = ["add_parser", "run"]
 
-_LABELS = {"vllm": "vLLM", "sglang": "SGLang"}
 
-
-def add_parser(vsub: Any, engine: str = "vllm") -> None:
-    """Add ``venv`` to the *engine* command's subparsers."""
-    label = _LABELS[engine]
+def add_parser(vsub: Any, engine: str = "vllm", label: str = "vLLM") -> None:
+    """Add ``venv`` to the *engine* command's subparsers (*label*: how its help writes the engine;
+    ``kernelpolicy._venvs`` is not imported here, to keep it off the CLI's start-up)."""
     p: argparse.ArgumentParser = vsub.add_parser(
         "venv",
         help=f"build (once) the cached venv of one {label} release; print its python",

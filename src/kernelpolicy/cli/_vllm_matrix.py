@@ -34,6 +34,7 @@ __all__ = [
     "FAMILIES",
     "Cell",
     "CellResult",
+    "deployment_facts",
     "matrix_cells",
     "render_markdown",
     "run_matrix",
@@ -118,20 +119,30 @@ def matrix_cells(
 # ----------------------------------------------------------------------------- running
 
 
-def _facts(policy: Policy, cell: Cell, target: Mapping[str, object]) -> Facts:
-    """What ``explain`` builds for the cell: the GPU spec and the catalog model, the target
-    venv's packages, the simulated host, the cell's env and flags (the one fact pipeline)."""
+def deployment_facts(
+    policy: Policy,
+    model: str,
+    family: str,
+    target: Mapping[str, object],
+    *,
+    engine: str = "vllm",
+    env: Mapping[str, str] | None = None,
+    moe_backend: str | None = None,
+) -> Facts:
+    """What ``explain`` builds for a sweep's deployment: the GPU spec and the catalog model, the
+    target venv's packages, the simulated host and engine, the env and flags (the one fact
+    pipeline; the vLLM and SGLang sweeps both judge against it)."""
     from ..facts import Facts
     from ..facts.build import derived_facts
     from ..facts.pipeline import build_facts
 
-    _cc, name = FAMILIES[cell.family]
-    derived = derived_facts(gpu=cell.family, model=cell.model, policy=policy)
-    host = {"gpu.name": name, "host.machine": platform.machine()}
+    _cc, name = FAMILIES[family]
+    derived = derived_facts(gpu=family, model=model, policy=policy)
+    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": engine}
     derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
         Facts.from_values(host, source="spec")
     )
-    return build_facts(policy, derived=derived, env=cell.env, moe_backend=cell.moe_backend).facts
+    return build_facts(policy, derived=derived, env=env, moe_backend=moe_backend).facts
 
 
 def run_matrix(
@@ -160,7 +171,10 @@ def run_matrix_with(
     from ..resolver import resolve
     from ..testing.vllm import Deployment
 
-    decisions = [resolve(_facts(policy, cell, target), policy) for cell in cells]
+    decisions = [
+        resolve(deployment_facts(policy, c.model, c.family, target, env=c.env, moe_backend=c.moe_backend), policy)
+        for c in cells
+    ]
     deployments = []
     for plugin in (False, True):
         for cell, decision in zip(cells, decisions, strict=True):

@@ -40,7 +40,7 @@ from typing import Any, Final
 from ...facts.pipeline import is_strict
 from ..agreement import AgreementError, check_agreement
 from ..summary import startup_summary
-from ._names import FLAG_FIELDS, dense_ids_of
+from ._names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
 from ._versions import SglangRelease, known_releases, release_for
 
 __all__ = [
@@ -156,7 +156,7 @@ def _decide(server_args: Any) -> Any:
             return None
         release = _STATE.release.version if _STATE.release else None
         _STATE.decision = decision
-        _STATE.flags = engine_flags(decision.paths, engine, release, built.facts)
+        _STATE.flags = engine_flags(decision.paths, engine, release, decision.facts)
         _STATE.facts = dict(built.facts.values)
         logger.info(
             "kernelpolicy: sglang %s %s %s fingerprint=%s",
@@ -288,13 +288,13 @@ def _scheduler_hook(original: Callable[..., Any], self: Any, *args: Any, **kwarg
         args_ = list((_STATE.flags or {}).get("args", ()))
         for flag, value in zip(args_[::2], args_[1::2], strict=True):
             field = FLAG_FIELDS.get(flag)
-            got = resolved_field(server_args, field) if field else None
+            got = _resolved_field(server_args, field) if field else None
             if field and got is not None and str(got) != value:
                 _fail(f"SGLang resolved {field}=`{got}`, the decision is `{value}` ({flag})")
     return result
 
 
-def resolved_field(server_args: Any, field: str) -> Any:
+def _resolved_field(server_args: Any, field: str) -> Any:
     """A server-args field as SGLang resolved it: 0.5.23 keeps what resolution declared beside
     the operator's input (``resolution_result``); 0.5.12.post1 writes it to the field."""
     try:
@@ -304,33 +304,16 @@ def resolved_field(server_args: Any, field: str) -> Any:
     return resolution_result(server_args, field)
 
 
-def _marlin() -> None:
-    """Stands for SGLang's Marlin FP8 linear (``Fp8LinearMethod.use_marlin``)."""
-
-
-_marlin.__name__ = "apply_fp8_marlin_linear"
-_MARLIN: Final = _marlin
-
-
 def _layer_hook(result: Any, *args: Any, **kwargs: Any) -> None:
-    """After ``Fp8Config.get_quant_method(self, layer, prefix)``: the block-FP8 linear of a layer."""
+    """After ``Fp8Config.get_quant_method(self, layer, prefix)``: the FP8 linear of a layer."""
     decision = _STATE.decision
-    fn = getattr(result, "w8a8_block_fp8_linear", None)
-    if getattr(result, "use_marlin", False):  # apply() runs Marlin whatever was dispatched
-        fn = _MARLIN
-    elif not getattr(result, "block_quant", True):  # a per-tensor linear: apply_fp8_linear, per call
-        fn = None
-    if decision is None or fn is None:
-        return
-    named = dense_ids_of(fn)
-    dense = decision.paths.get("dense")
-    backend = getattr(dense, "backend", None)
-    if named is None or backend is None or backend in named[1]:
+    name = linear_run_by(result)
+    backend = getattr(decision.paths.get("dense"), "backend", None) if decision is not None else None
+    if name is None or name not in DENSE_FUNCTIONS or backend is None or backend in DENSE_FUNCTIONS[name]:
         return
     prefix = kwargs.get("prefix", args[2] if len(args) > 2 else "?")
-    fallback = {"layer": str(prefix), "runs": named[0], "decided": str(backend)}
-    _STATE.fallbacks.append(fallback)
-    _fail(f"layer `{prefix}` runs `{named[0]}`, not the decided dense backend `{backend}`")
+    _STATE.fallbacks.append({"layer": str(prefix), "runs": name, "decided": str(backend)})
+    _fail(f"layer `{prefix}` runs `{name}`, not the decided dense backend `{backend}`")
 
 
 def _runner_hook(result: Any, *args: Any, **kwargs: Any) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of", "dense_ids_of_name"]
+__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of_name", "linear_run_by"]
 
 #: Block-FP8 linear function name -> the kernelpolicy dense backends it can be.
 DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
@@ -31,13 +31,19 @@ FLAG_FIELDS: Final = {
 }
 
 
-def dense_ids_of(fn: object) -> tuple[str, frozenset[str]] | None:
-    """``(function name, kernelpolicy ids)`` of a dispatched linear (``functools.partial`` too)."""
-    inner = getattr(fn, "func", fn)
-    name = getattr(inner, "__name__", None)
-    if not isinstance(name, str) or name not in DENSE_FUNCTIONS:
+def linear_run_by(method: object) -> str | None:
+    """The FP8 linear function an ``Fp8LinearMethod`` runs, by name: Marlin's when it took
+    Marlin (``apply`` runs it whatever was dispatched), else the dispatched block-FP8 function;
+    ``None`` for a per-tensor linear (``apply_fp8_linear`` picks per call) or another method.
+    The simulated-GPU probe (``testing/sglang/_probe.py``, which cannot import kernelpolicy)
+    reads a layer the same way."""
+    if getattr(method, "use_marlin", False):
+        return "apply_fp8_marlin_linear"
+    fn = getattr(method, "w8a8_block_fp8_linear", None)
+    if fn is None or not getattr(method, "block_quant", True):
         return None
-    return name, DENSE_FUNCTIONS[name]
+    name = getattr(getattr(fn, "func", fn), "__name__", None)  # functools.partial too
+    return name if isinstance(name, str) else None
 
 
 def dense_ids_of_name(name: str) -> frozenset[str]:

@@ -25,7 +25,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -87,16 +87,7 @@ class SglangChoices:
         return dense_ids_of_name(self.dense_function) if self.dense_function else frozenset()
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "dense_method": self.dense_method,
-            "dense_function": self.dense_function,
-            "moe_method": self.moe_method,
-            "moe_runner": self.moe_runner,
-            "deep_gemm": self.deep_gemm,
-            "args": dict(self.args),
-            "errors": dict(self.errors),
-            "plugin": dict(self.plugin) if self.plugin is not None else None,
-        }
+        return asdict(self)
 
 
 def _choices(raw: Mapping[str, Any]) -> SglangChoices:
