@@ -99,6 +99,11 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         for name in ("KERNELPOLICY_POLICY", "KERNELPOLICY_FACTS", "CUDA_VISIBLE_DEVICES", "RAY_ADDRESS"):
             mp.delenv(name, raising=False)
         policy = kp.load_policy(environ=False)
+        # Ray 2.60's Cluster writes its address to <system temp>/ray/ray_current_cluster whatever
+        # `temp_dir` says, and fails when that folder does not exist yet (a fresh machine)
+        from ray._common.utils import get_default_ray_temp_dir
+
+        Path(get_default_ray_temp_dir()).mkdir(parents=True, exist_ok=True)
         head_env = {
             "KERNELPOLICY_FACTS": json.dumps({**facts_from_spec("H200", policy.gpus), "gpu.count": 8}),
             "KERNELPOLICY_CACHE_DIR": str(tmp / "cache"),
