@@ -177,6 +177,33 @@ def test_an_unsupported_entry_accepts_the_hole_it_declares(tmp_path: Path) -> No
     assert findings == []
 
 
+OPS_REFUSE = """\
+unsupported:
+  - id: ops-refuse-moe-on-gb10
+    when: {gpu.sm: sm121, quant.moe_scheme: nvfp4}
+    paths: [moe]
+    refuse: true
+    because: our GB10 image cannot load NVFP4 experts
+"""
+
+
+def test_an_unsupported_entry_that_refuses_decides_and_the_check_accepts_it(tmp_path: Path) -> None:
+    """No rule denies a backend here: the entry alone takes them out, in those cells only."""
+    import kernelpolicy as kp
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+
+    _, findings = _ops_check(tmp_path, OPS_REFUSE)
+    assert findings == []  # not `no-backend` (declared), not `unsupported-unused` (it decides)
+    ops = tmp_path / "ops.yaml"
+    policy = load_files([SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")])
+    for scheme, none in (("nvfp4", True), ("fp8_block", False)):
+        facts = kp.facts_for(gpu="sm121", facts={"model.is_moe": True, "quant.moe_scheme": scheme}, policy=policy)
+        moe = kp.resolve(facts, policy).paths["moe"]
+        assert (moe.backend is None) is none and (moe.rule == "ops-refuse-moe-on-gb10") is none
+    ops.write_text(OPS_REFUSE.replace("    refuse: true\n", ""))  # declared only: the rules give a backend
+    assert [f.code for f in _ops_check(tmp_path, ops.read_text())[1]] == ["unsupported-unused"]
+
+
 def test_the_example_fleet_policy_passes_its_own_check(capsys: pytest.CaptureFixture[str]) -> None:
     """The exhaustive proof CI runs: every cell of the shipped tables with the example operator
     policy on top, warnings about the shipped rules included (``--all-findings``)."""

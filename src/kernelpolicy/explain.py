@@ -120,6 +120,12 @@ def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
     elif p.rules:
         head += "   decided by " + ", ".join(p.rules)
     out = [head]
+    if p.backend is None and p.rule and len(p.candidates) > 1 and all(c.rules == (p.rule,) for c in p.candidates):
+        # one entry took every backend out (an engine that refuses the deployment): say it once
+        out.append("  x every backend: " + ", ".join(c.backend for c in p.candidates))
+        if p.candidates[0].refs:
+            out.append("    refs " + ", ".join(p.candidates[0].refs))
+        return [*out, f"  = {p.reason}"] if p.reason else out
     width = max(len(c.backend) for c in p.candidates)
     after = False
     for c in p.candidates:

@@ -113,7 +113,13 @@ class Implication:
 
 @dataclass(frozen=True)
 class Unsupported:
-    """Deployments where *paths* knowingly have no valid backend: no kernel exists for them."""
+    """Deployments where *paths* knowingly have no valid backend: no kernel exists for them.
+
+    Without ``refuse`` the entry only declares what the rules already decide (``check`` warns
+    when they give a backend there after all); with it the entry decides: where its ``when``
+    holds, every backend of its paths is out (an engine that refuses the deployment whatever the
+    kernel, such as a checkpoint format it cannot load).
+    """
 
     id: str
     when: Condition
@@ -122,6 +128,7 @@ class Unsupported:
     origin: Origin
     help: str | None = None
     refs: tuple[str, ...] = ()
+    refuse: bool = False
 
 
 @dataclass(frozen=True)

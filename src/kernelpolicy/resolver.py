@@ -27,7 +27,7 @@ from .dsl.conditions import Condition, TruthValue, compiled, describe_failure, e
 from .engines import engine_flags
 from .errors import KernelPolicyError
 from .facts.record import Facts
-from .policy import Policy, Rule
+from .policy import Policy, Rule, Unsupported
 from .reporters import BaseReporter
 from .semantics import (
     DECIDED_PATHS,
@@ -106,6 +106,11 @@ class _Index:
                 for r in by_id
                 if r.kind == "prefer" and r.layer == layer and r.applies_to(path)
             )
+        #: per path, the ``unsupported`` entries that decide (``refuse``): where one holds, no backend
+        self.refusals: dict[str, tuple[tuple[Unsupported, _Fn], ...]] = {
+            path: tuple((u, compiled(u.when)) for u in policy.unsupported if u.refuse and path in u.paths)
+            for path in DECIDED_PATHS
+        }
         self.requires: dict[tuple[str, str], _Fn] = {
             (path, b): compiled(e.requires) for path, entries in policy.backends.items() for b, e in entries.items()
         }
@@ -328,6 +333,9 @@ class _Resolution:
                 )
             order = [pick.backend] + [b for b in order if b != pick.backend]
         self.reporter.starting_path(path, tuple(order))
+        refusal = next((u for u, when in self.index.refusals[path] if when(self.typed) is True), None)
+        if refusal is not None:
+            return self._refused(path, order, pick, refusal)
         cands, chosen, deciding = _PathJudge(self, path, pick).decide(order)
         explicit_won = pick is not None and chosen == pick.backend
         self.reporter.ending_path(path, chosen)
@@ -341,10 +349,28 @@ class _Resolution:
             explicit=pick.source if pick is not None else None,
         )
 
+    def _refused(self, path: str, order: list[str], pick: _Pick | None, u: Unsupported) -> PathDecision:
+        """The path where an ``unsupported`` entry that decides (``refuse``) holds: every backend is
+        out for the entry's reason (an explicit choice too: the engine refuses the deployment)."""
+        cands = tuple(Candidate(b, "rejected", (u.id,), u.because, "support", u.refs) for b in order)
+        if not self.lazy:
+            for c in cands:
+                self.reporter.judging(path, c)
+        self.reporter.ending_path(path, None)
+        return PathDecision(
+            path,
+            None,
+            cands,
+            rule=u.id,
+            rules=(u.id,),
+            reason=_known_unsupported(u),
+            explicit=pick.source if pick is not None else None,
+        )
+
     def _no_backend_reason(self, path: str) -> str:
         for u in self.policy.unsupported:
             if path in u.paths and evaluate(u.when, self.typed) is True:
-                return f"known unsupported (`{u.id}`, {u.origin}): {u.because}" + (f"; {u.help}" if u.help else "")
+                return _known_unsupported(u)
         return f"no backend of path `{path}` is valid for these facts"
 
     def _order(self, path: str) -> list[str]:
@@ -524,6 +550,10 @@ class _PathJudge:
         if met(rv):
             return None
         return _Rejection(r.id, r.severity, _needs(r.require, typed, r.because), r.refs, False)
+
+
+def _known_unsupported(u: Unsupported) -> str:
+    return f"known unsupported (`{u.id}`, {u.origin}): {u.because}" + (f"; {u.help}" if u.help else "")
 
 
 def _needs(cond: Condition, typed: Mapping[str, Any], because: str | None = None) -> Callable[[], str]:

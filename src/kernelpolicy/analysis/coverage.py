@@ -509,7 +509,7 @@ class _Walker:
             pending.append(closed)
         if any(v.code == "no-backend" for v in found):
             for u in self.unsupported(path):
-                j = _Judge((u.when,), partial(_holds, u.when))
+                j = self.holds_judge(u)
                 if not j.settled(possible):
                     pending.append(j)
         if found:
@@ -616,11 +616,20 @@ class _Walker:
             fixed[name] = before
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
-        """What is undecided about the candidates judged up to the chosen one."""
+        """What is undecided about the candidates judged up to the chosen one, then whether an
+        ``unsupported`` entry that decides (``refuse``) holds. The refusals come last: they take
+        every backend out at once, so splitting on them early would only repeat the candidates'
+        splits in each part."""
         pd = decision.paths[path]
         pending: list[_Judge] = []
         if not pd.applicable:
             return pending
+        refusals = [self.holds_judge(u) for u in self.policy.unsupported if u.refuse and path in u.paths]
+        if any(j.fn(possible) == {True} for j in refusals):
+            return pending  # refused in every cell of the group
+        undecided = [j for j in refusals if not j.settled(possible)]
+        if pd.backend is None and undecided and any(pd.rule == u.id for u in self.policy.unsupported):
+            return undecided  # the representative is refused, the group is not: split on that first
         for i, cand in enumerate(pd.candidates):
             picked = pd.explicit is not None and i == 0
             entry = self.policy.backends[path].get(cand.backend)
@@ -643,7 +652,15 @@ class _Walker:
                 j = self.rule_judge(r)
                 if not j.settled(possible):
                     pending.append(j)
-        return pending
+        return pending + undecided
+
+    def holds_judge(self, u: Unsupported) -> _Judge:
+        """Whether an ``unsupported`` entry's ``when`` holds (true only), over a group."""
+        key = f"unsupported:{u.id}"
+        j = self.judges.get(key)
+        if j is None:
+            j = self.judges[key] = _Judge((u.when,), partial(_holds, u.when))
+        return j
 
 
 def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:

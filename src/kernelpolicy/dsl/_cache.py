@@ -41,7 +41,7 @@ __all__ = [
     "write_entry",
 ]
 
-FORMAT: Final = "kernelpolicy.policy-cache/1"
+FORMAT: Final = "kernelpolicy.policy-cache/2"
 #: The largest cache entry read (the shipped tables take about a tenth of this).
 MAX_ENTRY_BYTES: Final = 4_000_000
 #: The most compiled policies kept (each edit of a rule file makes a new one).
@@ -183,6 +183,7 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
                 "origin": _enc_origin(u.origin),
                 "help": u.help,
                 "refs": list(u.refs),
+                "refuse": u.refuse,
             }
             for u in policy.unsupported
         ],
@@ -356,6 +357,7 @@ def _dec_unsupported(d: dict[str, Any]) -> Unsupported:
         _dec_origin(d.get("origin")),
         _opt_s(d, "help"),
         _strs(d, "refs"),
+        _typed(d.get("refuse"), bool, "refuse"),
     )
 
 

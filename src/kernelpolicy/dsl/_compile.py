@@ -570,7 +570,9 @@ class Compiler:
             cond = self.cond(f, u.when, (*here, "when"), u.id) if u.when is not None else None
             if cond is not None and not f.partial(here):
                 self.unsupported.append(
-                    Unsupported(u.id, cond, tuple(u.paths), u.because, self._origin(f, here), u.help, tuple(u.refs))
+                    Unsupported(
+                        u.id, cond, tuple(u.paths), u.because, self._origin(f, here), u.help, tuple(u.refs), u.refuse
+                    )
                 )
 
     def model_section(self, f: _File) -> None:

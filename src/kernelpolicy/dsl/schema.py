@@ -98,6 +98,7 @@ class UnsupportedSpec(_Strict):
     id: str = Field(min_length=1)
     when: dict[str, Any]
     paths: list[Literal["dense", "moe", "router"]] = Field(min_length=1)
+    refuse: bool = False
     because: str = Field(min_length=1)
     help: str | None = None
     refs: list[str] = []
