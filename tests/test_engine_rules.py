@@ -68,3 +68,36 @@ def test_the_keys_the_pipeline_defaults_are_always_known_to_the_check() -> None:
     from kernelpolicy.facts.pipeline import _DEFAULTS
 
     assert {k for k, _ in _DEFAULTS} <= ALWAYS_KNOWN
+
+
+def test_an_entry_that_refuses_rejects_every_backend_with_its_reason(policy: kp.Policy) -> None:
+    """`refuse: true`: the entry decides, no rule has to deny the backends one by one."""
+    facts = {"deploy.engine": "sglang", "sglang.version": "0.5.12.post1"}
+    d = kp.resolve(facts_for(gpu="sm90", model="nvidia/DeepSeek-R1-FP4", facts=facts, policy=policy), policy)
+    moe = d.paths["moe"]
+    assert moe.backend is None and moe.rule == "sglang-nvfp4-moe-needs-blackwell-before-0.5.13"
+    assert {c.backend for c in moe.candidates} == set(policy.backends["moe"])
+    assert all(c.verdict == "rejected" and c.rules == (moe.rule,) for c in moe.candidates)
+    assert moe.reason is not None and "Marlin fallback" in moe.reason
+    assert d.paths["dense"].backend is not None  # the entry names the MoE path only
+    from kernelpolicy.explain import render
+
+    text = render(d, policy)
+    assert "  x every backend: flashinfer_trtllm, " in text and text.count("0.5.13 added a Marlin fallback") == 1
+    # an explicit choice does not get past an engine that refuses the deployment
+    forced = facts_for(gpu="sm90", model="nvidia/DeepSeek-R1-FP4", facts=facts, moe_backend="marlin", policy=policy)
+    assert kp.resolve(forced, policy).paths["moe"].backend is None
+
+
+@pytest.mark.parametrize(
+    ("gpu", "release", "none"),
+    [("sm90", "0.5.12.post1", True), ("sm90", "0.5.13", False), ("sm100", "0.5.12.post1", False)],
+)
+def test_nvfp4_experts_on_sglang_before_0_5_13_need_blackwell(
+    policy: kp.Policy, gpu: str, release: str, none: bool
+) -> None:
+    facts = {"deploy.engine": "sglang", "sglang.version": release}
+    d = kp.resolve(facts_for(gpu=gpu, model="nvidia/Qwen3-235B-A22B-FP4", facts=facts, policy=policy), policy)
+    assert (d.paths["moe"].backend is None) is none
+    vllm = kp.resolve(facts_for(gpu=gpu, model="nvidia/Qwen3-235B-A22B-FP4", policy=policy), policy)
+    assert vllm.paths["moe"].backend is not None  # vLLM's own kernels are another matter

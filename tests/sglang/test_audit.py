@@ -87,6 +87,27 @@ def test_a_failed_step_is_could_not_run_and_parity_comes_from_the_plugin(
     assert (result, parity) == ("differs", False)
 
 
+def test_the_router_tier_is_judged_where_the_gate_shows_it(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    assert decision_sm120.paths["router"].backend == "tiny_gemm"  # 0.5.23, hidden 7168, sm >= 90
+    assert judge_path(SglangChoices(router="tiny_gemm"), decision_sm120, "router", _ids(policy)) == ("same", "")
+    assert judge_path(SglangChoices(), decision_sm120, "router", _ids(policy)) == ("same", "")  # not seen
+    result, reason = judge_path(SglangChoices(router="cublas"), decision_sm120, "router", _ids(policy))
+    assert result == "differs" and "runs `cublas`, the decision ranks `tiny_gemm` first" in reason
+
+
+def test_a_refusal_the_decision_foresaw_is_unsupported_not_could_not_run(policy: kp.Policy) -> None:
+    model = "nvidia/DeepSeek-R1-FP4"  # NVFP4 experts: SGLang before 0.5.13 refuses them off Blackwell
+    old = {**TARGET, "sglang.version": "0.5.12.post1"}
+    decision = kp.resolve(deployment_facts(policy, model, "sm90", old, engine="sglang"), policy)
+    assert decision.paths["moe"].backend is None
+    refused = SglangChoices(errors={"moe": "ValueError: Current platform does not support NVFP4 quantization."})
+    result, reason, parity = judge(refused, refused, decision, _ids(policy))
+    assert (result, parity) == ("unsupported", None)
+    assert "no `moe` backend (`sglang-nvfp4-moe-needs-blackwell-before-0.5.13`)" in reason and "NVFP4" in reason
+    runs = kp.resolve(deployment_facts(policy, model, "sm90", TARGET, engine="sglang"), policy)  # 0.5.23: Marlin
+    assert judge(refused, refused, runs, _ids(policy))[0] == "could not run"  # the decision had a backend
+
+
 def test_the_printed_flags_become_server_args_and_environment(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
     flags = engine_flags(decision_sm120.paths, policy.engines["sglang"], "0.5.23")
     base = Deployment(config={}, gpu=(12, 0), gpu_name="x", plugin=True, env={"A": "1"})

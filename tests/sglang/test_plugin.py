@@ -119,10 +119,11 @@ def test_registers_at_the_scanned_selection_points(fake_sglang: dict[str, Any]) 
         "sglang.srt.managers.scheduler.Scheduler.init_moe_gemm_config": HookType.AROUND,
         "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method": HookType.AFTER,
         "sglang.srt.layers.moe.moe_runner.runner.MoeRunner.__init__": HookType.AFTER,
+        "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens": HookType.AROUND,
     }
     assert list(fake_sglang["resolution"]) == ["handle_model_specific_adjustments"]
     plugin.register()  # idempotent
-    assert len(HookRegistry.registered) == 3
+    assert len(HookRegistry.registered) == 4
 
 
 def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: dict[str, Any]) -> None:
@@ -176,6 +177,8 @@ def test_release_0_5_12_sets_the_fields_after_post_init(fake_sglang: dict[str, A
 
     assert hook(original, args) == "done"
     assert (args.fp8_gemm_runner_backend, args.moe_runner_backend) == ("cutlass", "triton")
+    # its DeepSeek gate picks the router tier inside forward(): no point to hold it at
+    assert not any(t.endswith("tiny_router_gemm_max_tokens") for t, _, _ in HookRegistry.registered)
 
 
 def test_unknown_release_one_warning_nothing_patched(
@@ -295,3 +298,53 @@ def test_the_plugin_says_the_engine_is_sglang_and_reads_its_all_to_all(fake_sgla
     facts = plugin.current_decision().facts.values
     assert facts["deploy.engine"] == "sglang"  # SGLang-only rules apply in SGLang's processes
     assert facts["deploy.all2all"] == "deepep"
+
+
+DEEPSEEK = "deepseek-ai/DeepSeek-V3"  # hidden 7168, 256 experts: SGLang 0.5.23's tiny GEMM on sm >= 90
+
+
+def _router_tier(fake_sglang: dict[str, Any], rows: int, policy: Path | None = None) -> int:
+    import kernelpolicy as kp
+
+    if policy is not None:
+        layered = kp.load_policy(policy)
+        plugin.set_resolver(lambda facts: kp.resolve(facts, layered))
+    plugin.register()
+    fake_sglang["resolution"]["handle_model_specific_adjustments"][0](ServerArgs(model_path=DEEPSEEK), lambda a: None)
+
+    def original(*, num_experts: int, hidden_size: int, weight_dtype: object) -> int:
+        return rows
+
+    result: int = _hook("tiny_router_gemm_max_tokens")(
+        original, num_experts=256, hidden_size=7168, weight_dtype="bfloat16"
+    )
+    return result
+
+
+def test_the_router_tier_sglang_allows_stands_when_the_decision_runs_it(fake_sglang: dict[str, Any]) -> None:
+    assert _router_tier(fake_sglang, 16) == 16
+    assert plugin.current_decision().paths["router"].backend == "tiny_gemm"
+    assert plugin.status()["warnings"] == [] and "router" not in plugin.status()["applied"]
+
+
+def test_a_router_tier_the_decision_denies_is_held_off(fake_sglang: dict[str, Any], tmp_path: Path) -> None:
+    policy = tmp_path / "no-tiny-gemm.yaml"
+    policy.write_text(
+        "rules:\n  - id: ops-no-tiny-gemm\n    deny: tiny_gemm\n    paths: [router]\n"
+        "    severity: accuracy\n    because: an operator's choice\n"
+    )
+    assert _router_tier(fake_sglang, 16, policy) == -1  # the gate runs cuBLAS
+    assert plugin.current_decision().paths["router"].backend == "cublas"
+    assert plugin.status()["applied"]["router"] == "cublas"
+
+
+def test_a_router_tier_sglang_rules_out_is_a_mismatch(
+    fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert _router_tier(fake_sglang, -1) == -1
+    assert any("router is `tiny_gemm`, SGLang rules it out" in w for w in plugin.status()["warnings"])
+    monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    with pytest.raises(plugin.AdapterError, match="rules it out"):
+        _hook("tiny_router_gemm_max_tokens")(
+            lambda **kw: -1, num_experts=256, hidden_size=7168, weight_dtype="bfloat16"
+        )

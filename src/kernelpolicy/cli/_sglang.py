@@ -102,7 +102,11 @@ def _print_cells(results: Sequence[CellResult]) -> None:
         decided = x.to_dict()["kernelpolicy"]
         print("  decision: " + ", ".join(f"{p}={v}" for p, v in decided.items() if v is not None))
         for label, run in (("SGLang alone", x.native), ("with the plugin", x.patched), ("with the flags", x.flagged)):
-            what = {"dense": run.dense_function or run.dense_method, "moe": run.moe_runner or run.moe_method}
+            what = {
+                "dense": run.dense_function or run.dense_method,
+                "moe": run.moe_runner or run.moe_method,
+                "router": run.router,
+            }
             errors = f"; errors in: {', '.join(sorted(run.errors))}" if run.errors else ""
             print(f"  {label}: " + ", ".join(f"{p}={v}" for p, v in what.items() if v) + errors)
         env = [f"{k}={v}" for k, v in x.flags.get("env", {}).items()]

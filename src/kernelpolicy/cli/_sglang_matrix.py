@@ -11,7 +11,12 @@ deployment through the one fact pipeline, as ``explain`` does. Per path (dense, 
   cannot name (a per-tensor FP8, FP4 or weight-only linear: SGLang picks its kernel per call), or
   the plugin decided from other facts than ``explain`` (parity);
 - ``conflict``: it runs a backend the decision rejects;
+- ``unsupported``: the decision finds no backend for a path (a rule of ``unsupported``) and SGLang
+  refuses the deployment too;
 - ``could not run``: SGLang's own code failed in the simulation (the error is given).
+
+The router path is judged where SGLang's gate shows its tier (the DeepSeek-V2/V3 module from
+0.5.20 on); elsewhere the gate picks its kernel in its forward pass and the table shows ``·``.
 """
 
 from __future__ import annotations
@@ -31,8 +36,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CellResult", "render_markdown", "run_matrix", "section_of", "update_document"]
 
-RESULTS: Final = ("same", "differs", "conflict", "could not run")
-_PATHS: Final = ("dense", "moe")
+RESULTS: Final = ("same", "differs", "conflict", "unsupported", "could not run")
+_PATHS: Final = ("dense", "moe", "router")
+#: What the table shows for a router tier SGLang decides inside the gate's forward pass.
+_UNSEEN: Final = "·"
 #: What the probe reports for a layer no quantization method claims.
 _UNQUANTIZED: Final = (None, "NoneType", "UnquantizedLinearMethod", "UnquantizedFusedMoEMethod")
 
@@ -78,6 +85,8 @@ def _decided(decision: Decision) -> dict[str, str | None]:
 
 def ran(choices: SglangChoices, path: str, moe_ids: Mapping[str, frozenset[str]]) -> tuple[str | None, frozenset[str]]:
     """What a path ran, as SGLang names it, and the kernelpolicy ids that name can be."""
+    if path == "router":
+        return choices.router, frozenset({choices.router}) if choices.router else frozenset()
     if path == "dense":
         if choices.dense_function:
             return choices.dense_function, choices.dense_ids
@@ -103,7 +112,7 @@ def judge_path(
 ) -> tuple[str, str]:
     """``(result, reason)`` of one path of one run."""
     p = decision.paths[path]
-    if not p.applicable:
+    if not p.applicable or (path == "router" and choices.router is None):
         return "same", ""
     name, ids = ran(choices, path, moe_ids)
     if p.backend in ids:
@@ -126,8 +135,13 @@ def judge(
     """The verdict of one cell (the plugin's and the flags' runs both count)."""
     for label, run in (("with the plugin", patched), ("with the flags", flagged)):
         failure = _failure(run, decision)
-        if failure is not None:
-            return "could not run", f"{label}: {_one_line(failure)}", None
+        if failure is None:
+            continue
+        none = [p for p in _PATHS if decision.paths[p].applicable and decision.paths[p].backend is None]
+        if none:
+            rule = decision.paths[none[0]].rule or "?"
+            return "unsupported", f"the decision: no `{none[0]}` backend (`{rule}`); SGLang: {_one_line(failure)}", None
+        return "could not run", f"{label}: {_one_line(failure)}", None
     status = patched.plugin or {}
     fingerprint = status.get("fingerprint")
     parity = None if fingerprint is None else fingerprint == decision.fingerprint
@@ -213,6 +227,9 @@ def _row(choices: SglangChoices, decision: Decision, moe_ids: Mapping[str, froze
         if not decision.paths[path].applicable:
             parts.append("-")
             continue
+        if path == "router" and choices.router is None:
+            parts.append(_UNSEEN)
+            continue
         name, ids = ran(choices, path, moe_ids)
         backend = decision.paths[path].backend
         shown = backend if backend in ids else "\\|".join(sorted(ids)) if ids else f"({name})" if name else "-"
@@ -231,8 +248,8 @@ def render_markdown(version: str, results: Sequence[CellResult], moe_ids: Mappin
         f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
         f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
         "",
-        "Paths: dense / moe (`-`: the model has no such path; `(Name)`: SGLang's kernel for that layer, "
-        "chosen per call).",
+        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: SGLang's kernel for that "
+        f"layer, chosen per call; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
         "",
         "| model | gpu | SGLang alone | decision | with the plugin | with the printed flags | result | reason |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -264,9 +281,11 @@ from `explain`'s), `conflict` (a path runs what the decision rejects), `could no
 code failed in the simulation; the error is given). Parity: inside SGLang the plugin logs the
 fingerprint `explain` prints for the same inputs.
 
-What the table does not show: the router tier (SGLang has no selector for it), and kernels SGLang
-picks per call (per-tensor FP8 and FP4 linears, weight-only layers), shown as the quant method in
-brackets.
+The router tier is read where SGLang's gate exposes it (the DeepSeek-V2/V3 module's
+`tiny_router_gemm_max_tokens`, 0.5.20 on; the plugin wraps it); other gates pick their kernel in
+their forward pass (`·`). Kernels SGLang picks per call (per-tensor FP8 and FP4 linears,
+weight-only layers) are shown as the quant method in brackets. `unsupported`: the decision finds no
+backend for a path and SGLang refuses the deployment too.
 """
 
 

@@ -132,6 +132,10 @@ def _sglang(
         else:
             notes.append(f"SGLang {rel.version} has no `--moe-runner-backend` value for `{moe.backend}`")
     if router.applicable and router.backend is not None:
-        notes.append("no SGLang flag selects the router kernel")
+        holds = "router_tier" in rel.selection_points
+        notes.append(
+            "no SGLang flag selects the router kernel: "
+            + ("the plugin holds the DeepSeek gate's tier" if holds else f"on SGLang {rel.version} the gate picks it")
+        )
     notes.append("SGLang falls back to Triton per layer for shapes a backend cannot run; the plugin names such layers")
     return {"env": env, "args": args, "notes": notes}

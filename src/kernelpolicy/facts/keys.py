@@ -137,7 +137,7 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
         "aiter",
         "emulation",
     ),
-    "router": ("bf16x3", "fp32_gemv", "dsv3", "cublas", "ll_bf16", "linear", "linear_fp32"),
+    "router": ("bf16x3", "fp32_gemv", "dsv3", "tiny_gemm", "cublas", "ll_bf16", "linear", "linear_fp32"),
 }
 
 _E = Kind.ENUM

@@ -18,7 +18,11 @@ SGLang applies them. What each hook does:
   and after SGLang's own step checks the flags it resolved against the decision;
 - scheduler, after ``Fp8Config.get_quant_method``: names the block-FP8 linear each layer got
   and warns, naming the layer, when it is not the decided dense backend (a silent fallback);
-- scheduler, after ``MoeRunner.__init__``: the same for the MoE runner each layer got.
+- scheduler, after ``MoeRunner.__init__``: the same for the MoE runner each layer got;
+- scheduler, around ``tiny_router_gemm_max_tokens`` (0.5.20+; SGLang has no flag for it): the
+  router tier of the DeepSeek-family gate. Where the decision's router is not SGLang's tiny GEMM
+  the gate is told it cannot use it (``-1``), so it runs cuBLAS; a decision SGLang's gate cannot
+  follow (tiny GEMM ruled out for the shape, or a plain ``linear``) is a mismatch.
 
 A mismatch or a fallback is a warning; ``KERNELPOLICY_STRICT=1`` makes it an error. An SGLang
 release the per-release table does not know: one warning, nothing registered.
@@ -140,6 +144,8 @@ def _decide(server_args: Any) -> Any:
             policy = _policy()
             engine = policy.engines["sglang"]
             values = {**facts_from_sglang(server_args, engine, policy.models), "deploy.engine": "sglang"}
+            if _STATE.version:  # the release this process runs (its metadata may be missing)
+                values["sglang.version"] = _STATE.version
             built = build_facts(
                 policy,
                 derived=kp.Facts.from_values(values, source="sglang"),
@@ -338,6 +344,35 @@ def _runner_hook(result: Any, *args: Any, **kwargs: Any) -> None:
     _fail(f"{where} runs the `{name}` MoE runner, not the decided MoE backend `{backend}`")
 
 
+def _router_hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Around ``tiny_router_gemm_max_tokens(*, num_experts, hidden_size, weight_dtype)``: rows up
+    to which a DeepSeek-family gate runs SGLang's tiny GEMM (``-1``: never; the gate runs cuBLAS)."""
+    rows = original(*args, **kwargs)
+    decision = _STATE.decision
+    if decision is None:  # the scheduler hook decides first; a gate built elsewhere reads the record
+        try:
+            from sglang.srt.runtime_context import get_server_args
+
+            decision = _decide(get_server_args())
+        except Exception:  # no published server args: nothing to hold the gate to
+            return rows
+    router = decision.paths.get("router") if decision is not None else None
+    backend = getattr(router, "backend", None)
+    if backend is None:
+        return rows
+    shape = f"{kwargs.get('num_experts', '?')} experts x hidden {kwargs.get('hidden_size', '?')}"
+    if backend == "tiny_gemm":
+        if rows <= 0:
+            _fail(f"the decision's router is `tiny_gemm`, SGLang rules it out for this gate ({shape})")
+        return rows
+    if backend != "cublas":
+        _fail(f"the decision's router is `{backend}`; SGLang's DeepSeek gate runs `tiny_gemm` or `cublas` only")
+        return rows
+    if rows > 0:
+        _STATE.applied["router"] = backend
+    return -1
+
+
 def _installed_sglang() -> str | None:
     version = getattr(sys.modules.get("sglang"), "__version__", None)
     if isinstance(version, str):
@@ -385,6 +420,8 @@ def register() -> None:
             (_target(release, "dense_layer"), _layer_hook, HookType.AFTER),
             (_target(release, "moe_runner"), _runner_hook, HookType.AFTER),
         ]
+        if _target(release, "router_tier") is not None:  # 0.5.20+; before, the gate decides inline
+            hooks.append((_target(release, "router_tier"), _router_hook, HookType.AROUND))
         if release.resolution == "hooks":
             from sglang.srt.arg_groups.resolution_hooks import register_resolution_hook
 

@@ -42,6 +42,8 @@ SELECTION_POINTS: Final = {
     "deep_gemm_switch": ("sglang.srt.layers.deep_gemm_wrapper.configurer", "_compute_enable_deep_gemm"),
     "dense_layer": ("sglang.srt.layers.quantization.fp8", "Fp8Config.get_quant_method"),
     "resolution_post_init": ("sglang.srt.server_args", "ServerArgs._handle_model_specific_adjustments"),
+    # the DeepSeek-family gate's router tier (0.5.20+; before, the gate's forward decides inline)
+    "router_tier": ("sglang.srt.models.deepseek_common.utils", "tiny_router_gemm_max_tokens"),
 }
 #: Resolution steps the adapter wraps, when the release lets plugins wrap them.
 _HOOK_STEPS: Final = ("handle_model_specific_adjustments", "handle_moe_kernel_config")

@@ -9,10 +9,10 @@ per simulated GPU: ``torch.cuda`` answers with the chosen capability, and a stub
 SGLang's compiled extensions load without a driver.
 
 :func:`simulate_many` returns, per deployment, :class:`SglangChoices`: the block-FP8 function a
-linear layer dispatched, the runner a MoE layer got, SGLang's DeepGEMM switch as a scheduler
-reads it, and (with ``plugin=True``, the kernelpolicy SGLang plugin loaded by SGLang's own
-``load_plugins`` from this source tree) what the plugin did. Nothing here imports SGLang or
-torch; the subprocess needs no network.
+linear layer dispatched, the runner a MoE layer got, the router tier of a DeepSeek-family gate,
+SGLang's DeepGEMM switch as a scheduler reads it, and (with ``plugin=True``, the kernelpolicy
+SGLang plugin loaded by SGLang's own ``load_plugins`` from this source tree) what the plugin did.
+Nothing here imports SGLang or torch; the subprocess needs no network.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class SglangChoices:
     dense_function: str | None = None  #: the block-FP8 linear it dispatched (block FP8 only)
     moe_method: str | None = None
     moe_runner: str | None = None  #: SGLang's runner name (``triton``, ``deep_gemm``, ...)
+    router: str | None = None  #: the DeepSeek-family gate's tier (``tiny_gemm``/``cublas``; None: not seen)
     deep_gemm: bool | None = None  #: SGLang's DeepGEMM switch as a scheduler reads it
     args: Mapping[str, str] = field(default_factory=dict)  #: the resolved backend fields
     errors: Mapping[str, str] = field(default_factory=dict)  #: step -> SGLang's error
@@ -97,6 +98,7 @@ def _choices(raw: Mapping[str, Any]) -> SglangChoices:
         dense_function=dense.get("function"),
         moe_method=moe.get("method"),
         moe_runner=moe.get("runner"),
+        router=(raw.get("router") or {}).get("tier"),
         deep_gemm=raw.get("deep_gemm"),
         args=dict(raw.get("args") or {}),
         errors={str(k): str(v) for k, v in (raw.get("errors") or {}).items()},

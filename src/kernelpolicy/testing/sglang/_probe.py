@@ -14,18 +14,25 @@ extensions load). Per cell, what the main process and a scheduler would do:
    (a scheduler process imports it afresh: the plugin may have set it in the main process);
 3. ``Scheduler.init_moe_gemm_config`` (the plugin's scheduler hook wraps it);
 4. the quant method of one linear layer (the block-FP8 function it dispatched) and of one
-   MoE layer (the runner ``create_moe_runner`` chose), as the model loader asks for them.
+   MoE layer (the runner ``create_moe_runner`` chose, with the routing method the model's
+   module declares; on 0.5.23 the backend its ``apply`` runs), as the model loader asks for them;
+5. for a model of SGLang's DeepSeek-V2/V3 module (its ``EntryClass``), the router tier its
+   gate computes when built: ``tiny_router_gemm_max_tokens`` as that module calls it (0.5.20+,
+   where the plugin's hook wraps it; earlier releases decide inside the gate's forward pass).
 
 Each step's error is recorded for that cell; the next cell starts clean.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 #: The process environment once SGLang is imported (it sets a few variables of its own then);
@@ -166,7 +173,37 @@ def _dense(quant: Any, hf_text: Any) -> dict[str, Any]:
     return out
 
 
-def _moe(quant: Any, hf_text: Any) -> dict[str, Any]:
+_ROUTING_RE = re.compile(r"routing_method_type\s*=\s*RoutingMethodType\.(\w+)")
+_ENTRY_RE = re.compile(r"^EntryClass\s*=\s*(\[[^\]]*\]|\w+)", re.M)
+
+
+@functools.cache
+def _model_sources() -> dict[str, str]:
+    """Architecture -> the source of the SGLang model module whose ``EntryClass`` names it
+    (read as text: importing every model module would take a minute per probe)."""
+    from sglang.srt import models
+
+    out: dict[str, str] = {}
+    for path in sorted(Path(next(iter(models.__path__))).glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        entry = _ENTRY_RE.search(text)
+        for name in re.findall(r"\w+", entry.group(1)) if entry else ():
+            out.setdefault(name, text)
+    return out
+
+
+def _declared_routing(raw: dict[str, Any]) -> Any:
+    """The routing method the model's SGLang module declares for its experts, when it names
+    exactly one (``routing_method_type=RoutingMethodType.X``); else None, as a layer that
+    declares none gets."""
+    from sglang.srt.layers.moe.utils import RoutingMethodType
+
+    arch = ((raw.get("architectures") or [None])[0]) or ""
+    names = set(_ROUTING_RE.findall(_model_sources().get(arch, "")))
+    return getattr(RoutingMethodType, names.pop(), None) if len(names) == 1 else None
+
+
+def _moe(quant: Any, hf_text: Any, raw: dict[str, Any]) -> dict[str, Any]:
     import torch
     from sglang.srt.layers.moe.fused_moe_triton import FusedMoE
     from sglang.srt.layers.moe.moe_runner import MoeRunnerConfig
@@ -192,15 +229,42 @@ def _moe(quant: Any, hf_text: Any) -> dict[str, Any]:
         layer_id=1,
         top_k=int(top_k),
         params_dtype=torch.bfloat16,
+        routing_method_type=_declared_routing(raw),
     )
     create = getattr(method, "create_moe_runner", None)
     if create is None:
         return out
     create(layer, config)
+    contract = getattr(method, "get_moe_runner_backend", None)  # 0.5.23: what apply() runs
     runner = getattr(method, "runner", None)
-    backend = getattr(runner, "runner_backend", None) or getattr(method, "_moe_runner_backend", None)
+    backend = (
+        contract(layer)
+        if callable(contract)
+        else getattr(runner, "runner_backend", None) or getattr(method, "_moe_runner_backend", None)
+    )
     out["runner"] = str(getattr(backend, "value", backend)) if backend is not None else None
     return out
+
+
+def _router(raw: dict[str, Any], hf_text: Any) -> dict[str, Any] | None:
+    """The DeepSeek-family gate's router tier, as ``MoEGate.__init__`` computes it (else None)."""
+    import importlib
+
+    import torch
+
+    module = importlib.import_module("sglang.srt.models.deepseek_v2")
+    arch = ((raw.get("architectures") or [None])[0]) or ""
+    tier = getattr(module, "tiny_router_gemm_max_tokens", None)
+    if tier is None or arch not in {getattr(c, "__name__", "") for c in getattr(module, "EntryClass", ())}:
+        return None
+    rows = int(
+        tier(
+            num_experts=int(hf_text.n_routed_experts),
+            hidden_size=int(hf_text.hidden_size),
+            weight_dtype=torch.bfloat16,
+        )
+    )
+    return {"rows": rows, "tier": "tiny_gemm" if rows > 0 else "cublas"}
 
 
 def _plugin_status() -> dict[str, Any] | None:
@@ -256,9 +320,14 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
             result["errors"]["dense"] = _error()
         if cell.get("moe"):
             try:
-                result["moe"] = _moe(quant, model_config.hf_text_config)
+                result["moe"] = _moe(quant, model_config.hf_text_config, cell["config"])
             except BaseException:
                 result["errors"]["moe"] = _error()
+    if cell.get("moe"):
+        try:
+            result["router"] = _router(cell["config"], model_config.hf_text_config)
+        except BaseException:
+            result["errors"]["router"] = _error()
     result["plugin"] = _plugin_status()
     result["seconds"] = round(time.monotonic() - started, 3)
     return result
