@@ -348,3 +348,19 @@ def test_a_router_tier_sglang_rules_out_is_a_mismatch(
         _hook("tiny_router_gemm_max_tokens")(
             lambda **kw: -1, num_experts=256, hidden_size=7168, weight_dtype="bfloat16"
         )
+
+
+def test_a_gate_that_never_runs_the_tiny_gemm_is_left_alone(fake_sglang: dict[str, Any], tmp_path: Path) -> None:
+    """A decision of a plain `linear` router: fine where SGLang rules the tiny GEMM out itself (an FP32
+    gate weight), a mismatch where holding the tiny GEMM off would leave the gate on cuBLAS."""
+    policy = tmp_path / "plain-router.yaml"
+    policy.write_text(
+        "rules:\n  - id: ops-plain-router\n    deny: [tiny_gemm, cublas]\n    paths: [router]\n"
+        "    severity: accuracy\n    because: an operator's choice\n"
+    )
+    assert _router_tier(fake_sglang, -1, policy) == -1
+    assert plugin.current_decision().paths["router"].backend == "linear"
+    assert plugin.status()["warnings"] == [] and "router" not in plugin.status()["applied"]
+    rows = _hook("tiny_router_gemm_max_tokens")(lambda **kw: 16, num_experts=256, hidden_size=7168, weight_dtype="x")
+    assert rows == -1
+    assert any("router is `linear`; held off `tiny_gemm`" in w for w in plugin.status()["warnings"])

@@ -365,11 +365,11 @@ def _router_hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
         if rows <= 0:
             _fail(f"the decision's router is `tiny_gemm`, SGLang rules it out for this gate ({shape})")
         return rows
-    if backend != "cublas":
-        _fail(f"the decision's router is `{backend}`; SGLang's DeepSeek gate runs `tiny_gemm` or `cublas` only")
+    if rows <= 0:  # the gate does not run the tiny GEMM (an FP32 weight, a shape it cannot serve)
         return rows
-    if rows > 0:
-        _STATE.applied["router"] = backend
+    if backend != "cublas":  # held off the tiny GEMM, the gate runs cuBLAS, not this
+        _fail(f"the decision's router is `{backend}`; held off `tiny_gemm`, SGLang's DeepSeek gate runs `cublas`")
+    _STATE.applied["router"] = backend
     return -1
 
 
