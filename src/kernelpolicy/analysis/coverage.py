@@ -228,6 +228,7 @@ class _Walker:
         self.resolves = 0
         self.judges: dict[str, _Judge] = {}
         self._elsewhere: dict[str, list[Rule]] = {}
+        self._unsupported: dict[str, list[Unsupported]] = {}
         #: the rules whose applicability a group records (contradicting ``prefer`` rules)
         self.prefers = [r for r in policy.rules if r.kind == "prefer"]
         #: per model kind (MoE or not), whether cells are closed (only for a walk of closed states)
@@ -469,7 +470,10 @@ class _Walker:
         )
 
     def unsupported(self, path: str) -> list[Unsupported]:
-        return [u for u in self.policy.unsupported if path in u.paths]
+        found = self._unsupported.get(path)
+        if found is None:
+            found = self._unsupported[path] = [u for u in self.policy.unsupported if path in u.paths]
+        return found
 
     def _closure_inside(self, group: Group, moe: bool) -> bool:
         """Whether the closure of the group's representative (its facts with every implication
@@ -624,11 +628,12 @@ class _Walker:
         pending: list[_Judge] = []
         if not pd.applicable:
             return pending
-        refusals = [self.holds_judge(u) for u in self.policy.unsupported if u.refuse and path in u.paths]
+        refusing = [u for u in self.unsupported(path) if u.refuse]
+        refusals = [self.holds_judge(u) for u in refusing]
         if any(j.fn(possible) == {True} for j in refusals):
             return pending  # refused in every cell of the group
         undecided = [j for j in refusals if not j.settled(possible)]
-        if pd.backend is None and undecided and any(pd.rule == u.id for u in self.policy.unsupported):
+        if pd.backend is None and undecided and any(pd.rule == u.id for u in refusing):
             return undecided  # the representative is refused, the group is not: split on that first
         for i, cand in enumerate(pd.candidates):
             picked = pd.explicit is not None and i == 0
