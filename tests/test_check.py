@@ -241,3 +241,65 @@ def test_file_order_never_decides(tmp_path: Path, capsys: pytest.CaptureFixture[
         assert "ops-a-gb10-has-sf" in err[0] and "ops-b-gb10-lacks-sf" in err[0]
     rc, out = run_json(capsys, "--bare", "--no-coverage", str(BASE), str(a), str(b))
     assert rc == 1 and [f["code"] for f in out["findings"]] == ["implies-conflict"]
+
+
+OPS_TWO_REASONS = """\
+rules:
+  - id: ops-no-triton-on-llama4
+    when: {model.type: llama4}
+    deny: triton
+    paths: [moe]
+    severity: accuracy
+    because: not validated for Llama 4
+  - id: ops-no-triton-on-deepseek
+    when: {model.type: deepseek_v3}
+    deny: triton
+    paths: [moe]
+    severity: perf
+    because: slower than Marlin on DeepSeek-V3
+  - id: ops-no-marlin-before-0.30
+    when: {vllm.version: "<0.30"}
+    deny: marlin
+    paths: [moe]
+    severity: accuracy
+    because: a Marlin MoE fix lands in 0.30
+"""
+
+
+def test_a_backend_rejected_for_different_reasons_is_walked_past_once(tmp_path: Path) -> None:
+    """Triton is out for Llama 4 (one rule) and for DeepSeek-V3 (another): the walk settles
+    Triton's verdict, not each rule, so Marlin's own split (by vLLM release) happens once for
+    both model types, and every cell still decides as its group (brute force)."""
+    import itertools
+
+    import kernelpolicy as kp
+    from kernelpolicy.analysis.coverage import verify
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+    from kernelpolicy.facts import Facts
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_TWO_REASONS)
+    policy = load_files([SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")])
+    cov = verify(policy, jobs=1)
+    moe = [pg for pg in cov.results if pg.path == "moe"]
+    gpus = {pg.group.fixed["gpu.sm"].label for pg in moe}  # the walk's tasks: one per GPU class
+    marlin = [pg for pg in moe if pg.backend == "marlin"]
+    assert len(marlin) == len(gpus)  # not once per model type Triton is rejected for
+    assert {pg.group.fixed["model.type"].label for pg in marlin} == {"deepseek_v3|llama4"}
+    holes = [pg for pg in moe if pg.backend is None]
+    assert len(holes) == len(gpus) and all({v.code for v in pg.violations} == {"no-backend"} for pg in holes)
+    # brute force over the classes of the domain: each cell lies in one group and decides as it
+    dims = [d for d in cov.domain.dims if d.name != "model.is_moe"]
+    for combo in itertools.product(*(d.values for d in dims)):
+        raw: dict[str, Any] = {"model.is_moe": True}
+        for v in combo:
+            raw.update(v.facts)
+        facts = Facts.from_values({k: v for k, v in raw.items() if v is not None}, source="user")
+        mine = [
+            pg
+            for pg in moe
+            if all(
+                pg.group.fixed[d.name].covers(v) for d, v in zip(dims, combo, strict=True) if d.name in pg.group.fixed
+            )
+        ]
+        assert len(mine) == 1 and mine[0].backend == kp.resolve(facts, policy).paths["moe"].backend, raw

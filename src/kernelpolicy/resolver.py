@@ -37,6 +37,7 @@ from .semantics import (
     gravity,
     imply,
     met,
+    pick_outcome,
     rule_state,
 )
 
@@ -486,12 +487,13 @@ class _PathJudge:
         pick, path, res = self.pick, self.path, self.res
         ids = tuple(dict.fromkeys(x.rule for x in rejections))
         refs = tuple(dict.fromkeys(ref for x in rejections for ref in x.refs))
-        denier = next((x.rule for x in rejections if x.severity == "user"), None)
-        if denier is not None:
+        outcome = pick_outcome(((x.severity, x.rule) for x in rejections), pick.overrides)
+        if outcome == "contradiction":
+            denier = next(x.rule for x in rejections if x.severity == "user")
             why = f"`{pick.source}` chooses `{b}`, which `{denier}` denies"
             raise ContradictionError(path, (pick.source, denier), why)
         blocking = [x for x in rejections if not can_override(x.severity, x.rule, pick.overrides)]
-        if blocking:
+        if outcome == "refused":
             res.overrides.append(Override(path, b, pick.source, tuple(x.rule for x in blocking), False))
             res.warnings.append(
                 f"`{pick.source}` refused on path `{path}`: `{b}` is denied by `{blocking[0].rule}` "

@@ -46,6 +46,7 @@ __all__ = [
     "gravity",
     "imply",
     "met",
+    "pick_outcome",
     "rule_state",
     "takes_effect",
 ]
@@ -96,6 +97,20 @@ def takes_effect(kind: str, severity: str, state: TV, requirement: TV = True) ->
 def can_override(severity: str, rule_id: str, named: Iterable[str]) -> bool:
     """Whether an explicit choice that names the rule ids *named* overrides a rejection."""
     return severity in OVERRIDABLE or rule_id in named
+
+
+def pick_outcome(rejections: Iterable[tuple[str, str]], named: Iterable[str]) -> str:
+    """What becomes of an explicit choice, given what rejects it (``(severity, rule id)``
+    pairs) and the rule ids the choice names: ``contradiction`` where one of the deployment's
+    own settings (severity ``user``) denies it, ``refused`` where a rejection it may not
+    override stands, else ``chosen``."""
+    found = list(rejections)
+    if any(severity == "user" for severity, _ in found):
+        return "contradiction"
+    named = tuple(named)
+    if any(not can_override(severity, rule_id, named) for severity, rule_id in found):
+        return "refused"
+    return "chosen"
 
 
 def effect_outcomes(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -268,3 +269,36 @@ def _outcome(facts: Facts, policy: Policy) -> Decision | ImplicationConflict | C
         return exc
     except ContradictionError as exc:
         return exc
+
+
+@settings(SETTINGS, max_examples=max(10, SETTINGS.max_examples // 2))
+@given(tables(), implications())
+def test_every_cell_of_a_group_decides_as_the_group(table: Table, imps: list[dict[str, Any]]) -> None:
+    """The walk joins parts of a split over which every pending verdict is settled alike (a
+    backend rejected by one rule here and another there): each cell of every group it reports,
+    resolved on its own as the walk resolves states (implications taken out), chooses the
+    group's backend, and lies in exactly one group of its path."""
+    try:
+        policy = _load(table, imps)
+    except Exception as exc:
+        assume(False)
+        raise AssertionError from exc
+    domain = build_domain(policy)
+    assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
+    cov = verify(policy, domain, jobs=1)
+    core = replace(policy, implications=(), digest=policy.digest + "+closed")
+    for moe in (True, False):
+        dims = [d for d in domain.dims if d.name != "model.is_moe" and not (d.moe_only and not moe)]
+        groups = [pg for pg in cov.results if bool(pg.group.fixed["model.is_moe"].facts["model.is_moe"]) == moe]
+        for combo, raw in _cells(domain, moe):
+            cell = {d.name: d.values[i] for d, i in zip(dims, combo, strict=True)}
+            try:
+                decision: Decision | None = resolve(Facts.from_values(raw, source="user"), core)
+            except ContradictionError:
+                decision = None
+            for path in ("dense", "moe", "router"):
+                mine = [pg for pg in groups if pg.path == path and _in_group(pg.group.fixed, cell)]
+                if decision is None or not decision.paths[path].applicable:
+                    continue
+                assert len(mine) == 1, (path, raw, [pg.group.label() for pg in mine])
+                assert mine[0].backend == decision.paths[path].backend, (path, raw, mine[0].group.label())

@@ -52,7 +52,7 @@ from ..dsl.conditions import Test, evaluate, tests_of
 from ..facts.record import Facts
 from ..policy import Implication, Policy, Rule, Unsupported
 from ..resolver import ContradictionError, resolve, resolve_path
-from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, effect_outcomes, gravity, imply, met, rule_state
+from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, gravity, imply, met, rule_state
 from .domain import (
     Dimension,
     Domain,
@@ -66,6 +66,7 @@ from .domain import (
     possible_values,
     rule_paths,
 )
+from .verdicts import Verdict, rule_effect
 
 __all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
 
@@ -127,8 +128,9 @@ class _Judge:
     """Something whose effect must be one over a group: a rule's effect, an order's reach."""
 
     conds: tuple[Any, ...]
-    fn: Callable[[Mapping[str, frozenset[Any]]], frozenset[bool]]
+    fn: Callable[[Mapping[str, frozenset[Any]]], frozenset[Any]]
     extra: frozenset[str] = frozenset()  #: keys it reads besides those of ``conds``
+    guide: Callable[[Mapping[str, frozenset[Any]]], tuple[Test, ...]] | None = None
 
     def settled(self, possible: Mapping[str, frozenset[Any]]) -> bool:
         return len(self.fn(possible)) == 1
@@ -142,12 +144,18 @@ class _Judge:
 _Split = tuple[str, list[list[ValueClass]]]
 
 
-def _discriminators(pending: list[_Judge], implied: Mapping[str, list[Any]]) -> dict[str, list[Test | None]]:
+def _discriminators(
+    pending: list[_Judge], implied: Mapping[str, list[Any]], possible: Mapping[str, frozenset[Any]] | None = None
+) -> dict[str, list[Test | None]]:
     """For each key the *pending* conditions read (directly, or behind the implications that
     may set it), the tests that tell its values apart (``None``: whether it is known)."""
     out: dict[str, dict[int, Test | None]] = {}
     todo: list[tuple[str, Test | None]] = [(k, None) for j in pending for k in j.extra]
-    todo += [(t.key, t) for j in pending for t in j.tests]
+    todo += [
+        (t.key, t)
+        for j in pending
+        for t in (j.guide(possible) if j.guide is not None and possible is not None else j.tests)
+    ]
     while todo:
         k, t = todo.pop()
         seen = out.setdefault(k, {})
@@ -174,14 +182,6 @@ def _met(c: Any, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
 def _holds(c: Any, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
     """Whether an ``order``'s condition *c* holds (true only), over a group."""
     return frozenset(o is True for o in outcomes(c, possible))
-
-
-def rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
-    """Whether *r* takes effect over a group: rejects its backend (deny, require) or applies
-    (use, prefer), read through :mod:`kernelpolicy.semantics` like the resolver reads it."""
-    until = outcomes(r.until, possible) if r.until is not None else (None,)
-    require = outcomes(r.require, possible) if r.kind == "require" else (True,)
-    return effect_outcomes(r, outcomes(r.when, possible), until, require)
 
 
 def _rule_judge(r: Rule) -> _Judge:
@@ -279,7 +279,7 @@ class _Walker:
         smallest share of its parts with an undecided condition (one step of lookahead),
         then the earliest. A dimension splits only into the classes those conditions tell
         apart: a later condition may split a part again."""
-        opened = self._open(_discriminators(pending[:1], self.implied), fixed, moe)
+        opened = self._open(_discriminators(pending[:1], self.implied, possible), fixed, moe)
         if not opened:
             opened = self._open(_discriminators(pending, self.implied), fixed, moe)
         if len(opened) <= 1:
@@ -353,7 +353,7 @@ class _Walker:
             for path in PATHS
             for gi in range(len(self.domain.dim("gpu.sm").values))
             for mi, m in enumerate(kinds.values)
-            if (path == "dense" and not (blind and m.facts["model.is_moe"])) or m.facts["model.is_moe"]
+            if (not (blind and m.facts["model.is_moe"]) if path == "dense" else m.facts["model.is_moe"])
         ]
 
     @cached_property
@@ -424,7 +424,7 @@ class _Walker:
                 pending.append(j)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
             return
         facts_raw = self.facts_of(fixed, moe)
         facts = Facts.from_values(facts_raw, source="user")
@@ -442,7 +442,7 @@ class _Walker:
         pending = self._judged_pending(path, decision, possible)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
             return
         typed = decision.facts.typed()
         when = {r.id: _state(r, typed) for r in self.prefers}
@@ -451,7 +451,7 @@ class _Walker:
         pending = self._violation_pending(path, found, moe, possible, closed_here)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
             return
         known: tuple[str, ...] = ()
         closed = self.closed.get(moe)
@@ -608,9 +608,12 @@ class _Walker:
         moe: bool,
         conds: list[_Judge],
         order_rules: list[Rule],
+        pending: list[_Judge] | None = None,
     ) -> Iterator[PathGroup]:
         name, blocks = split
         before = fixed.get(name)
+        if pending:
+            blocks = self._merged(name, blocks, fixed, pending)
         for block in blocks:
             fixed[name] = merge(block)
             yield from self._walk(path, fixed, moe, conds, order_rules)
@@ -618,6 +621,39 @@ class _Walker:
             del fixed[name]
         else:
             fixed[name] = before
+
+    def _merged(
+        self, name: str, blocks: list[list[ValueClass]], fixed: dict[str, ValueClass], pending: list[_Judge]
+    ) -> list[list[ValueClass]]:
+        """*blocks*, the parts of a split on dimension *name*, with the parts over which the
+        *pending* judges answer alike (over their union too, and with one of them settled) joined
+        into one: a candidate rejected by one rule in one part and by another in the next is
+        rejected in both, and the candidates after it are walked once for the two. A join never
+        gives back the whole group, so the walk still ends; it only ever groups cells the walk
+        goes on to settle (a join is never a shortcut past a judge)."""
+        before = fixed.get(name)
+        alike: dict[tuple[frozenset[Any], ...], list[list[ValueClass]]] = {}
+        for block in blocks:
+            fixed[name] = merge(block)
+            alike.setdefault(self._signature(pending, fixed), []).append(block)
+        out: list[list[ValueClass]] = []
+        for sig, parts in alike.items():
+            union = [m for b in parts for m in b]
+            joinable = len(parts) > 1 and len(parts) < len(blocks) and any(len(x) == 1 for x in sig)
+            fixed[name] = merge(union)
+            if joinable and self._signature(pending, fixed) == sig:
+                out.append(union)
+            else:
+                out += parts
+        if before is None:
+            del fixed[name]
+        else:
+            fixed[name] = before
+        return out
+
+    def _signature(self, pending: list[_Judge], fixed: Mapping[str, ValueClass]) -> tuple[frozenset[Any], ...]:
+        possible = possible_values(self.domain, fixed, self.policy)
+        return tuple(j.fn(possible) for j in pending)
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
         """What is undecided about the candidates judged up to the chosen one, then whether an
@@ -637,18 +673,17 @@ class _Walker:
             return undecided  # the representative is refused, the group is not: split on that first
         for i, cand in enumerate(pd.candidates):
             picked = pd.explicit is not None and i == 0
-            entry = self.policy.backends[path].get(cand.backend)
-            if entry is not None:
-                req = _Judge((entry.requires,), partial(_met, entry.requires))
-                met = req.fn(possible)
-                if len(met) != 1:
-                    pending.append(req)
-                elif met == {False} and not picked:
-                    continue  # no cell meets the catalog requirement: rejected whatever the rules say
-            rules = [self.rule_judge(r) for r in self.policy.rules_for(cand.backend, path)]
-            if not picked and any(j.fn(possible) == {True} for j in rules):
-                continue  # a rule rejects it in every cell
-            pending += [j for j in rules if not j.settled(possible)]
+            if cand.backend in self.policy.backends[path]:
+                named = self._named(decision, pd.explicit) if picked and pd.explicit is not None else None
+                verdict = self.verdict(path, cand.backend, named)
+                if not verdict.settled(possible):
+                    pending.append(verdict)
+            else:  # an explicit choice of a backend the catalog does not list: its rules decide
+                pending += [
+                    j
+                    for j in map(self.rule_judge, self.policy.rules_for(cand.backend, path))
+                    if not j.settled(possible)
+                ]
             if cand.verdict == "chosen":
                 break
         chosen = pd.backend
@@ -658,6 +693,23 @@ class _Walker:
                 if not j.settled(possible):
                     pending.append(j)
         return pending + undecided
+
+    def _named(self, decision: Decision, source: str) -> tuple[str, ...]:
+        """The rule ids the explicit choice *source* names (those it may override)."""
+        allowed = tuple(decision.facts.get("deploy.allow_rules", ()) or ())
+        for r in self.policy.rules:
+            if r.kind == "use" and source in (r.id, r.id.split(".env.", 1)[-1]):
+                return r.overrides + (allowed if r.layer == "user" else ())
+        return allowed
+
+    def verdict(self, path: str, backend: str, named: tuple[str, ...] | None = None) -> _Judge:
+        """The verdict on a candidate over a group (see :mod:`.verdicts`)."""
+        key = f"verdict:{path}:{backend}:{named}"
+        j = self.judges.get(key)
+        if j is None:
+            v = Verdict(self.policy, path, backend, named)
+            j = self.judges[key] = _Judge(v.conds, v, guide=v.guide)
+        return j
 
     def holds_judge(self, u: Unsupported) -> _Judge:
         """Whether an ``unsupported`` entry's ``when`` holds (true only), over a group."""
@@ -798,7 +850,10 @@ def verify(
         _WORKER["walker"] = walker
         try:
             with ctx.Pool(jobs) as pool:
-                parts = pool.map(_run_task, tasks, chunksize=1)
+                # the MoE walks take longest: start them first, keep the results in task order
+                order = sorted(range(len(tasks)), key=lambda i: tasks[i][0] != "moe")
+                done = pool.map(_run_task, [tasks[i] for i in order], chunksize=1)
+                parts = [done[order.index(i)] for i in range(len(tasks))]
         finally:
             _WORKER.clear()
     cov = Coverage(domain, domain.size)

@@ -656,10 +656,9 @@ def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Pol
     """
     base: dict[str, frozenset[Any]] = {}
     for d in domain.dims:
-        chosen = fixed.get(d.name)
-        pool = chosen.members if chosen is not None else d.values
-        for k in d.keys:
-            base[k] = frozenset(v.typed.get(k) for v in pool)
+        base.update(_pool_values(d, fixed.get(d.name)))
+    if not policy.implications:
+        return base
     setters = _setters(policy)
     cur = base
     for _ in range(len(policy.implications) + 2):
@@ -690,6 +689,23 @@ def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Pol
 
 
 _NONE: Final = frozenset({None})
+#: each key's values over a dimension's classes, by the object holding them (kept alive beside)
+_POOLS: dict[int, tuple[object, dict[str, frozenset[Any]]]] = {}
+_POOLS_MAX: Final = 200_000
+
+
+def _pool_values(d: Dimension, chosen: ValueClass | None) -> dict[str, frozenset[Any]]:
+    """The values each key of *d* takes over *chosen* (``None``: over the whole dimension)."""
+    owner: object = chosen if chosen is not None else d
+    hit = _POOLS.get(id(owner))
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    pool = chosen.members if chosen is not None else d.values
+    found = {k: frozenset(v.typed.get(k) for v in pool) for k in d.keys}
+    if len(_POOLS) >= _POOLS_MAX:
+        _POOLS.clear()
+    _POOLS[id(owner)] = (owner, found)
+    return found
 
 
 def _setters(policy: Policy) -> dict[str, list[tuple[Any, Any, frozenset[str]]]]:
