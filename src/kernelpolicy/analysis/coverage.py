@@ -4,10 +4,10 @@ For each path, the domain is split lazily. A group of cells is split on a dimens
 
 1. a condition that shapes the path's candidate order (an ``order``, a ``prefer`` rule, a
    ``use`` rule or a user setting that picks a backend) is undecided over the group, or
-2. after resolving one representative cell, a condition aimed at a candidate the path
-   judged up to (and including) the one it chose is undecided over the group (a candidate
-   whose catalog requirement, or one of whose deny rules, settles its rejection over the
-   whole group needs nothing more).
+2. after resolving one representative cell, the verdict of a candidate the path judged up to
+   (and including) the one it chose is undecided over the group (:mod:`.verdicts`: whether
+   it is rejected, whichever of its rules rejects it; for an explicit choice, whether it is
+   chosen, refused or a contradiction).
 
 Implications are taken out of the walk: the resolver applies them first and decides from
 the completed facts, and a completed state is one no implication changes. So resolving every
@@ -18,7 +18,10 @@ A violation is reported only when its representative is such a completed state.
 A split divides the group's classes of the dimension only into the parts the undecided
 conditions tell apart (a class of eleven model types becomes "the type the rule names" and
 "the other ten"); a later condition may split a part again. The outcomes over a part are
-computed from every value it holds, so a settled condition is settled for each of them.
+computed from every value it holds, so a settled condition is settled for each of them. The
+parts over which every undecided question answers alike are walked on as one (a backend
+rejected by one rule in one part and another in the next leaves the candidates after it one
+walk, not two); such a join is asked every question again, and never gives back the whole group.
 
 When neither holds, every cell of the group has the same order and the same verdict for
 each candidate up to the chosen one, so the resolver chooses the same backend in every cell
