@@ -74,6 +74,7 @@ from .verdicts import Verdict, rule_effect
 __all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
 
 PATHS: Final = DECIDED_PATHS
+_UNKNOWN: Final = frozenset({None})
 
 
 @dataclass(frozen=True)
@@ -226,6 +227,7 @@ class _Walker:
         self.original = original
         self.domain = domain
         self.key_dim: dict[str, Dimension] = {k: d for d in domain.dims for k in d.keys}
+        self.moe_keys = tuple(k for d in domain.dims if d.moe_only for k in d.keys)
         self.index = {d.name: i for i, d in enumerate(domain.dims)}
         self.implied = implied_sources(policy)
         self.resolves = 0
@@ -417,7 +419,7 @@ class _Walker:
     def _walk(
         self, path: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge], order_rules: list[Rule]
     ) -> Iterator[PathGroup]:
-        possible = possible_values(self.domain, fixed, self.policy)
+        possible = self.possible(fixed, moe)
         pending = [j for j in conds if not j.settled(possible)]
         for r in order_rules:
             if r.kind == "deny" and not any(True in rule_effect(u, possible) for u in self.uses_of(r, path)):
@@ -616,7 +618,7 @@ class _Walker:
         name, blocks = split
         before = fixed.get(name)
         if pending:
-            blocks = self._merged(name, blocks, fixed, pending)
+            blocks = self._merged(name, blocks, fixed, moe, pending)
         for block in blocks:
             fixed[name] = merge(block)
             yield from self._walk(path, fixed, moe, conds, order_rules)
@@ -626,7 +628,7 @@ class _Walker:
             fixed[name] = before
 
     def _merged(
-        self, name: str, blocks: list[list[ValueClass]], fixed: dict[str, ValueClass], pending: list[_Judge]
+        self, name: str, blocks: list[list[ValueClass]], fixed: dict[str, ValueClass], moe: bool, pending: list[_Judge]
     ) -> list[list[ValueClass]]:
         """*blocks*, the parts of a split on dimension *name*, with the parts over which the
         *pending* judges answer alike (over their union too, and with one of them settled) joined
@@ -638,13 +640,13 @@ class _Walker:
         alike: dict[tuple[frozenset[Any], ...], list[list[ValueClass]]] = {}
         for block in blocks:
             fixed[name] = merge(block)
-            alike.setdefault(self._signature(pending, fixed), []).append(block)
+            alike.setdefault(self._signature(pending, fixed, moe), []).append(block)
         out: list[list[ValueClass]] = []
         for sig, parts in alike.items():
             union = [m for b in parts for m in b]
             joinable = len(parts) > 1 and len(parts) < len(blocks) and any(len(x) == 1 for x in sig)
             fixed[name] = merge(union)
-            if joinable and self._signature(pending, fixed) == sig:
+            if joinable and self._signature(pending, fixed, moe) == sig:
                 out.append(union)
             else:
                 out += parts
@@ -654,9 +656,20 @@ class _Walker:
             fixed[name] = before
         return out
 
-    def _signature(self, pending: list[_Judge], fixed: Mapping[str, ValueClass]) -> tuple[frozenset[Any], ...]:
-        possible = possible_values(self.domain, fixed, self.policy)
+    def _signature(
+        self, pending: list[_Judge], fixed: Mapping[str, ValueClass], moe: bool
+    ) -> tuple[frozenset[Any], ...]:
+        possible = self.possible(fixed, moe)
         return tuple(j.fn(possible) for j in pending)
+
+    def possible(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, frozenset[Any]]:
+        """The values each key can take over a group (:func:`possible_values`); a dense model's
+        cells leave the facts only MoE models have unknown, so those keys hold nothing else."""
+        out = possible_values(self.domain, fixed, self.policy)
+        if not moe:
+            for k in self.moe_keys:
+                out[k] = _UNKNOWN
+        return out
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
         """What is undecided about the candidates judged up to the chosen one, then whether an
