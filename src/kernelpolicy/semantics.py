@@ -158,6 +158,13 @@ class _Plan:
         for i, imp in enumerate(implications):
             for k in imp.sets:
                 self.setters.setdefault(k, []).append(i)
+        #: (i, key) -> the other setters of *key* that set another value than implication *i*:
+        #: the ones that must not fire where *i* set it
+        self.rivals = {
+            (i, k): tuple(j for j in self.setters[k] if j != i and implications[j].sets[k] != v)
+            for i, imp in enumerate(implications)
+            for k, v in imp.sets.items()
+        }
 
     def fires(self, i: int, typed: Mapping[str, Any]) -> bool:
         """Whether implication *i* fires: its ``when`` holds and its ``unless`` does not."""
@@ -238,19 +245,29 @@ def _check_fixpoint(
     at: Mapping[str, int],
 ) -> None:
     implications = plan.implications
+    # Whether each implication fires at the fixpoint, asked once: an implication that fired
+    # and has no `unless` still fires (a condition that holds goes on holding as facts are added).
+    fired: dict[int, bool] = {i: True for i in at.values() if plan.fns[i][1] is None}
+
+    def fires(i: int) -> bool:
+        hit = fired.get(i)
+        if hit is None:
+            hit = fired[i] = plan.fires(i, typed)
+        return hit
+
     for k, v in added.items():
         setter = by[k]
-        if not plan.fires(at[k], typed):
+        if not fires(at[k]):
             raise ImplicationConflict(
                 k,
                 (setter.id,),
                 f"`{setter.id}` ({setter.origin}) set it to `{v}`, but its `unless` holds once the other "
                 "implications are applied",
             )
-        for i in plan.setters[k]:
-            imp = implications[i]
-            if i == at[k] or imp.sets[k] == v or not plan.fires(i, typed):
+        for i in plan.rivals[at[k], k]:
+            if not fires(i):
                 continue
+            imp = implications[i]
             raise ImplicationConflict(
                 k,
                 (setter.id, imp.id),
