@@ -248,3 +248,36 @@ def test_plugin_names_kernelpolicy_policy_when_it_does_not_load(
     finally:
         monkeypatch.delenv("KERNELPOLICY_POLICY")
         plugin._core_policy.cache_clear()
+
+
+def test_plugin_gathers_facts_once_per_config(vllm_process: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    """vLLM asks at every selection point of every layer; once registered (the environment
+    fixed), the facts are gathered once per config, and again for a config that differs."""
+    gathered: list[Any] = []
+
+    def facts_from_vllm(config: Any, catalog: Any = ()) -> dict[str, Any]:
+        gathered.append(config)
+        tp = config.parallel_config.tensor_parallel_size
+        return {**vllm_process["derived"], "deploy.tp": tp}
+
+    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", facts_from_vllm)
+    model = types.SimpleNamespace(model="/models/x", revision=None, served_model_name=None, hf_config=None)
+    configs = [
+        types.SimpleNamespace(model_config=model, parallel_config=types.SimpleNamespace(tensor_parallel_size=tp))
+        for tp in (1, 1, 2)
+    ]
+    current = [configs[0]]
+    monkeypatch.setitem(
+        sys.modules, "vllm.config", types.SimpleNamespace(get_current_vllm_config_or_none=lambda: current[0])
+    )
+    monkeypatch.setattr(plugin._STATE, "environ", dict(os.environ))  # as register() fixes it
+    first = plugin.current_decision()
+    assert first is not None
+    assert all(plugin.current_decision() is first for _ in range(100))
+    current[0] = configs[1]  # another config object with the same fields
+    assert plugin.current_decision() is first
+    assert gathered == [configs[0]]
+    current[0] = configs[2]  # another tensor-parallel size: gathered again, decided again
+    other: Any = plugin.current_decision()
+    assert gathered == [configs[0], configs[2]]
+    assert other is not first and other.facts.get("deploy.tp") == 2

@@ -120,6 +120,9 @@ class _State:
     patches: list[tuple[Any, str, Any, bool]] = dataclasses.field(default_factory=list)
     patched: list[str] = dataclasses.field(default_factory=list)
     decisions: dict[str, DecisionLike] = dataclasses.field(default_factory=dict)
+    #: the decision of each config this process asked about, by :func:`._facts.config_key`:
+    #: vLLM asks at every selection point of every layer, and gathering facts takes milliseconds
+    by_config: dict[tuple[object, ...], DecisionLike] = dataclasses.field(default_factory=dict)
     facts: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     logged: set[str] = dataclasses.field(default_factory=set)
     agreed: bool = False
@@ -139,6 +142,7 @@ def set_resolver(resolver: Resolver | None) -> None:
     """Replace how facts become a decision (tests); ``None`` restores the kernelpolicy core."""
     _STATE.resolver = resolver
     _STATE.decisions.clear()
+    _STATE.by_config.clear()
     _STATE.facts.clear()
 
 
@@ -229,6 +233,7 @@ def unpatch() -> None:
         _STATE.late_importers.clear()
         _STATE.patched.clear()
         _STATE.decisions.clear()
+        _STATE.by_config.clear()
         _STATE.facts.clear()
         _STATE.logged.clear()
         _STATE.warnings.clear()
@@ -282,11 +287,31 @@ def _entry(decision: DecisionLike, values: Mapping[str, object]) -> dict[str, An
 def current_decision() -> DecisionLike | None:
     """The decision for the vLLM config of this process (resolved once, then cached).
 
+    vLLM asks at every selection point of every layer (hundreds of times for a large model):
+    once registered (the environment fixed), the facts are gathered once per config
+    (:func:`._facts.config_key`), and a decision is resolved once per distinct set of facts.
     ``None`` when no model config is known yet or resolving failed (outside strict mode).
     """
     config = _vllm_config_now()
     if config is None or getattr(config, "model_config", None) is None:
         return None
+    if _STATE.environ is None:  # not registered: the live environment may change between asks
+        return _decide(config)
+    from ._facts import config_key
+
+    key = config_key(config)
+    with _STATE.lock:
+        decision = _STATE.by_config.get(key)
+        if decision is None:
+            decision = _decide(config)
+            if decision is not None:
+                _STATE.by_config[key] = decision
+        return decision
+
+
+def _decide(config: Any) -> DecisionLike | None:
+    """The decision for *config*: its facts gathered through the one pipeline, then resolved
+    (once per distinct set of facts), logged, and checked across ranks."""
     with _STATE.lock:
         try:
             from ._facts import facts_from_vllm

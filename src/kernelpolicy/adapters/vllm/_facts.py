@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from ...facts.model import CatalogModel
 
-__all__ = ["facts_from_vllm", "package_facts"]
+__all__ = ["config_key", "facts_from_vllm", "package_facts"]
 
 _PACKAGES: Final = (
     ("vllm", "vllm"),
@@ -153,6 +153,28 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
     if linear_backend and linear_backend != "auto":
         values["deploy.linear_backend"] = str(linear_backend)
     return _known(values)
+
+
+def config_key(vllm_config: Any) -> tuple[object, ...]:
+    """Everything :func:`facts_from_vllm` reads from *vllm_config*, cheaply: two configs with
+    equal keys give equal facts in one process (the GPU, the packages and the DeepGEMM build do
+    not change while it runs; the config file is read from the same folder or cache entry)."""
+    model_config = getattr(vllm_config, "model_config", None)
+    parallel = getattr(vllm_config, "parallel_config", None)
+    kernel = getattr(vllm_config, "kernel_config", None)
+    served = getattr(model_config, "served_model_name", None)
+    return (
+        str(getattr(model_config, "model", "") or ""),
+        getattr(model_config, "revision", None),
+        tuple(served) if isinstance(served, (list, tuple)) else served,
+        # the fallback when no config.json is found: transformers' config object itself
+        id(getattr(model_config, "hf_config", None)),
+        getattr(parallel, "tensor_parallel_size", None),
+        getattr(parallel, "data_parallel_size", None),
+        getattr(parallel, "enable_expert_parallel", None),
+        getattr(kernel, "moe_backend", None),
+        getattr(kernel, "linear_backend", None),
+    )
 
 
 def _known(values: Mapping[str, object]) -> dict[str, object]:
