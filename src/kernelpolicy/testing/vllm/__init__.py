@@ -47,11 +47,13 @@ __all__ = [
     "KernelVerdict",
     "MoeChoice",
     "NativeChoices",
+    "PluginCost",
     "RouterChoice",
     "SimulationError",
     "WarmupChoice",
     "default_venv_python",
     "parse_gpu",
+    "plugin_cost",
     "simulate",
     "simulate_many",
 ]
@@ -447,41 +449,118 @@ def simulate_many(
     """
     if not deployments:
         return []
-    py = Path(python)
     started = time.monotonic()
+    first = deployments[0]
+    request = {"cells": [d.request() for d in deployments]}
+    proc, raw = _one_process(Path(python), request, first.gpu, first.gpu_name, timeout)
+    if raw.get("errors", {}).get("probe") and not raw.get("cells"):
+        raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}")
+    elapsed = (time.monotonic() - started) / len(deployments)
+    out = []
+    for d, cell in zip(deployments, raw.get("cells") or (), strict=False):
+        out.append(
+            _from_result(
+                cell,
+                gpu_cc=d.gpu,
+                env=d.env,
+                moe_backend=d.moe_backend,
+                output="",
+                returncode=proc.returncode,
+                elapsed=elapsed,
+            )
+        )
+    if len(out) != len(deployments):
+        raise SimulationError(
+            f"the vLLM probe stopped after {len(out)} of {len(deployments)} deployments:\n{proc.stdout[-4000:]}"
+        )
+    return out
+
+
+@dataclass(frozen=True)
+class PluginCost:
+    """What kernelpolicy's plugin adds to one model's start-up in vLLM (:func:`plugin_cost`)."""
+
+    vllm_version: str
+    layers: int
+    off_s: tuple[float, ...]  #: start-up rounds without the plugin (seconds)
+    on_s: tuple[float, ...]  #: start-up rounds with it, alternating with those without
+    setup_s: float  #: importing vLLM (with the simulated platform) in the same process
+    import_s: float  #: importing the plugin and kernelpolicy, once per process
+    per_point_s: float  #: one selection point's time in the plugin once the decision is made
+    startup_calls: Mapping[str, int]  #: calls into kernelpolicy during one start-up, by function
+    step_calls: Mapping[str, int]  #: calls into kernelpolicy during the simulated forward step
+    step: Mapping[str, Any]  #: what the step ran
+    patched: tuple[str, ...]  #: the selection points the plugin wrapped
+    #: for each object the forward pass calls (kernels, experts, router): its methods that are
+    #: kernelpolicy's code or wrapped by it
+    reaches: Mapping[str, tuple[str, ...]]
+
+    def calls_to(self, qualname: str) -> int:
+        """Calls into kernelpolicy's function *qualname* (``module.Class.function``) at start-up."""
+        return int(self.startup_calls.get(qualname, 0))
+
+
+def plugin_cost(
+    python: str | os.PathLike[str],
+    gpu: str | tuple[int, int] | Sequence[int],
+    config: Mapping[str, Any],
+    *,
+    layers: int = 60,
+    rounds: int = 5,
+    tokens: int = 8,
+    model_id: str | None = None,
+    timeout: float = 1800.0,
+) -> PluginCost:
+    """Time the start-up of a *layers*-layer model (its ``VllmConfig``, then every layer's FP8
+    linear kernels, MoE backend, router gate and DeepGEMM warmup gates) in *python*'s vLLM
+    without and with kernelpolicy's plugin, alternating for *rounds* rounds; then count the
+    calls into kernelpolicy during one start-up and during a simulated forward step.
+
+    :raises SimulationError: when the probe wrote no result or the start-up failed.
+    """
+    cc = parse_gpu(gpu)
+    request = {
+        "config": dict(config),
+        "gpu": list(cc),
+        "model_id": model_id,
+        "bench": {"layers": layers, "rounds": rounds, "tokens": tokens},
+    }
+    proc, raw = _one_process(Path(python), request, cc, None, timeout)
+    if raw.get("errors") or "times" not in raw:
+        raise SimulationError(f"the start-up benchmark failed: {raw.get('errors')}\n{proc.stdout[-4000:]}")
+    return PluginCost(
+        vllm_version=str(raw["vllm_version"]),
+        layers=layers,
+        off_s=tuple(raw["times"]["off"]),
+        on_s=tuple(raw["times"]["on"]),
+        setup_s=float(raw["setup_s"]),
+        import_s=float(raw["import_s"]),
+        per_point_s=float(raw["per_point_s"]),
+        startup_calls=dict(raw["startup_calls"]),
+        step_calls=dict(raw["step_calls"]),
+        step=dict(raw["step"]),
+        patched=tuple(raw["patched"]),
+        reaches={k: tuple(v) for k, v in raw["reaches"].items()},
+    )
+
+
+def _one_process(
+    py: Path, request: Mapping[str, Any], gpu: tuple[int, int], gpu_name: str | None, timeout: float
+) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """Run the probe once on *request* (``cells`` or ``bench``), the plugin importable from this
+    source tree and registered by the probe itself."""
     stub = _stub_for(py)
     tmp = Path(tempfile.mkdtemp(prefix="kp-simgpu-"))
     try:
         plugin_dir = write_plugin_dir(tmp / "site", kernelpolicy_plugin=False)
         probe = tmp / "kp_probe.py"
         shutil.copyfile(_PROBE, probe)
-        request = {"libcuda": str(stub / "libcuda.so.1"), "cells": [d.request() for d in deployments]}
-        (tmp / "request.json").write_text(json.dumps(request), encoding="utf-8")
-        first = deployments[0]
-        child = _child_env(tmp, plugin_dir, stub, first.gpu, first.gpu_name or _NAMES.get(first.gpu), True, {}, None)
-        child["VLLM_PLUGINS"] = PLATFORM_PLUGIN_NAME  # the plugin is registered per deployment
-        proc, raw = run_probe(py, probe, tmp, child, timeout, label="vLLM")
-        if raw.get("errors", {}).get("probe") and not raw.get("cells"):
-            raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}")
-        elapsed = (time.monotonic() - started) / len(deployments)
-        out = []
-        for d, cell in zip(deployments, raw.get("cells") or (), strict=False):
-            out.append(
-                _from_result(
-                    cell,
-                    gpu_cc=d.gpu,
-                    env=d.env,
-                    moe_backend=d.moe_backend,
-                    output="",
-                    returncode=proc.returncode,
-                    elapsed=elapsed,
-                )
-            )
-        if len(out) != len(deployments):
-            raise SimulationError(
-                f"the vLLM probe stopped after {len(out)} of {len(deployments)} deployments:\n{proc.stdout[-4000:]}"
-            )
-        return out
+        (tmp / "request.json").write_text(
+            json.dumps({"libcuda": str(stub / "libcuda.so.1"), **request}), encoding="utf-8"
+        )
+        child = _child_env(tmp, plugin_dir, stub, gpu, gpu_name or _NAMES.get(gpu), True, {}, None)
+        child["VLLM_PLUGINS"] = PLATFORM_PLUGIN_NAME  # the probe registers kernelpolicy's plugin itself
+        return run_probe(py, probe, tmp, child, timeout, label="vLLM")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -2,6 +2,9 @@
 
     python _probe.py REQUEST.json RESULT.json
 
+A request with ``cells`` runs many deployments in one process; one with ``bench`` times the
+plugin's cost to a whole model's start-up (:func:`run_bench`).
+
 It loads the stub CUDA driver, lets vLLM resolve the simulated platform, loads vLLM's general
 plugins (as ``EngineArgs`` would), builds a real ``VllmConfig`` for the model, then asks vLLM's
 own selectors what they choose on each path. Every step's failure is recorded as data in the
@@ -556,10 +559,10 @@ def run(req: dict[str, Any], result: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- many deployments
 
 
-def _clear_caches() -> None:
-    """Forget what vLLM memoised about the last deployment (env, GPU): every ``cache_clear``."""
+def _clear_caches(packages: tuple[str, ...] = ("vllm",)) -> None:
+    """Forget what *packages* memoised about the last deployment (env, GPU): every ``cache_clear``."""
     for name, module in list(sys.modules.items()):
-        if not (name == "vllm" or name.startswith("vllm.")) or module is None:
+        if name.partition(".")[0] not in packages or module is None:
             continue
         for value in list(vars(module).values()):
             if isinstance(value, functools._lru_cache_wrapper):  # functools.cache and lru_cache
@@ -627,6 +630,202 @@ def run_cells(req: dict[str, Any], result: dict[str, Any]) -> None:
     _plugin(False)
 
 
+# ----------------------------------------------------------------------------- the plugin's cost
+
+
+class _Calls:
+    """Counts calls into the functions defined under *root* (a package's folder), by function."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.calls: dict[str, int] = {}
+
+    def _hook(self, frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code.co_filename.startswith(self.root):
+            module = frame.f_globals.get("__name__", "?")
+            name = f"{module}.{frame.f_code.co_qualname}"
+            self.calls[name] = self.calls.get(name, 0) + 1
+
+    def __enter__(self) -> _Calls:
+        sys.setprofile(self._hook)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        sys.setprofile(None)
+
+
+def _linear_shapes(text: Any) -> list[tuple[int, int]]:
+    """The FP8 linear layers of one decoder layer, as (out, in): attention in and out, and the
+    shared expert's gate/up and down projections (block-aligned, as the checkpoints are)."""
+    hidden = int(text.hidden_size)
+    inter = int(_first_attr(text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")))
+    return [(3 * hidden, hidden), (hidden, hidden), (2 * inter, hidden), (hidden, inter)]
+
+
+def _model_start(req: dict[str, Any], capture: _Capture, layers: int) -> dict[str, Any]:
+    """What vLLM selects while it builds one model: its ``VllmConfig``, then for each of *layers*
+    decoder layers the FP8 linear kernels, the MoE backend, the router gate and the DeepGEMM
+    warmup gates (as vLLM's warmup asks them per module). Returns the objects the forward pass
+    uses (of the last layer) and the scratch results."""
+    import torch
+    from vllm.config import set_current_vllm_config
+
+    scratch: dict[str, Any] = {"errors": {}}
+    vllm_config = _build_config(req, scratch, capture)
+    lin = importlib.import_module("vllm.model_executor.kernels.linear")
+    gl = importlib.import_module("vllm.model_executor.layers.fused_moe.router.gate_linear")
+    text = vllm_config.model_config.hf_text_config
+    quant = dict(req["config"].get("quantization_config") or {})
+    weight_key, act_key = _keys(_scheme(quant), _dynamic(quant))
+    shapes = _linear_shapes(text)
+    experts_n = int(_first_attr(text, ("num_experts", "n_routed_experts", "num_local_experts")))
+    built: dict[str, Any] = {}
+    with set_current_vllm_config(vllm_config):
+        for layer in range(layers):
+            kernels = [
+                lin.init_fp8_linear_kernel(
+                    activation_quant_key=act_key,
+                    weight_quant_key=weight_key,
+                    input_dtype=torch.bfloat16,
+                    out_dtype=torch.bfloat16,
+                    weight_shape=shape,
+                    module_name=f"model.layers.{layer}.linear{i}",
+                )
+                for i, shape in enumerate(shapes)
+            ]
+            scratch["dense"] = {"weight_shape": list(shapes[0]), "scheme": _scheme(quant)}
+            experts = _moe(req, scratch, vllm_config)
+            gate = gl.GateLinear(
+                int(text.hidden_size),
+                experts_n,
+                bias=False,
+                out_dtype=torch.float32,
+                prefix=f"model.layers.{layer}.gate",
+            )
+            _warmup(scratch, vllm_config, kernels[0], experts)
+            built = {"kernels": kernels, "experts": experts, "gate": gate}
+    if scratch["errors"]:
+        raise RuntimeError(f"the model's start-up failed: {scratch['errors']}")
+    return built
+
+
+def _reaches(obj: Any, root: str) -> list[str]:
+    """Functions of *obj*'s class (and its bases) defined under *root*, or wrapped by kernelpolicy:
+    the ways a call on *obj* could enter kernelpolicy."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    found = []
+    for klass in cls.__mro__:
+        for name, value in vars(klass).items():
+            fn = getattr(value, "__func__", value)
+            code = getattr(fn, "__code__", None)
+            ours = code is not None and code.co_filename.startswith(root)
+            if ours or getattr(fn, "__kernelpolicy_wrapped__", False):
+                found.append(f"{klass.__qualname__}.{name}")
+    return found
+
+
+def _forward_step(built: dict[str, Any], layers: int, tokens: int) -> dict[str, Any]:
+    """One decode step of the model's routers: every layer's ``GateLinear`` forward on CPU (the
+    dense and MoE kernels launch CUDA work that cannot run on the simulated GPU)."""
+    import torch
+
+    gate = built["gate"]
+    x = torch.randn(tokens, gate.weight.shape[1], dtype=gate.weight.dtype)
+    shapes = set()
+    for _ in range(layers):
+        out = gate(x)
+        logits = out[0] if isinstance(out, tuple) else out
+        shapes.add(tuple(logits.shape))
+    return {"router_forwards": layers, "logits_shapes": sorted(list(s) for s in shapes)}
+
+
+def _per_point(req: dict[str, Any], capture: _Capture, n: int = 2000) -> float:
+    """Seconds one selection point spends in the plugin once the decision is made (the median
+    of a few batches of *n* asks for the current decision)."""
+    import statistics
+    import time
+
+    from vllm.config import set_current_vllm_config
+
+    ask = importlib.import_module("kernelpolicy.adapters.vllm").current_decision
+    with set_current_vllm_config(_build_config(req, {"errors": {}}, capture)):
+        ask()
+        batches = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            for _ in range(n):
+                ask()
+            batches.append((time.perf_counter() - t0) / n)
+    return statistics.median(batches)
+
+
+def run_bench(req: dict[str, Any], result: dict[str, Any]) -> None:
+    """Time one model's start-up (``VllmConfig`` and every layer's kernel selection) without and
+    with kernelpolicy's plugin, alternating; then count calls into kernelpolicy while the
+    plugin decides and during a simulated forward step.
+
+    ``req["bench"]``: ``layers``, ``rounds`` and ``tokens`` (of the step). Each timed round
+    starts from cleared memoised answers (vLLM's and kernelpolicy's ``lru_cache``s, the plugin
+    registered afresh), so every plugin round pays for gathering facts and deciding.
+    """
+    import time
+
+    bench = req["bench"]
+    layers, rounds = int(bench["layers"]), int(bench["rounds"])
+    capture = _Capture()
+    started = time.perf_counter()
+    _setup(req, result, capture)
+    result["setup_s"] = time.perf_counter() - started  # the stub driver, vLLM and its platform
+    from vllm.config import set_current_vllm_config
+
+    with set_current_vllm_config(_build_config(req, {"errors": {}}, capture)):
+        from vllm.distributed import init_distributed_environment, initialize_model_parallel
+
+        init_distributed_environment(
+            world_size=1,
+            rank=0,
+            distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
+            local_rank=0,
+            backend="gloo",
+        )
+        initialize_model_parallel(1, 1)
+    started = time.perf_counter()
+    _plugin(False)  # imports kernelpolicy's plugin and what it imports at registration
+    import kernelpolicy  # noqa: F401  (the core the plugin imports at its first decision)
+
+    result["import_s"] = time.perf_counter() - started
+    resolver = importlib.import_module("kernelpolicy.resolver")
+    root = str(Path(importlib.import_module("kernelpolicy").__file__ or "").parent)
+    times: dict[str, list[float]] = {"off": [], "on": []}
+    _model_start(req, capture, 1)  # vLLM's own first-use imports, outside the timings
+    for r in range(rounds):
+        for on in (False, True) if r % 2 == 0 else (True, False):
+            _clear_caches(("vllm", "kernelpolicy"))
+            resolver._cache.clear()
+            _plugin(on)
+            t0 = time.perf_counter()
+            _model_start(req, capture, layers)
+            times["on" if on else "off"].append(time.perf_counter() - t0)
+    result["times"] = times
+    _clear_caches(("vllm", "kernelpolicy"))
+    resolver._cache.clear()
+    _plugin(True)
+    with _Calls(root) as start_calls:
+        built = _model_start(req, capture, layers)
+    result["startup_calls"] = start_calls.calls
+    result["per_point_s"] = _per_point(req, capture)
+    result["patched"] = list(importlib.import_module("kernelpolicy.adapters.vllm").status()["patched"])
+    with _Calls(root) as step_calls:
+        result["step"] = _forward_step(built, layers, int(bench.get("tokens", 8)))
+    result["step_calls"] = step_calls.calls
+    objects = {f"linear kernel {type(k).__name__}": k for k in built["kernels"]}
+    if built["experts"] is not None:
+        objects[f"MoE experts {built['experts'].__name__}"] = built["experts"]
+    objects["router GateLinear"] = built["gate"]
+    result["reaches"] = {name: _reaches(obj, root) for name, obj in objects.items()}
+    _plugin(False)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 3:
         print("usage: _probe.py REQUEST.json RESULT.json", file=sys.stderr)
@@ -634,7 +833,7 @@ def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     result: dict[str, Any] = {"errors": {}}
     try:
-        (run_cells if "cells" in req else run)(req, result)
+        (run_bench if "bench" in req else run_cells if "cells" in req else run)(req, result)
     except BaseException as exc:
         result["errors"]["probe"] = _error(exc)
     Path(argv[2]).write_text(json.dumps(result, default=str), encoding="utf-8")
