@@ -231,9 +231,9 @@ def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseRep
         return facts
     _check_fixpoint(plan, typed, added, by, at)
     # the values were normalised when the implication was loaded: no need to validate again
-    return Facts.model_construct(
-        values={**facts.values, **added},
-        sources={**facts.sources, **{k: f"implied:{by[k].id}" for k in added}},
+    return Facts._of(
+        {**facts.values, **added},
+        {**facts.sources, **{k: f"implied:{by[k].id}" for k in added}},
     )
 
 

@@ -184,7 +184,18 @@ def _explain(tmp_path: Path, config: object, capsys: pytest.CaptureFixture[str],
         (
             lambda d: d["quantization_config"].update(activation_scheme="sometimes"),
             "quantization_config.activation_scheme",
-            "input should be 'static' or 'dynamic'",
+            "expected `static` or `dynamic` (got `'sometimes'`)",
+        ),
+        (lambda d: d.update(num_experts=True), "num_experts", "expected an integer (got `True`)"),
+        (
+            lambda d: d["quantization_config"].update(weight_block_size=[128]),
+            "quantization_config.weight_block_size",
+            "expected 2 items (got `[128]`)",
+        ),
+        (
+            lambda d: d["quantization_config"].update(weight_block_size=[128, "128"]),
+            "quantization_config.weight_block_size.1",
+            "expected an integer (got `'128'`)",
         ),
         (lambda d: d["quantization_config"].update(quant_method=8), "quantization_config.quant_method", "string"),
     ],
@@ -214,6 +225,22 @@ def test_compressed_tensors_num_bits_word(tmp_path: Path, capsys: pytest.Capture
     code, err = _explain(tmp_path, config, capsys)
     assert code == 2
     assert "field `quantization_config.config_groups.group_0.weights.num_bits`: expected an integer" in err
+
+
+def test_missing_required_field_and_aliases(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = json.loads(json.dumps(c.LLAMA_8B_CT_FP8_DYNAMIC))
+    del config["quantization_config"]["config_groups"]["group_0"]["weights"]["num_bits"]
+    code, err = _explain(tmp_path, config, capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert err.rstrip().endswith("field `quantization_config.config_groups.group_0.weights.num_bits`: missing")
+    # AWQ writes `w_bit` and `q_group_size` (read first), GPTQ `bits` and `group_size`
+    awq = {"quant_method": "awq", "w_bit": 4, "q_group_size": 128, "bits": 8}
+    facts = config_facts({"model_type": "llama", "quantization_config": awq})
+    assert facts["quant.scheme"] == "w4a16" and facts["quant.group_size"] == 128
+    gptq = {"quant_method": "gptq", "bits": 8, "group_size": 64}
+    assert config_facts({"model_type": "llama", "quantization_config": gptq})["quant.scheme"] == "w8a16"
+    with pytest.raises(ModelConfigError, match=r"field `quantization_config.w_bit`: expected an integer"):
+        config_facts({"model_type": "llama", "quantization_config": {**awq, "w_bit": "4"}})
 
 
 def test_nested_text_config_field_is_named_with_its_prefix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

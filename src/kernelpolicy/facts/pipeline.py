@@ -230,9 +230,9 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
     if not unread:
         return facts, ()
     drop = {ENV_PREFIX + n for n in unread}
-    kept = Facts.model_construct(
-        values={k: v for k, v in facts.values.items() if k not in drop},
-        sources={k: v for k, v in facts.sources.items() if k not in drop},
+    kept = Facts._of(
+        {k: v for k, v in facts.values.items() if k not in drop},
+        {k: v for k, v in facts.sources.items() if k not in drop},
     )
     return kept, tuple(
         f"`{n}` is left out: vLLM {version} does not read it (vLLM {readers} does)" for n, readers in unread.items()

@@ -1,5 +1,6 @@
 """Typed Hugging Face configs: the fields of ``config.json`` and its quantization config that
-decide a kernel, as pydantic models, and the ``model.*`` / ``quant.*`` facts they give.
+decide a kernel, as strict records (:mod:`._records`), and the ``model.*`` / ``quant.*`` facts
+they give.
 
 Only the fields kernelpolicy reads are declared (every other key is ignored), and each is
 strictly typed: ``num_local_experts: 8.0`` or ``"many"`` is an error naming the file and the
@@ -13,11 +14,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import Any, Final, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, TypeVar
 
 from ..errors import KernelPolicyError
+from ._records import MISSING, Invalid, read
 
 __all__ = [
     "KNOWN_METHODS",
@@ -50,17 +51,18 @@ class ModelConfigError(KernelPolicyError, ValueError):
         return f"`{self.file}`: {where}{self.message}"
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, frozen=True, populate_by_name=True)
-
-
+_R = TypeVar("_R")
 _Blocks = list[int]
+#: a block size: exactly two integers
+_BLOCK: Final = {"length": 2}
+_record = dataclass(frozen=True)
 
 
 # ----------------------------------------------------------------------------- config.json
 
 
-class HfConfig(_Strict):
+@_record
+class HfConfig:
     """The fields of a (text) model config that decide a kernel."""
 
     model_type: str | None = None
@@ -92,18 +94,20 @@ class HfConfig(_Strict):
 # ----------------------------------------------------------------------------- quantization
 
 
-class Fp8Config(_Strict):
+@_record
+class Fp8Config:
     """vLLM's ``fp8`` (and ``ptpc_fp8``, ``fbgemm_fp8``): per-tensor, per-channel or block scales."""
 
     quant_method: Literal["fp8", "ptpc_fp8", "fbgemm_fp8"]
     activation_scheme: Literal["static", "dynamic"] | None = None
-    weight_block_size: _Blocks | None = Field(default=None, min_length=2, max_length=2)
+    weight_block_size: _Blocks | None = field(default=None, metadata=_BLOCK)
     ignored_layers: list[str] | None = None
     modules_to_not_convert: list[str] | None = None
     scale_fmt: str | None = None
 
 
-class CtArgs(_Strict):
+@_record
+class CtArgs:
     """compressed-tensors ``weights`` / ``input_activations`` of one config group."""
 
     num_bits: int
@@ -112,32 +116,36 @@ class CtArgs(_Strict):
     #: newer compressed-tensors adds is an unrecognised scheme (a fact), not a broken config
     strategy: str | None = None
     group_size: int | None = None
-    block_structure: _Blocks | None = Field(default=None, min_length=2, max_length=2)
+    block_structure: _Blocks | None = field(default=None, metadata=_BLOCK)
     dynamic: bool | Literal["local"] | None = None
     symmetric: bool | None = None
 
 
-class CtGroup(_Strict):
-    targets: list[str] = Field(default_factory=list)
+@_record
+class CtGroup:
+    targets: list[str] = field(default_factory=list)
     weights: CtArgs | None = None
     input_activations: CtArgs | None = None
 
 
-class CompressedTensorsConfig(_Strict):
+@_record
+class CompressedTensorsConfig:
     """``compressed-tensors`` (llm-compressor): config groups, each with its targets."""
 
     quant_method: Literal["compressed-tensors", "compressed_tensors"]
-    config_groups: dict[str, CtGroup] = Field(default_factory=dict)
-    ignore: list[str] = Field(default_factory=list)
+    config_groups: dict[str, CtGroup] = field(default_factory=dict)
+    ignore: list[str] = field(default_factory=list)
     format: str | None = None
 
 
-class ModelOptLayer(_Strict):
+@_record
+class ModelOptLayer:
     quant_algo: str
     group_size: int | None = None
 
 
-class ModelOptConfig(_Strict):
+@_record
+class ModelOptConfig:
     """NVIDIA ModelOpt (``hf_quant_config.json`` or ``quant_method: modelopt``)."""
 
     quant_method: Literal["modelopt", "modelopt_fp4", "modelopt_mxfp8"]
@@ -149,25 +157,27 @@ class ModelOptConfig(_Strict):
     quantized_layers: dict[str, ModelOptLayer] | None = None
 
 
-class Mxfp4Config(_Strict):
+@_record
+class Mxfp4Config:
     """``mxfp4`` (gpt-oss) and ``mxfp8``: OCP microscaling, block 32, E8M0 scales."""
 
     quant_method: Literal["mxfp4", "mxfp8"]
     modules_to_not_convert: list[str] | None = None
 
 
-class WeightOnlyIntConfig(_Strict):
+@_record
+class WeightOnlyIntConfig:
     """GPTQ / AWQ integer weights (W4A16, W8A16), run by Marlin or their own kernels."""
 
     quant_method: Literal["gptq", "awq", "gptq_marlin", "awq_marlin"]
-    bits: int = Field(alias="w_bit", default=4)
-    group_size: int | None = Field(default=None, alias="q_group_size")
+    bits: int = field(default=4, metadata={"alias": "w_bit"})
+    group_size: int | None = field(default=None, metadata={"alias": "q_group_size"})
     desc_act: bool | None = None
     sym: bool | None = None
     checkpoint_format: str | None = None
 
 
-_MODELS: Final[dict[str, type[_Strict]]] = {
+_MODELS: Final[dict[str, type]] = {
     "fp8": Fp8Config,
     "ptpc_fp8": Fp8Config,
     "fbgemm_fp8": Fp8Config,
@@ -250,38 +260,22 @@ def _depth_ok(value: object, limit: int = MAX_DEPTH) -> bool:
 
 
 def _field(loc: tuple[int | str, ...], prefix: str) -> str:
-    path = ".".join(str(p) for p in loc if not (isinstance(p, str) and p in ("int", "list[int]", "str")))
+    path = ".".join(str(p) for p in loc)
     return f"{prefix}{path}" if path else prefix.rstrip(".")
 
 
-def _validate(model: type[_Strict], data: Mapping[str, Any], file: str, prefix: str) -> Any:
+def _validate(model: type[_R], data: Mapping[str, Any], file: str, prefix: str) -> _R:
     try:
-        return model.model_validate(dict(data))
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and ("[" in p or p in ("int", "str", "bool"))))
-        field = _field(loc, prefix)
-        got = err.get("input")
+        return read(model, data)
+    except Invalid as exc:
+        field = _field(exc.loc, prefix)
+        if exc.got is MISSING:
+            raise ModelConfigError(file, field, exc.reason) from None
+        got = exc.got
         shown = repr(got) if isinstance(got, str) else str(got)
         if len(shown) > 40:
             shown = shown[:37] + "..."
-        raise ModelConfigError(file, field, f"{_reason(err['type'], err['msg'])} (got `{shown}`)") from None
-
-
-def _reason(kind: str, msg: str) -> str:
-    if kind.startswith("int") and kind != "int_from_float":
-        return "expected an integer"
-    if kind == "int_from_float":
-        return "expected an integer, not a float"
-    if kind.startswith("list"):
-        return "expected a list"
-    if kind.startswith("string"):
-        return "expected a string"
-    if kind.startswith("dict") or kind == "model_type":
-        return "expected a mapping"
-    if kind.startswith("bool"):
-        return "expected true or false"
-    return msg[:1].lower() + msg[1:]
+        raise ModelConfigError(file, field, f"{exc.reason} (got `{shown}`)") from None
 
 
 def _text_config(config: Mapping[str, Any], file: str) -> tuple[Mapping[str, Any], str]:
@@ -424,7 +418,7 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
     if model is ModelOptConfig and isinstance(nested, Mapping):
         # hf_quant_config.json's body under `quantization`, as vLLM merges it into its quant config
         body, prefix = {**nested, **{k: v for k, v in qc.items() if k != "quantization"}}, f"{prefix}quantization."
-    parsed = _validate(model, {**body, "quant_method": method}, file, prefix)
+    parsed: object = _validate(model, {**body, "quant_method": method}, file, prefix)
     if isinstance(parsed, Fp8Config):
         out.update(_fp8(parsed))
     elif isinstance(parsed, CompressedTensorsConfig):

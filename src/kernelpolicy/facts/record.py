@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from packaging.version import InvalidVersion, Version
-from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from ..errors import FactError, did_you_mean
 from .keys import CANONICAL, FACT_KEYS, Kind, lookup_key
@@ -133,57 +132,76 @@ def parse_fact_text(key: str, text: str) -> FactValue:
     return normalise_value(key, t)
 
 
-class Facts(BaseModel):
+class Facts:
     """What is known about one deployment: a value and a source per fact key.
 
     Immutable and hashable. Keys absent from :attr:`values` are *unknown*, which the resolver
     treats as described in docs/design.md (crash rules apply, others do not).
     """
 
-    # The validating schema is built on first use: kernelpolicy's own constructors check
-    # every value against the vocabulary (:func:`normalise_value`) and skip pydantic's pass,
-    # which keeps a cold ``explain`` fast; ``Facts(values=..., sources=...)`` still validates.
-    model_config = ConfigDict(frozen=True, defer_build=True)
-
+    __slots__ = ("_hash", "_key", "_typed", "sources", "values")
     values: Mapping[str, FactValue]
     sources: Mapping[str, str]
-    _typed: dict[str, Any] | None = PrivateAttr(default=None)
-    _key: tuple[tuple[str, FactValue], ...] | None = PrivateAttr(default=None)
-    _hash: int | None = PrivateAttr(default=None)
+    _typed: dict[str, Any] | None
+    _key: tuple[tuple[str, FactValue], ...] | None
+    _hash: int | None
 
-    def __init__(self, **data: Any) -> None:
+    def __init__(self, *, values: Mapping[str, Any], sources: Mapping[str, str]) -> None:
         """``Facts(values=..., sources=...)``: every key and value checked against the vocabulary,
         every value given a source, and the GPU facts in agreement.
 
         :raises FactError: with the message the command line gives for the same input.
         """
-        values, sources = data.get("values"), data.get("sources")
-        if isinstance(values, Mapping) and isinstance(sources, Mapping):
-            data["values"] = check_values(values)
-            for key in data["values"]:
-                if not isinstance(sources.get(key), str):
-                    raise FactError(key, "has no source", help="give `sources` a string for every key of `values`")
-            extra = [k for k in sources if k not in data["values"]]
-            if extra:
-                raise FactError(str(extra[0]), "has a source but no value")
-            from .gpu import check_gpu_facts
+        given: tuple[object, object] = (values, sources)  # a caller's types are not checked statically
+        if not all(isinstance(m, Mapping) for m in given):
+            raise TypeError("Facts(values=..., sources=...) takes two mappings")
+        checked = check_values(values)
+        for key in checked:
+            if not isinstance(sources.get(key), str):
+                raise FactError(key, "has no source", help="give `sources` a string for every key of `values`")
+        extra = [k for k in sources if k not in checked]
+        if extra:
+            raise FactError(str(extra[0]), "has a source but no value")
+        from .gpu import check_gpu_facts
 
-            check_gpu_facts(data["values"], sources)
-        super().__init__(**data)
+        check_gpu_facts(checked, sources)
+        self._fill(checked, dict(sources))
+
+    def _fill(self, values: dict[str, FactValue], sources: dict[str, str]) -> None:
+        set_ = object.__setattr__
+        set_(self, "values", values)
+        set_(self, "sources", sources)
+        set_(self, "_typed", None)
+        set_(self, "_key", None)
+        set_(self, "_hash", None)
+
+    @classmethod
+    def _of(cls, values: dict[str, FactValue], sources: dict[str, str]) -> Facts:
+        """Facts from values already checked against the vocabulary (kernelpolicy's own
+        constructors, which normalise every value themselves)."""
+        self = object.__new__(cls)
+        self._fill(values, sources)
+        return self
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Facts are immutable (cannot set `{name}`)")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Facts._of, (dict(self.values), dict(self.sources)))
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:
         """Facts from plain values, all from one *source*; ``None`` values are dropped."""
         checked = {k: normalise_value(k, v) for k, v in values.items() if v is not None}
-        return cls.model_construct(values=checked, sources=dict.fromkeys(checked, source))
+        return cls._of(checked, dict.fromkeys(checked, source))
 
     @classmethod
     def empty(cls) -> Facts:
-        return cls.model_construct(values={}, sources={})
+        return cls._of({}, {})
 
     def merged(self, other: Facts) -> Facts:
         """These facts with *other*'s values on top (other wins on shared keys)."""
-        return Facts.model_construct(values={**self.values, **other.values}, sources={**self.sources, **other.sources})
+        return Facts._of({**self.values, **other.values}, {**self.sources, **other.sources})
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.values.get(key, default)
@@ -194,24 +212,30 @@ class Facts(BaseModel):
     @property
     def key(self) -> tuple[tuple[str, FactValue], ...]:
         """A hashable, order-independent identity of the values."""
-        if self._key is None:
-            self._key = tuple(sorted(self.values.items()))
-        return self._key
+        key = self._key
+        if key is None:
+            key = tuple(sorted(self.values.items()))
+            object.__setattr__(self, "_key", key)
+        return key
 
     def typed(self) -> dict[str, Any]:
         """Values as conditions compare them (versions as :class:`~packaging.version.Version`)."""
-        if self._typed is None:
-            self._typed = {k: typed_value(k, v) for k, v in self.values.items()}
-        return self._typed
+        typed = self._typed
+        if typed is None:
+            typed = {k: typed_value(k, v) for k, v in self.values.items()}
+            object.__setattr__(self, "_typed", typed)
+        return typed
 
     def to_json_dict(self) -> dict[str, Any]:
         """Values as JSON-ready data, keys sorted."""
         return {k: list(v) if isinstance(v, tuple) else v for k, v in sorted(self.values.items())}
 
     def __hash__(self) -> int:
-        if self._hash is None:
-            self._hash = hash(self.key)
-        return self._hash
+        h = self._hash
+        if h is None:
+            h = hash(self.key)
+            object.__setattr__(self, "_hash", h)
+        return h
 
     def __eq__(self, other: object) -> bool:
         return self is other or (isinstance(other, Facts) and self.key == other.key)

@@ -1,0 +1,221 @@
+"""Strict records read from JSON: a frozen dataclass's fields, each checked against its annotation.
+
+Only the shapes model configs need: ``str``, ``int`` (never a ``bool`` or a float), ``bool``,
+``Any``, ``list[T]``, ``dict[str, T]``, ``Literal[...]`` of strings, unions (``T | None``) and
+nested records. A field's ``metadata`` may name an ``alias`` (the key read first, as checkpoints
+write it) and a ``length`` (a list's exact length). Keys a record does not declare are ignored.
+
+:func:`read` builds the record or raises :class:`Invalid`, which says where (the keys and
+indices from the record down), what was expected, and what was found; the first field in
+declaration order that fails is the one reported. Each type's check is built once, on first use.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import types
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
+
+__all__ = ["MISSING", "Invalid", "read"]
+
+T = TypeVar("T")
+_Check = Callable[[Any], Any]
+
+#: :attr:`Invalid.got` of a required key that is absent.
+MISSING: Final = object()
+
+
+class Invalid(ValueError):
+    """A value that does not fit its declared type."""
+
+    def __init__(self, loc: tuple[str | int, ...], reason: str, got: object = MISSING) -> None:
+        self.loc = loc  #: keys and list indices from the record down to the value
+        self.reason = reason  #: what was expected (``expected an integer``), lowercase
+        self.got = got  #: the value found, or :data:`MISSING`
+        super().__init__(reason)
+
+    def under(self, key: str | int) -> Invalid:
+        """This error as seen from the container that holds its value at *key*."""
+        return Invalid((key, *self.loc), self.reason, self.got)
+
+
+def read(cls: type[T], data: object) -> T:
+    """*data* as a *cls* record (a dataclass), every declared field checked.
+
+    :raises Invalid: the first field (in declaration order, depth first) that does not fit.
+    """
+    record: T = _check_of(cls)(data)
+    return record
+
+
+_CHECKS: dict[object, _Check] = {}
+
+
+def _check_of(tp: object) -> _Check:
+    hit = _CHECKS.get(tp)
+    if hit is None:
+        hit = _CHECKS[tp] = _build(tp)
+    return hit
+
+
+def _scalar(kind: type, reason: str) -> _Check:
+    def check(value: Any) -> Any:
+        if type(value) is not kind:  # strict: `True` is not an integer, `8.0` is not either
+            raise Invalid((), reason, value)
+        return value
+
+    return check
+
+
+_SCALARS: Final = {
+    int: _scalar(int, "expected an integer"),
+    str: _scalar(str, "expected a string"),
+    bool: _scalar(bool, "expected true or false"),
+}
+
+
+def _either(options: tuple[str, ...]) -> str:
+    shown = [f"`{o}`" for o in options]
+    return "expected " + (", ".join(shown[:-1]) + " or " + shown[-1] if len(shown) > 1 else shown[0])
+
+
+def _build(tp: Any) -> _Check:
+    if tp is Any:
+        return lambda value: value
+    if tp in _SCALARS:
+        return _SCALARS[tp]
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        return _record(tp)
+    origin, args = get_origin(tp), get_args(tp)
+    if origin is Literal:
+        if not all(isinstance(a, str) for a in args):
+            raise TypeError(f"only string literals are supported, not {tp}")
+        return _literal(args)
+    if origin in (Union, types.UnionType):
+        return _union(args)
+    if origin is list:
+        return _list(_check_of(args[0]))
+    if origin is dict and args[0] is str:
+        return _dict(_check_of(args[1]))
+    raise TypeError(f"no check for {tp!r}")
+
+
+def _literal(options: tuple[str, ...]) -> _Check:
+    reason = _either(options)
+
+    def check(value: Any) -> Any:
+        if isinstance(value, str) and value in options:
+            return value
+        raise Invalid((), reason, value)
+
+    return check
+
+
+def _union(members: tuple[Any, ...]) -> _Check:
+    nullable = type(None) in members
+    checks = [_check_of(m) for m in members if m is not type(None)]
+
+    def check(value: Any) -> Any:
+        if value is None and nullable:
+            return None
+        first: Invalid | None = None
+        for one in checks:
+            try:
+                return one(value)
+            except Invalid as exc:
+                first = first or exc
+        assert first is not None
+        raise first
+
+    return check
+
+
+def _list(item: _Check) -> _Check:
+    def check(value: Any) -> Any:
+        if not isinstance(value, list):
+            raise Invalid((), "expected a list", value)
+        out = []
+        for i, x in enumerate(value):
+            try:
+                out.append(item(x))
+            except Invalid as exc:
+                raise exc.under(i) from None
+        return out
+
+    return check
+
+
+def _dict(item: _Check) -> _Check:
+    def check(value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise Invalid((), "expected a mapping", value)
+        out = {}
+        for k, x in value.items():
+            if not isinstance(k, str):
+                raise Invalid((), "expected string keys", k)
+            try:
+                out[k] = item(x)
+            except Invalid as exc:
+                raise exc.under(k) from None
+        return out
+
+    return check
+
+
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    name: str
+    keys: tuple[str, ...]  #: the alias first, then the name
+    check: _Check
+    default: Callable[[], Any] | None  #: ``None``: the key is required
+    length: int | None
+
+
+def _fields_of(cls: type) -> list[_Field]:
+    hints = get_type_hints(cls)
+    out = []
+    for f in dataclasses.fields(cls):
+        alias = f.metadata.get("alias")
+        default: Callable[[], Any] | None = None
+        if f.default is not dataclasses.MISSING:
+            default = functools.partial(_same, f.default)
+        elif f.default_factory is not dataclasses.MISSING:
+            default = f.default_factory
+        keys = (alias, f.name) if alias else (f.name,)
+        out.append(_Field(f.name, keys, _check_of(hints[f.name]), default, f.metadata.get("length")))
+    return out
+
+
+def _same(value: object) -> object:
+    return value
+
+
+def _record(cls: type) -> _Check:
+    fields: list[_Field] | None = None
+
+    def check(value: Any) -> Any:
+        nonlocal fields
+        if fields is None:
+            fields = _fields_of(cls)  # late: a record may name records declared after it
+        if not isinstance(value, Mapping):
+            raise Invalid((), "expected a mapping", value)
+        kwargs = {}
+        for f in fields:
+            key = next((k for k in f.keys if k in value), None)
+            if key is None:
+                if f.default is None:
+                    raise Invalid((f.keys[-1],), "missing")
+                kwargs[f.name] = f.default()
+                continue
+            try:
+                checked = f.check(value[key])
+            except Invalid as exc:
+                raise exc.under(key) from None
+            if f.length is not None and checked is not None and len(checked) != f.length:
+                raise Invalid((key,), f"expected {f.length} items", value[key])
+            kwargs[f.name] = checked
+        return cls(**kwargs)
+
+    return check
