@@ -1,6 +1,7 @@
 """Contracts behind the performance figures (no timings here: benchmarks/ prints those).
 
-- ``import kernelpolicy`` and a whole decision never import torch, triton or vLLM;
+- ``import kernelpolicy`` and a whole decision never import torch, triton or vLLM, nor pydantic
+  once the rules' compiled cache is written (pydantic checks rule files when they compile);
 - the peer encodings of benchmarks/peers.py (Cedar, CEL) compute the same MoE backend as
   kernelpolicy, so the comparison it prints is between equal answers.
 """
@@ -21,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 _HEAVY_IMPORT_PROBE = """
 import sys
 
-HEAVY = ("torch", "triton", "vllm")
+HEAVY = tuple(sys.argv[1:])
 seen = []
 
 class Spy:
@@ -40,12 +41,23 @@ print(sorted(set(seen)) or "none")
 """
 
 
-def test_import_and_decision_never_import_torch_triton_or_vllm() -> None:
+def _imported_while_deciding(*packages: str) -> str:
     # a fresh interpreter: the test session itself may have imported anything
     out = subprocess.run(
-        [sys.executable, "-c", _HEAVY_IMPORT_PROBE], capture_output=True, text=True, check=True, cwd=ROOT
+        [sys.executable, "-c", _HEAVY_IMPORT_PROBE, *packages], capture_output=True, text=True, check=True, cwd=ROOT
     )
-    assert out.stdout.strip() == "none", f"imported while deciding: {out.stdout.strip()}"
+    return out.stdout.strip()
+
+
+def test_import_and_decision_never_import_torch_triton_or_vllm() -> None:
+    seen = _imported_while_deciding("torch", "triton", "vllm")
+    assert seen == "none", f"imported while deciding: {seen}"
+
+
+def test_a_decision_from_the_compiled_rules_never_imports_pydantic() -> None:
+    _imported_while_deciding("pydantic")  # compiles the rules into the cache if they are not yet
+    seen = _imported_while_deciding("pydantic", "pydantic_core")
+    assert seen == "none", f"imported while deciding: {seen}"
 
 
 def _peers():  # type: ignore[no-untyped-def]
