@@ -234,6 +234,7 @@ def imply(facts: Facts, implications: tuple[Implication, ...], reporter: BaseRep
     return Facts._of(
         {**facts.values, **added},
         {**facts.sources, **{k: f"implied:{by[k].id}" for k in added}},
+        typed,  # every value of the new facts, typed on the way
     )
 
 

@@ -176,11 +176,14 @@ class Facts:
         set_(self, "_hash", None)
 
     @classmethod
-    def _of(cls, values: dict[str, FactValue], sources: dict[str, str]) -> Facts:
+    def _of(cls, values: dict[str, FactValue], sources: dict[str, str], typed: dict[str, Any] | None = None) -> Facts:
         """Facts from values already checked against the vocabulary (kernelpolicy's own
-        constructors, which normalise every value themselves)."""
+        constructors, which normalise every value themselves); *typed*, when the caller has it,
+        is :meth:`typed` of these values."""
         self = object.__new__(cls)
         self._fill(values, sources)
+        if typed is not None:
+            object.__setattr__(self, "_typed", typed)
         return self
 
     def __setattr__(self, name: str, value: object) -> None:

@@ -32,20 +32,21 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.metadata as md
 import json
-import logging
 import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ...facts.pipeline import is_strict
 from ..agreement import AgreementError, check_agreement
 from ..summary import startup_summary
 from ._names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
 from ._versions import SglangRelease, known_releases, release_for
+
+if TYPE_CHECKING:
+    import logging
 
 __all__ = [
     "DISABLE_ENV",
@@ -58,7 +59,14 @@ __all__ = [
     "status",
 ]
 
-logger = logging.getLogger("kernelpolicy.sglang")
+
+def _logger() -> logging.Logger:
+    # imported here: `explain --json` imports this package (for the release tables), not logging
+    import logging
+
+    return logging.getLogger("kernelpolicy.sglang")
+
+
 DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
 #: Names of the variables the plugin set in the main process (so child processes read the
 #: deployment's own environment, not the plugin's settings, as facts).
@@ -110,7 +118,7 @@ def _policy() -> Any:
 def _warn(message: str) -> None:
     if message not in _STATE.warnings:
         _STATE.warnings.append(message)
-        logger.warning("kernelpolicy: %s", message)
+        _logger().warning("kernelpolicy: %s", message)
 
 
 def _fail(message: str) -> None:
@@ -164,7 +172,7 @@ def _decide(server_args: Any) -> Any:
         _STATE.decision = decision
         _STATE.flags = engine_flags(decision.paths, engine, release, decision.facts)
         _STATE.facts = dict(built.facts.values)
-        logger.info(
+        _logger().info(
             "kernelpolicy: sglang %s %s %s fingerprint=%s",
             _STATE.version,
             _STATE.facts.get("gpu.sm", "gpu=?"),
@@ -377,6 +385,8 @@ def _installed_sglang() -> str | None:
     version = getattr(sys.modules.get("sglang"), "__version__", None)
     if isinstance(version, str):
         return version
+    import importlib.metadata as md  # here: `explain --json` imports this module for the release tables
+
     try:
         return md.version("sglang")
     except md.PackageNotFoundError:
@@ -395,7 +405,7 @@ def register() -> None:
             return
         _STATE.registered = True
         if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
-            logger.info("kernelpolicy: %s is set; the SGLang plugin does nothing", DISABLE_ENV)
+            _logger().info("kernelpolicy: %s is set; the SGLang plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = _deployment_environ()
         version = _installed_sglang()
@@ -409,7 +419,7 @@ def register() -> None:
             )
             if is_strict(os.environ):
                 raise AdapterError(message)
-            logger.warning(message)
+            _logger().warning(message)
             _STATE.warnings.append(message)
             return
         _STATE.release = release

@@ -19,9 +19,10 @@ import zipfile
 from pathlib import Path
 from typing import Any, Final
 
+from ._versions import RELEASES_FILE
+
 __all__ = ["RELEASES_FILE", "SELECTION_POINTS", "main", "scan_wheel"]
 
-RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
 
 #: The choice lists of the backend flags: constant name -> flag.
 _CHOICES: Final = {

@@ -10,11 +10,14 @@ import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from packaging.version import InvalidVersion, Version
 
-from ._scan import RELEASES_FILE
+#: Written by :mod:`._scan` (``kernelpolicy sglang scan``) from each release's wheel, never edited.
+RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
+
 
 __all__ = ["SglangRelease", "known_releases", "latest_release", "release_for"]
 
