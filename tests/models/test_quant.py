@@ -306,3 +306,18 @@ def test_modelopt_body_nested_as_vllm_merges_it() -> None:
     qc = {**c.NVIDIA_DEEPSEEK_R1_FP4_HF_QUANT, "quant_method": "modelopt_fp4"}
     facts = config_facts({**c.NVIDIA_DEEPSEEK_R1_FP4, "quantization_config": qc})
     assert (facts["quant.scheme"], facts["quant.group_size"]) == ("nvfp4", 16)
+
+
+def test_config_records_are_immutable_values() -> None:
+    from kernelpolicy.facts._records import read
+    from kernelpolicy.facts.quant import Fp8Config
+
+    raw = {"quant_method": "fp8", "weight_block_size": [128, 128], "unknown_key": 1}
+    a, b = read(Fp8Config, raw), read(Fp8Config, dict(raw))
+    assert a == b and a is not b and a != read(Fp8Config, {"quant_method": "fp8"})
+    assert a.weight_block_size == [128, 128] and a.ignored_layers is None
+    assert repr(a).startswith("Fp8Config(quant_method='fp8', activation_scheme=None, weight_block_size=[128, 128]")
+    with pytest.raises(AttributeError, match="immutable"):
+        a.quant_method = "ptpc_fp8"  # type: ignore[misc]
+    with pytest.raises(TypeError, match="no field `unknown_key`"):
+        Fp8Config(quant_method="fp8", unknown_key=1)  # type: ignore[call-arg]

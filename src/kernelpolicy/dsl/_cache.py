@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -467,6 +466,8 @@ def write_entry(folder: Path, key: str, policy: Policy) -> None:
         return  # a value JSON cannot hold: do not cache this policy
     if len(blob) > MAX_ENTRY_BYTES:
         return
+    import tempfile  # only when writing: a read (every later run) does without it
+
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".policy-", suffix=".tmp")

@@ -1,9 +1,10 @@
-"""Strict records read from JSON: a frozen dataclass's fields, each checked against its annotation.
+"""Strict records read from JSON: a :func:`record` class's fields, each checked against its annotation.
 
 Only the shapes model configs need: ``str``, ``int`` (never a ``bool`` or a float), ``bool``,
 ``Any``, ``list[T]``, ``dict[str, T]``, ``Literal[...]`` of strings, unions (``T | None``) and
-nested records. A field's ``metadata`` may name an ``alias`` (the key read first, as checkpoints
-write it) and a ``length`` (a list's exact length). Keys a record does not declare are ignored.
+nested records. A field declared with :func:`spec` may name an ``alias`` (the key read first, as
+checkpoints write it) and a ``length`` (a list's exact length). Keys a record does not declare
+are ignored.
 
 :func:`read` builds the record or raises :class:`Invalid`, which says where (the keys and
 indices from the record down), what was expected, and what was found; the first field in
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import types
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Literal, TypeVar, Union, get_args, get_origin, get_type_hints
 
-__all__ = ["MISSING", "Invalid", "read"]
+__all__ = ["MISSING", "Invalid", "read", "record", "spec"]
 
 T = TypeVar("T")
 _Check = Callable[[Any], Any]
@@ -41,8 +43,106 @@ class Invalid(ValueError):
         return Invalid((key, *self.loc), self.reason, self.got)
 
 
+# ----------------------------------------------------------------------------- declaring records
+
+
+class _Spec:
+    """A field's default and how it is read (:func:`spec`)."""
+
+    __slots__ = ("alias", "default", "length")
+
+    def __init__(self, default: Callable[[], Any] | None, alias: str | None, length: int | None) -> None:
+        self.default = default
+        self.alias = alias
+        self.length = length
+
+
+def spec(
+    *,
+    default: object = None,
+    default_factory: Callable[[], Any] | None = None,
+    alias: str | None = None,
+    length: int | None = None,
+) -> Any:
+    """A field's default (*default*, or a fresh *default_factory()*), the *alias* read before
+    its name, and a list's exact *length*."""
+    return _Spec(default_factory or functools.partial(_same, default), alias, length)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Field:
+    name: str
+    keys: tuple[str, ...]  #: the alias first, then the name
+    default: Callable[[], Any] | None  #: ``None``: the key is required
+    length: int | None
+
+
+def record(cls: type[T]) -> type[T]:
+    """*cls* as an immutable record of its annotated fields: built by keyword, compared and
+    shown field by field. (A dataclass would compile an ``__init__`` per class, which a cold
+    ``explain`` pays for; this one is shared.)"""
+    fields = []
+    for name in inspect.get_annotations(cls):
+        declared = cls.__dict__.get(name, _REQUIRED)
+        if isinstance(declared, _Spec):
+            keys = (declared.alias, name) if declared.alias else (name,)
+            fields.append(_Field(name, keys, declared.default, declared.length))
+            delattr(cls, name)
+        else:
+            default = None if declared is _REQUIRED else functools.partial(_same, declared)
+            fields.append(_Field(name, (name,), default, None))
+    cls.__record_fields__ = tuple(fields)  # type: ignore[attr-defined]
+    for method in (_init, _setattr, _repr, _eq):
+        setattr(cls, method.__name__.replace("_", "__", 1) + "__", method)
+    cls.__hash__ = None  # type: ignore[assignment]  # mutable contents (lists): not hashable
+    return cls
+
+
+_REQUIRED: Final = object()
+
+
+def _same(value: object) -> object:
+    return value
+
+
+def _fields(obj: Any) -> tuple[_Field, ...]:
+    fields: tuple[_Field, ...] = obj.__record_fields__
+    return fields
+
+
+def _init(self: Any, **values: Any) -> None:
+    for f in _fields(self):
+        if f.name in values:
+            value = values.pop(f.name)
+        elif f.default is not None:
+            value = f.default()
+        else:
+            raise TypeError(f"{type(self).__name__}() needs `{f.name}`")
+        object.__setattr__(self, f.name, value)
+    if values:
+        raise TypeError(f"{type(self).__name__}() has no field `{next(iter(values))}`")
+
+
+def _setattr(self: Any, name: str, value: object) -> None:
+    raise AttributeError(f"{type(self).__name__} is immutable (cannot set `{name}`)")
+
+
+def _repr(self: Any) -> str:
+    shown = ", ".join(f"{f.name}={getattr(self, f.name)!r}" for f in _fields(self))
+    return f"{type(self).__name__}({shown})"
+
+
+def _eq(self: Any, other: object) -> object:
+    if type(other) is not type(self):
+        return NotImplemented
+    return all(getattr(self, f.name) == getattr(other, f.name) for f in _fields(self))
+
+
+# ----------------------------------------------------------------------------- reading
+
+
 def read(cls: type[T], data: object) -> T:
-    """*data* as a *cls* record (a dataclass), every declared field checked.
+    """*data* as a *cls* record (a :func:`record` class), every declared field checked.
 
     :raises Invalid: the first field (in declaration order, depth first) that does not fit.
     """
@@ -86,8 +186,8 @@ def _build(tp: Any) -> _Check:
         return lambda value: value
     if tp in _SCALARS:
         return _SCALARS[tp]
-    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
-        return _record(tp)
+    if isinstance(tp, type) and hasattr(tp, "__record_fields__"):
+        return _reader(tp)
     origin, args = get_origin(tp), get_args(tp)
     if origin is Literal:
         if not all(isinstance(a, str) for a in args):
@@ -164,58 +264,31 @@ def _dict(item: _Check) -> _Check:
     return check
 
 
-@dataclasses.dataclass(frozen=True)
-class _Field:
-    name: str
-    keys: tuple[str, ...]  #: the alias first, then the name
-    check: _Check
-    default: Callable[[], Any] | None  #: ``None``: the key is required
-    length: int | None
-
-
-def _fields_of(cls: type) -> list[_Field]:
-    hints = get_type_hints(cls)
-    out = []
-    for f in dataclasses.fields(cls):
-        alias = f.metadata.get("alias")
-        default: Callable[[], Any] | None = None
-        if f.default is not dataclasses.MISSING:
-            default = functools.partial(_same, f.default)
-        elif f.default_factory is not dataclasses.MISSING:
-            default = f.default_factory
-        keys = (alias, f.name) if alias else (f.name,)
-        out.append(_Field(f.name, keys, _check_of(hints[f.name]), default, f.metadata.get("length")))
-    return out
-
-
-def _same(value: object) -> object:
-    return value
-
-
-def _record(cls: type) -> _Check:
-    fields: list[_Field] | None = None
+def _reader(cls: type) -> _Check:
+    fields: list[tuple[_Field, _Check]] | None = None
 
     def check(value: Any) -> Any:
         nonlocal fields
-        if fields is None:
-            fields = _fields_of(cls)  # late: a record may name records declared after it
+        if fields is None:  # late: a record may name records declared after it
+            hints = get_type_hints(cls)
+            fields = [(f, _check_of(hints[f.name])) for f in _fields(cls)]
         if not isinstance(value, Mapping):
             raise Invalid((), "expected a mapping", value)
         kwargs = {}
-        for f in fields:
+        for f, check_field in fields:
             key = next((k for k in f.keys if k in value), None)
             if key is None:
                 if f.default is None:
                     raise Invalid((f.keys[-1],), "missing")
                 kwargs[f.name] = f.default()
                 continue
+            raw = value[key]
+            if f.length is not None and isinstance(raw, list) and len(raw) != f.length:
+                raise Invalid((key,), f"expected {f.length} items", raw)
             try:
-                checked = f.check(value[key])
+                kwargs[f.name] = check_field(raw)
             except Invalid as exc:
                 raise exc.under(key) from None
-            if f.length is not None and checked is not None and len(checked) != f.length:
-                raise Invalid((key,), f"expected {f.length} items", value[key])
-            kwargs[f.name] = checked
         return cls(**kwargs)
 
     return check

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeVar
 
 from ..errors import KernelPolicyError
-from ._records import MISSING, Invalid, read
+from ._records import MISSING, Invalid, read, record, spec
 
 __all__ = [
     "KNOWN_METHODS",
@@ -53,15 +52,12 @@ class ModelConfigError(KernelPolicyError, ValueError):
 
 _R = TypeVar("_R")
 _Blocks = list[int]
-#: a block size: exactly two integers
-_BLOCK: Final = {"length": 2}
-_record = dataclass(frozen=True)
 
 
 # ----------------------------------------------------------------------------- config.json
 
 
-@_record
+@record
 class HfConfig:
     """The fields of a (text) model config that decide a kernel."""
 
@@ -94,19 +90,19 @@ class HfConfig:
 # ----------------------------------------------------------------------------- quantization
 
 
-@_record
+@record
 class Fp8Config:
     """vLLM's ``fp8`` (and ``ptpc_fp8``, ``fbgemm_fp8``): per-tensor, per-channel or block scales."""
 
     quant_method: Literal["fp8", "ptpc_fp8", "fbgemm_fp8"]
     activation_scheme: Literal["static", "dynamic"] | None = None
-    weight_block_size: _Blocks | None = field(default=None, metadata=_BLOCK)
+    weight_block_size: _Blocks | None = spec(length=2)
     ignored_layers: list[str] | None = None
     modules_to_not_convert: list[str] | None = None
     scale_fmt: str | None = None
 
 
-@_record
+@record
 class CtArgs:
     """compressed-tensors ``weights`` / ``input_activations`` of one config group."""
 
@@ -116,35 +112,35 @@ class CtArgs:
     #: newer compressed-tensors adds is an unrecognised scheme (a fact), not a broken config
     strategy: str | None = None
     group_size: int | None = None
-    block_structure: _Blocks | None = field(default=None, metadata=_BLOCK)
+    block_structure: _Blocks | None = spec(length=2)
     dynamic: bool | Literal["local"] | None = None
     symmetric: bool | None = None
 
 
-@_record
+@record
 class CtGroup:
-    targets: list[str] = field(default_factory=list)
+    targets: list[str] = spec(default_factory=list)
     weights: CtArgs | None = None
     input_activations: CtArgs | None = None
 
 
-@_record
+@record
 class CompressedTensorsConfig:
     """``compressed-tensors`` (llm-compressor): config groups, each with its targets."""
 
     quant_method: Literal["compressed-tensors", "compressed_tensors"]
-    config_groups: dict[str, CtGroup] = field(default_factory=dict)
-    ignore: list[str] = field(default_factory=list)
+    config_groups: dict[str, CtGroup] = spec(default_factory=dict)
+    ignore: list[str] = spec(default_factory=list)
     format: str | None = None
 
 
-@_record
+@record
 class ModelOptLayer:
     quant_algo: str
     group_size: int | None = None
 
 
-@_record
+@record
 class ModelOptConfig:
     """NVIDIA ModelOpt (``hf_quant_config.json`` or ``quant_method: modelopt``)."""
 
@@ -157,7 +153,7 @@ class ModelOptConfig:
     quantized_layers: dict[str, ModelOptLayer] | None = None
 
 
-@_record
+@record
 class Mxfp4Config:
     """``mxfp4`` (gpt-oss) and ``mxfp8``: OCP microscaling, block 32, E8M0 scales."""
 
@@ -165,13 +161,13 @@ class Mxfp4Config:
     modules_to_not_convert: list[str] | None = None
 
 
-@_record
+@record
 class WeightOnlyIntConfig:
     """GPTQ / AWQ integer weights (W4A16, W8A16), run by Marlin or their own kernels."""
 
     quant_method: Literal["gptq", "awq", "gptq_marlin", "awq_marlin"]
-    bits: int = field(default=4, metadata={"alias": "w_bit"})
-    group_size: int | None = field(default=None, metadata={"alias": "q_group_size"})
+    bits: int = spec(default=4, alias="w_bit")
+    group_size: int | None = spec(alias="q_group_size")
     desc_act: bool | None = None
     sym: bool | None = None
     checkpoint_format: str | None = None
