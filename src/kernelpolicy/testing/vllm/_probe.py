@@ -511,6 +511,20 @@ def _setup(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> No
 _DISTRIBUTED: list[bool] = []
 
 
+def _init_distributed() -> None:
+    """A one-rank gloo process group on 127.0.0.1 (vLLM's layers ask for their parallel groups)."""
+    from vllm.distributed import init_distributed_environment, initialize_model_parallel
+
+    init_distributed_environment(
+        world_size=1,
+        rank=0,
+        distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
+        local_rank=0,
+        backend="gloo",
+    )
+    initialize_model_parallel(1, 1)
+
+
 def _select(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> None:
     """One deployment: build its VllmConfig, then ask each selector what it picks."""
     vllm_config = _build_config(req, result, capture)
@@ -518,23 +532,8 @@ def _select(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> N
 
     with set_current_vllm_config(vllm_config):
         if not _DISTRIBUTED:
-            from vllm.distributed import init_distributed_environment, initialize_model_parallel
-
             _DISTRIBUTED.append(True)
-            _step(
-                result,
-                "distributed",
-                lambda: (
-                    init_distributed_environment(
-                        world_size=1,
-                        rank=0,
-                        distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
-                        local_rank=0,
-                        backend="gloo",
-                    ),
-                    initialize_model_parallel(1, 1),
-                ),
-            )
+            _step(result, "distributed", _init_distributed)
         kernel = _step(result, "dense", lambda: _dense(req, result, vllm_config))
         experts = _step(result, "moe", lambda: _moe(req, result, vllm_config))
         _step(result, "warmup", lambda: _warmup(result, vllm_config, kernel, experts))
@@ -779,16 +778,7 @@ def run_bench(req: dict[str, Any], result: dict[str, Any]) -> None:
     from vllm.config import set_current_vllm_config
 
     with set_current_vllm_config(_build_config(req, {"errors": {}}, capture)):
-        from vllm.distributed import init_distributed_environment, initialize_model_parallel
-
-        init_distributed_environment(
-            world_size=1,
-            rank=0,
-            distributed_init_method=f"tcp://127.0.0.1:{_free_port()}",
-            local_rank=0,
-            backend="gloo",
-        )
-        initialize_model_parallel(1, 1)
+        _init_distributed()
     started = time.perf_counter()
     _plugin(False)  # imports kernelpolicy's plugin and what it imports at registration
     import kernelpolicy  # noqa: F401  (the core the plugin imports at its first decision)
