@@ -85,12 +85,11 @@ def _raw_config(model_config: Any) -> Mapping[str, Any]:
     itself is read from the model folder or the local Hugging Face cache, and ``hf_config``
     only stands in when neither has it.
     """
-    model = str(getattr(model_config, "model", "") or "")
+    model, revision, _ = _model_ref(model_config)
     candidates = [Path(model) / "config.json"] if model else []
     try:
         from huggingface_hub import try_to_load_from_cache
 
-        revision = getattr(model_config, "revision", None)
         cached = try_to_load_from_cache(model, "config.json", revision=revision) if model else None
         if isinstance(cached, str):
             candidates.append(Path(cached))
@@ -110,12 +109,10 @@ def _raw_config(model_config: Any) -> Mapping[str, Any]:
 
 def _catalog_facts(model_config: Any, catalog: Sequence[CatalogModel]) -> Mapping[str, Any]:
     """The catalog's extra facts for the served model (looked up by its id, as ``explain`` does)."""
-    names = [getattr(model_config, "model", None)]
-    served = getattr(model_config, "served_model_name", None)
-    names += list(served) if isinstance(served, (list, tuple)) else [served]
+    model, _, served = _model_ref(model_config)
     by_id = {m.id.lower(): m for m in catalog}
-    for name in names:
-        hit = by_id.get(str(name).strip().lower()) if isinstance(name, str) else None
+    for name in (model, *served):
+        hit = by_id.get(name.strip().lower())
         if hit is not None:
             return hit.facts
     return {}
@@ -139,6 +136,22 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
     if model_config is not None:
         values.update(facts_from_config(_raw_config(model_config)))
         values.update(_catalog_facts(model_config, catalog))
+    values.update(_deploy_facts(vllm_config))
+    return _known(values)
+
+
+def _model_ref(model_config: Any) -> tuple[str, str | None, tuple[str, ...]]:
+    """The served model as vLLM's config names it: its folder or id, the revision, and the
+    served names (what the config file and the catalog entry are looked up by)."""
+    served = getattr(model_config, "served_model_name", None)
+    names = tuple(served) if isinstance(served, (list, tuple)) else (served,)
+    model = str(getattr(model_config, "model", "") or "")
+    return model, getattr(model_config, "revision", None), tuple(n for n in names if isinstance(n, str))
+
+
+def _deploy_facts(vllm_config: Any) -> dict[str, object]:
+    """``deploy.*`` facts of vLLM's parallel and kernel configs."""
+    values: dict[str, object] = {}
     parallel = getattr(vllm_config, "parallel_config", None)
     if parallel is not None:
         tp = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
@@ -152,28 +165,20 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
     linear_backend = getattr(kernel, "linear_backend", None)
     if linear_backend and linear_backend != "auto":
         values["deploy.linear_backend"] = str(linear_backend)
-    return _known(values)
+    return values
 
 
 def config_key(vllm_config: Any) -> tuple[object, ...]:
-    """Everything :func:`facts_from_vllm` reads from *vllm_config*, cheaply: two configs with
-    equal keys give equal facts in one process (the GPU, the packages and the DeepGEMM build do
-    not change while it runs; the config file is read from the same folder or cache entry)."""
+    """What :func:`facts_from_vllm` reads from *vllm_config*, read by the same helpers, cheaply:
+    two configs with equal keys give equal facts in one process (the GPU, the packages and the
+    DeepGEMM build do not change while it runs; the config file is read from the same folder or
+    cache entry)."""
     model_config = getattr(vllm_config, "model_config", None)
-    parallel = getattr(vllm_config, "parallel_config", None)
-    kernel = getattr(vllm_config, "kernel_config", None)
-    served = getattr(model_config, "served_model_name", None)
     return (
-        str(getattr(model_config, "model", "") or ""),
-        getattr(model_config, "revision", None),
-        tuple(served) if isinstance(served, (list, tuple)) else served,
+        _model_ref(model_config),
         # the fallback when no config.json is found: transformers' config object itself
         id(getattr(model_config, "hf_config", None)),
-        getattr(parallel, "tensor_parallel_size", None),
-        getattr(parallel, "data_parallel_size", None),
-        getattr(parallel, "enable_expert_parallel", None),
-        getattr(kernel, "moe_backend", None),
-        getattr(kernel, "linear_backend", None),
+        tuple(sorted(_deploy_facts(vllm_config).items())),
     )
 
 
