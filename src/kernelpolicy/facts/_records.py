@@ -92,9 +92,8 @@ def record(cls: type[T]) -> type[T]:
             default = None if declared is _REQUIRED else functools.partial(_same, declared)
             fields.append(_Field(name, (name,), default, None))
     cls.__record_fields__ = tuple(fields)  # type: ignore[attr-defined]
-    for method in (_init, _setattr, _repr, _eq):
-        setattr(cls, method.__name__.replace("_", "__", 1) + "__", method)
-    cls.__hash__ = None  # type: ignore[assignment]  # mutable contents (lists): not hashable
+    for name, method in _METHODS.items():
+        setattr(cls, name, method)
     return cls
 
 
@@ -136,6 +135,16 @@ def _eq(self: Any, other: object) -> object:
     if type(other) is not type(self):
         return NotImplemented
     return all(getattr(self, f.name) == getattr(other, f.name) for f in _fields(self))
+
+
+#: What :func:`record` gives every record class (``__hash__`` is ``None``: a record holds lists).
+_METHODS: Final[dict[str, object]] = {
+    "__init__": _init,
+    "__setattr__": _setattr,
+    "__repr__": _repr,
+    "__eq__": _eq,
+    "__hash__": None,
+}
 
 
 # ----------------------------------------------------------------------------- reading
