@@ -28,7 +28,7 @@ import traceback
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 _LOG_MARKERS = ("deepgemm", "deep_gemm", "moe backend", "kernelpolicy", "platform plugin")
 
@@ -154,6 +154,19 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
     return vllm_config
 
 
+#: In :func:`_linear_shapes`: the shared expert's gate/up projection (the layer a single-deployment
+#: probe asks about).
+_GATE_UP: Final = 2
+
+
+def _linear_shapes(text: Any) -> list[tuple[int, int]]:
+    """The FP8 linear layers of one decoder layer, as (out, in): attention in and out, and the
+    shared expert's gate/up and down projections (block-aligned, as the checkpoints are)."""
+    hidden = int(text.hidden_size)
+    inter = int(_first_attr(text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")))
+    return [(3 * hidden, hidden), (hidden, hidden), (2 * inter, hidden), (hidden, inter)]
+
+
 def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any:
     import torch
     from vllm.platforms import current_platform
@@ -166,9 +179,7 @@ def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any
     if scheme == "none":
         return None
     text = vllm_config.model_config.hf_text_config
-    hidden = int(text.hidden_size)
-    inter = int(_first_attr(text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")))
-    shape = tuple(req.get("dense_shape") or (2 * inter, hidden))
+    shape = tuple(req.get("dense_shape") or _linear_shapes(text)[_GATE_UP])
     dense["weight_shape"] = list(shape)
     weight_key, act_key = _keys(scheme, _dynamic(quant))
     cfg_cls = importlib.import_module(
@@ -653,19 +664,11 @@ class _Calls:
         sys.setprofile(None)
 
 
-def _linear_shapes(text: Any) -> list[tuple[int, int]]:
-    """The FP8 linear layers of one decoder layer, as (out, in): attention in and out, and the
-    shared expert's gate/up and down projections (block-aligned, as the checkpoints are)."""
-    hidden = int(text.hidden_size)
-    inter = int(_first_attr(text, ("shared_expert_intermediate_size", "moe_intermediate_size", "intermediate_size")))
-    return [(3 * hidden, hidden), (hidden, hidden), (2 * inter, hidden), (hidden, inter)]
-
-
 def _model_start(req: dict[str, Any], capture: _Capture, layers: int) -> dict[str, Any]:
     """What vLLM selects while it builds one model: its ``VllmConfig``, then for each of *layers*
     decoder layers the FP8 linear kernels, the MoE backend, the router gate and the DeepGEMM
     warmup gates (as vLLM's warmup asks them per module). Returns the objects the forward pass
-    uses (of the last layer) and the scratch results."""
+    calls, of the last layer: ``kernels``, ``experts`` and ``gate``."""
     import torch
     from vllm.config import set_current_vllm_config
 
@@ -788,18 +791,20 @@ def run_bench(req: dict[str, Any], result: dict[str, Any]) -> None:
     root = str(Path(importlib.import_module("kernelpolicy").__file__ or "").parent)
     times: dict[str, list[float]] = {"off": [], "on": []}
     _model_start(req, capture, 1)  # vLLM's own first-use imports, outside the timings
+
+    def fresh(plugin: bool) -> None:  # as a new process: nothing memoised, the plugin registered anew
+        _clear_caches(("vllm", "kernelpolicy"))
+        resolver._cache.clear()
+        _plugin(plugin)
+
     for r in range(rounds):
         for on in (False, True) if r % 2 == 0 else (True, False):
-            _clear_caches(("vllm", "kernelpolicy"))
-            resolver._cache.clear()
-            _plugin(on)
+            fresh(on)
             t0 = time.perf_counter()
             _model_start(req, capture, layers)
             times["on" if on else "off"].append(time.perf_counter() - t0)
     result["times"] = times
-    _clear_caches(("vllm", "kernelpolicy"))
-    resolver._cache.clear()
-    _plugin(True)
+    fresh(True)
     with _Calls(root) as start_calls:
         built = _model_start(req, capture, layers)
     result["startup_calls"] = start_calls.calls
