@@ -5,7 +5,7 @@ per forward pass (issue #11, target 5).
 
 Runs in a vLLM venv of ``scripts/vllm-venv.sh VERSION`` (default: the newest release of
 ``tests/vllm/releases.txt`` whose venv exists) on a simulated GPU
-(:func:`kernelpolicy.testing.vllm.plugin_cost`): vLLM's ``VllmConfig`` for the model, then for
+(:func:`kernelpolicy.engines.vllm.testing.plugin_cost`): vLLM's ``VllmConfig`` for the model, then for
 each of N decoder layers its four FP8 linear kernels, the MoE backend, the router gate and the
 DeepGEMM warmup gates, as vLLM asks them while it builds a model. Rounds with and without the
 plugin alternate in one process, every memoised answer cleared before each (so each plugin
@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 import kernelpolicy as kp
-from kernelpolicy.testing.vllm import default_venv_python, plugin_cost
+from kernelpolicy.engines.vllm.testing import default_venv_python, plugin_cost
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def main() -> None:
     ratios = [b / a for a, b in zip(cost.off_s, cost.on_s, strict=True)]
     per_round = on - off
     once = cost.import_s + per_round
-    asks = cost.calls_to("kernelpolicy.adapters.vllm.current_decision")
+    asks = cost.calls_to("kernelpolicy.engines.vllm.plugin.current_decision")
     print(f"vLLM {cost.vllm_version}, {args.model}, {args.gpu} (simulated), {args.layers} layers, {args.rounds} rounds")
     print(f"machine: {platform.machine()}, Python {platform.python_version()}")
     print(f"vLLM import with the simulated platform (once per process):  {cost.setup_s * 1e3:9.1f} ms")
@@ -66,7 +66,7 @@ def main() -> None:
     print(f"importing the plugin and kernelpolicy (once per process):     {cost.import_s * 1e3:9.1f} ms")
     print(f"selection points asked per start-up:                          {asks:9d}")
     print(f"one selection point once decided:                             {cost.per_point_s * 1e6:9.2f} us")
-    gathered = cost.calls_to("kernelpolicy.adapters.vllm._facts.facts_from_vllm")
+    gathered = cost.calls_to("kernelpolicy.engines.vllm._facts.facts_from_vllm")
     resolved = cost.calls_to("kernelpolicy.resolver.resolve")
     print(f"facts gathered / decisions resolved per start-up:             {gathered:5d} / {resolved}")
     print(f"calls into kernelpolicy during one start-up:                  {sum(cost.startup_calls.values()):9d}")

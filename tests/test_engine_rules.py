@@ -65,7 +65,7 @@ def test_a_case_names_its_engine_and_a_bad_one_is_its_error(tmp_path: Path) -> N
 def test_the_keys_the_pipeline_defaults_are_always_known_to_the_check() -> None:
     # the check leaves out *unknown* for these: the pipeline never hands the resolver one unset
     from kernelpolicy.analysis.domain import ALWAYS_KNOWN
-    from kernelpolicy.facts.pipeline import _DEFAULTS
+    from kernelpolicy.deployment.pipeline import _DEFAULTS
 
     assert {k for k, _ in _DEFAULTS} <= ALWAYS_KNOWN
 
@@ -80,7 +80,7 @@ def test_an_entry_that_refuses_rejects_every_backend_with_its_reason(policy: kp.
     assert all(c.verdict == "rejected" and c.rules == (moe.rule,) for c in moe.candidates)
     assert moe.reason is not None and "Marlin fallback" in moe.reason
     assert d.paths["dense"].backend is not None  # the entry names the MoE path only
-    from kernelpolicy.explain import render
+    from kernelpolicy.render.explain import render
 
     text = render(d, policy)
     assert "  x every backend: flashinfer_trtllm, " in text and text.count("0.5.13 added a Marlin fallback") == 1

@@ -10,6 +10,7 @@ import kernelpolicy as kp
 from kernelpolicy.dsl.loader import SourceFile, load_files
 from kernelpolicy.errors import FactError, PolicyError
 from kernelpolicy.facts import Facts
+from kernelpolicy.render.flags import engine_flags, with_engine_flags
 from kernelpolicy.reporters import BaseReporter
 
 CATALOG = """
@@ -206,7 +207,9 @@ rules:
             deploy__env__VLLM_DEEP_GEMM_WARMUP="skip",
         )
         assert d.paths["dense"].backend == "deep_gemm" and d.warmup == ()
-        assert d.engine["vllm"]["env"]["VLLM_DEEP_GEMM_WARMUP"] == "skip"
+        assert d.engine == {}  # the resolver is engine-free: the flags are rendered at the edge
+        flags = engine_flags(d.paths, policy_of(tmp_path, "rules: []").engines["vllm"])
+        assert flags["env"]["VLLM_DEEP_GEMM_WARMUP"] == "skip"
 
 
 def test_prefer_reorders(tmp_path: Path) -> None:
@@ -305,8 +308,9 @@ class TestSeeds:
         dg = next(c for c in d.paths["moe"].candidates if c.backend == "deep_gemm")
         assert dg.rules[0] == "deep_gemm-e8m0-qwen3_5"
         assert {"vllm#37804", "vllm#50332"} <= set(dg.refs)
-        assert d.engine["vllm"]["env"]["VLLM_USE_DEEP_GEMM"] == "0"
-        assert d.engine["vllm"]["args"] == ["--moe-backend", "triton"]
+        rendered = with_engine_flags(d, policy).engine
+        assert rendered["vllm"]["env"]["VLLM_USE_DEEP_GEMM"] == "0"
+        assert rendered["vllm"]["args"] == ["--moe-backend", "triton"]
 
     def test_deepseek_v4_router_on_gb10(self, policy: kp.Policy) -> None:
         d = kp.resolve(kp.facts_for(gpu="GB10", model="deepseek-ai/DeepSeek-V4-Flash", policy=policy), policy)

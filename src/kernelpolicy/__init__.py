@@ -17,10 +17,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._moved import install as _install_moved
 from ._version import __version__
+
+_install_moved()  # the old module paths, for one release (kernelpolicy._moved)
 
 if TYPE_CHECKING:
     from .decision import Candidate, Decision, PathDecision
+    from .deployment import facts_for
     from .dsl.loader import load_policy
     from .errors import (
         FactError,
@@ -29,7 +33,7 @@ if TYPE_CHECKING:
         UnknownGPUError,
         UnknownModelError,
     )
-    from .facts import Facts, facts_for
+    from .facts import Facts
     from .policy import Policy
     from .reporters import BaseReporter
     from .resolver import ContradictionError, resolve
@@ -47,7 +51,7 @@ _WHERE = {
     "PolicyError": "errors",
     "UnknownGPUError": "errors",
     "UnknownModelError": "errors",
-    "facts_for": "facts",
+    "facts_for": "deployment",
     "load_policy": "dsl.loader",
     "resolve": "resolver",
 }

@@ -16,11 +16,11 @@ __all__ = ["main"]
 
 def main(root: Path | None = None) -> int:
     from ._environment import replace_table, table
-    from .adapters.vllm._generate import generated_files, release_table, replace_release_table
-    from .adapters.vllm._versions import release_records
     from .dsl.loader import load_policy
-    from .matrix import build, to_markdown
-    from .schemas import SCHEMA_NAMES, render
+    from .releases.vllm.generate import generated_files, release_table, replace_release_table
+    from .releases.vllm.versions import release_records
+    from .tools.matrix import build, to_markdown
+    from .tools.schemas import SCHEMA_NAMES, render
 
     root = root or Path(__file__).resolve().parents[2]
     if not (root / "pyproject.toml").is_file():

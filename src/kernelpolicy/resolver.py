@@ -24,7 +24,6 @@ from typing import Any, Final
 
 from .decision import Assumption, Candidate, Decision, Override, PathDecision, _Later
 from .dsl.conditions import Condition, TruthValue, compiled, describe_failure, evaluate, failing_tests
-from .engines import engine_flags
 from .errors import KernelPolicyError
 from .facts.record import Facts
 from .policy import Policy, Rule, Unsupported
@@ -252,9 +251,6 @@ class _Resolution:
             overrides=tuple(self.overrides),
             warnings=tuple(dict.fromkeys(self.warnings)),
             assumptions=_Later(self._assumptions) if self.lazy else self._assumptions(),
-            engine=_Later(
-                lambda: {name: engine_flags(paths, m, facts=self.facts) for name, m in self.policy.engines.items()}
-            ),
         )
         self.reporter.ending(decision)
         return decision

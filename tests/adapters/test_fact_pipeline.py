@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kernelpolicy.adapters import vllm as plugin
 
 import kernelpolicy as kp
-from kernelpolicy.adapters import vllm as plugin
+from kernelpolicy.deployment.pipeline import FACTS_ENV, build_facts, env_names, environ_facts
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts.pipeline import FACTS_ENV, build_facts, env_names, environ_facts
 
 QWEN = "Qwen/Qwen3.6-35B-A3B-FP8"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -169,7 +169,7 @@ def vllm_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     seen: dict[str, Any] = {}
     derived = {"gpu.sm": "sm121", "gpu.family": "sm120", "gpu.cc": "12.1", "model.type": "qwen3_5_moe_text"}
     derived |= {"model.is_moe": True, "quant.scheme": "fp8_block", "quant.block": [128, 128]}
-    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c, catalog=(): dict(derived))
+    monkeypatch.setattr("kernelpolicy.engines.vllm._facts.facts_from_vllm", lambda c, catalog=(): dict(derived))
     cfg = types.SimpleNamespace(model_config=object())
     monkeypatch.setitem(sys.modules, "vllm.config", types.SimpleNamespace(get_current_vllm_config_or_none=lambda: cfg))
 
@@ -260,7 +260,7 @@ def test_plugin_gathers_facts_once_per_config(vllm_process: dict[str, Any], monk
         tp = config.parallel_config.tensor_parallel_size
         return {**vllm_process["derived"], "deploy.tp": tp}
 
-    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", facts_from_vllm)
+    monkeypatch.setattr("kernelpolicy.engines.vllm._facts.facts_from_vllm", facts_from_vllm)
     model = types.SimpleNamespace(model="/models/x", revision=None, served_model_name=None, hf_config=None)
     configs = [
         types.SimpleNamespace(model_config=model, parallel_config=types.SimpleNamespace(tensor_parallel_size=tp))

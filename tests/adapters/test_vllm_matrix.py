@@ -10,7 +10,7 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.cli import main
-from kernelpolicy.cli._vllm_matrix import (
+from kernelpolicy.engines.vllm.conformance import (
     FAMILIES,
     OPTIONS,
     _one_line,
@@ -19,7 +19,7 @@ from kernelpolicy.cli._vllm_matrix import (
     section_of,
     update_document,
 )
-from kernelpolicy.testing.vllm import _from_result
+from kernelpolicy.engines.vllm.testing import _from_result
 
 QWEN = "Qwen/Qwen3.6-35B-A3B-FP8"
 

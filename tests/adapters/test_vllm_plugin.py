@@ -10,9 +10,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from kernelpolicy.adapters import vllm as plugin
-from kernelpolicy.adapters.vllm import _versions
+
+from kernelpolicy.releases.vllm import versions as _versions
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,7 +115,7 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     oracles = _fake_oracles(calls)
     config = types.SimpleNamespace(model_config=object())
     _module("vllm.config", get_current_vllm_config_or_none=lambda: config)
-    monkeypatch.setattr("kernelpolicy.adapters.vllm._facts.facts_from_vllm", lambda c, catalog=(): {"gpu.sm": "sm121"})
+    monkeypatch.setattr("kernelpolicy.engines.vllm._facts.facts_from_vllm", lambda c, catalog=(): {"gpu.sm": "sm121"})
     plugin.set_resolver(lambda values: SEED)
     yield {
         "calls": calls,
@@ -336,7 +336,7 @@ def test_oracle_patches_are_idempotent_and_reversible(fake_vllm: dict[str, Any])
 
 
 def test_oracle_name_tables_cover_the_enums() -> None:
-    from kernelpolicy.adapters.vllm._names import MOE_ORACLE_BACKENDS, MOE_ORACLE_NAMES
+    from kernelpolicy.releases.vllm.names import MOE_ORACLE_BACKENDS, MOE_ORACLE_NAMES
 
     latest = _versions.SUPPORTED["0.33"]
     for oracle in latest.moe_oracles:
@@ -404,7 +404,7 @@ def test_agreement_report_names_ranks_and_facts() -> None:
 
 def test_core_resolver_maps_vllm_backend_names() -> None:
     """vLLM's `--moe-backend cutlass` is kernelpolicy's `vllm_cutlass`, not an unknown id."""
-    from kernelpolicy.adapters.vllm import _core_resolver, _pipeline_facts
+    from kernelpolicy.engines.vllm.plugin import _core_resolver, _pipeline_facts
 
     values = {
         "gpu.sm": "sm90",

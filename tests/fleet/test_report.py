@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.adapters.agreement import agreement_report
 from kernelpolicy.cli import main
+from kernelpolicy.engines.agreement import agreement_report
 from kernelpolicy.facts.gpu import facts_from_spec
 from kernelpolicy.fleet import NodeAnswer, answer_from_payload, build_report, render_text
 

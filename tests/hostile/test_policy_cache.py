@@ -156,7 +156,7 @@ def test_strict_plugin_starts_with_a_corrupt_cache(monkeypatch: pytest.MonkeyPat
     entry = _fresh_entry()
     entry.write_bytes(b"\x80\x04garbage")
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
-    from kernelpolicy.adapters import vllm
+    from kernelpolicy.engines.vllm import plugin as vllm
 
     vllm._core_policy.cache_clear()
     try:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kernelpolicy._venvs import MARKER
-from kernelpolicy.testing.sglang import default_venv_python
+from kernelpolicy.engines.sglang.testing import default_venv_python
 
 ROOT = Path(__file__).resolve().parents[2]
 _LISTED = (ROOT / "tests" / "sglang" / "releases.txt").read_text(encoding="utf-8").splitlines()

@@ -9,8 +9,9 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy._venvs import build_commands, venv_python
-from kernelpolicy.adapters.sglang._facts import moe_ids_of
-from kernelpolicy.cli._sglang_matrix import (
+from kernelpolicy.engines import engine_flags
+from kernelpolicy.engines.sglang._facts import moe_ids_of
+from kernelpolicy.engines.sglang.conformance import (
     _flag_deployment,
     judge,
     judge_path,
@@ -18,10 +19,9 @@ from kernelpolicy.cli._sglang_matrix import (
     section_of,
     update_document,
 )
-from kernelpolicy.cli._vllm_matrix import deployment_facts
-from kernelpolicy.engines import engine_flags
+from kernelpolicy.engines.sglang.testing import Deployment, SglangChoices
+from kernelpolicy.engines.vllm.conformance import deployment_facts
 from kernelpolicy.errors import UsageError
-from kernelpolicy.testing.sglang import Deployment, SglangChoices
 
 TARGET = {"sglang.version": "0.5.23", "deep_gemm.source": "none"}
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.adapters.sglang._facts import moe_ids_of
 from kernelpolicy.cli._sglang import _target_facts
-from kernelpolicy.cli._sglang_matrix import CellResult, _failure, render_markdown, run_matrix, section_of
-from kernelpolicy.cli._vllm_matrix import FAMILIES
+from kernelpolicy.engines.sglang._facts import moe_ids_of
+from kernelpolicy.engines.sglang.conformance import CellResult, _failure, render_markdown, run_matrix, section_of
+from kernelpolicy.engines.vllm.conformance import FAMILIES
 
 from .conftest import RELEASES, venv_python
 

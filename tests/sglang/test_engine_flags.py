@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from kernelpolicy.adapters.sglang._versions import known_releases, latest_release, release_for
 from kernelpolicy.cli import main
 from kernelpolicy.engines import engine_flags
 from kernelpolicy.policy import EngineMap
+from kernelpolicy.releases.sglang.versions import known_releases, latest_release, release_for
 
 
 def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
@@ -98,8 +98,8 @@ def test_a_backend_an_older_release_lacks_is_a_note() -> None:
 def test_mxfp4_experts_take_sglang_s_mxfp4_runner_names() -> None:
     """`Mxfp4MoEMethod` raises on `flashinfer_trtllm`/`flashinfer_cutlass`: MXFP4 experts are
     `flashinfer_mxfp4` (FlashInfer's kernel by GPU) and OpenAI's triton_kernels `triton_kernel`."""
-    from kernelpolicy.adapters.sglang._facts import moe_ids_of
     from kernelpolicy.decision import PathDecision
+    from kernelpolicy.engines.sglang._facts import moe_ids_of
 
     def moe_flag(backend: str, scheme: str) -> list[str]:
         paths = {

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from kernelpolicy._paths import cache_root
-from kernelpolicy.adapters.sglang._scan import RELEASES_FILE, main, scan_wheel
-from kernelpolicy.adapters.sglang._versions import known_releases, release_for
+from kernelpolicy.releases.sglang._scan import RELEASES_FILE, main, scan_wheel
+from kernelpolicy.releases.sglang.versions import known_releases, release_for
 
 WHEELS = cache_root() / "wheels"
 COMMITTED = json.loads(RELEASES_FILE.read_text())["releases"]

@@ -13,7 +13,7 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.cli import _parser, main
-from kernelpolicy.completion import hf_cache_models, script, values
+from kernelpolicy.tools.completion import hf_cache_models, script, values
 
 BIN = Path(sys.executable).parent
 needs_cli = pytest.mark.skipif(not (BIN / "kernelpolicy").exists(), reason="no kernelpolicy script beside python")
@@ -140,7 +140,7 @@ def test_fish(tmp_path: Path) -> None:
 
 
 def test_no_cost_to_start_up() -> None:
-    # (kernelpolicy.schemas is imported for `schema NAME`'s choices: constants only, no models)
+    # (kernelpolicy.tools.schemas is imported for `schema NAME`'s choices: constants only, no models)
     code = (
         "import sys; from kernelpolicy.cli import _parser; _parser(); "
         "print(sorted(m for m in sys.modules if m.startswith('kernelpolicy.') and "

@@ -10,7 +10,7 @@ import yaml
 pytest.importorskip("ruamel.yaml")
 
 from kernelpolicy.cli import main
-from kernelpolicy.fmt import SCHEMA_HEADER, format_text
+from kernelpolicy.tools.fmt import SCHEMA_HEADER, format_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = sorted(p for d in ("rules", "policy") for p in (ROOT / d).rglob("*.yaml"))
@@ -131,8 +131,8 @@ def test_a_commented_flow_list_keeps_its_items_and_comment() -> None:
 
 
 def test_formatting_never_changes_the_data(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kernelpolicy import fmt
-    from kernelpolicy.fmt import FormatError
+    from kernelpolicy.tools import fmt
+    from kernelpolicy.tools.fmt import FormatError
 
     def lossy(node: object, key: str | None = None, condition: bool = False) -> None:
         if key == "rules":

@@ -74,7 +74,7 @@ def _kp(installed: tuple[Path, dict[str, str]], *argv: str) -> subprocess.Comple
 def test_schemas_ship_and_match(installed: tuple[Path, dict[str, str]]) -> None:
     tmp, env = installed
     code = (
-        "from kernelpolicy.schemas import SCHEMA_NAMES, render, shipped_path\n"
+        "from kernelpolicy.tools.schemas import SCHEMA_NAMES, render, shipped_path\n"
         "for n in SCHEMA_NAMES:\n"
         "    p = shipped_path(n)\n"
         "    assert '_data' in p.parts and p.read_text() == render(n), n\n"

@@ -14,7 +14,7 @@ jsonschema = pytest.importorskip("jsonschema")
 tomllib = pytest.importorskip("tomllib")
 
 from kernelpolicy.cli import main  # noqa: E402
-from kernelpolicy.schemas import SCHEMA_NAMES, generate, render  # noqa: E402
+from kernelpolicy.tools.schemas import SCHEMA_NAMES, generate, render  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECK_DATA = ROOT / "tests" / "check"

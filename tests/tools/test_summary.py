@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.adapters.summary import startup_summary as _summary
 from kernelpolicy.cli import _parser, main
 from kernelpolicy.cli._common import facts_from_args, load_policy_from_args
+from kernelpolicy.render.summary import startup_summary as _summary
 
 PLUGIN = Path(__file__).resolve().parents[2] / "src" / "kernelpolicy" / "adapters" / "vllm" / "__init__.py"
 

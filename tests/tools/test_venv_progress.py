@@ -160,7 +160,7 @@ def test_check_prints_no_progress_into_a_pipe(capfd: pytest.CaptureFixture[str])
 def test_the_install_check_against_a_real_cached_venv() -> None:
     import subprocess
 
-    from kernelpolicy.testing.vllm import default_venv_python
+    from kernelpolicy.engines.vllm.testing import default_venv_python
 
     python = default_venv_python("0.26.0")
     if not python.is_file():

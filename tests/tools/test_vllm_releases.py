@@ -14,10 +14,11 @@ import pytest
 import yaml
 
 import kernelpolicy as kp
-from kernelpolicy.adapters.vllm import _names, _versions
-from kernelpolicy.adapters.vllm._generate import GENERATED, dense_orders, generated_files, release_implications
-from kernelpolicy.adapters.vllm._scan import ScanError, main, scan_release, write_releases
 from kernelpolicy.facts.record import Facts
+from kernelpolicy.releases.vllm import names as _names
+from kernelpolicy.releases.vllm import versions as _versions
+from kernelpolicy.releases.vllm._scan import ScanError, main, scan_release, write_releases
+from kernelpolicy.releases.vllm.generate import GENERATED, dense_orders, generated_files, release_implications
 
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = _versions.release_records()
@@ -293,7 +294,7 @@ def test_the_command_merges_releases_into_the_data_file(tmp_path: Path, capsys: 
 
 
 def test_the_readme_release_table_is_in_sync_with_the_data() -> None:
-    from kernelpolicy.adapters.vllm._generate import release_table
+    from kernelpolicy.releases.vllm.generate import release_table
 
     assert release_table(RECORDS) in (ROOT / "README.md").read_text(encoding="utf-8"), (
         "README's vLLM release table is out of date: run `python -m kernelpolicy._docs`"
@@ -323,7 +324,7 @@ def test_the_moe_orders_keep_vllms_fp8_priority(policy: kp.Policy) -> None:
 def test_a_variable_the_release_does_not_read_is_left_out_of_the_facts(
     policy: kp.Policy, version: str, kept: bool
 ) -> None:
-    from kernelpolicy.facts.pipeline import build_facts
+    from kernelpolicy.deployment.pipeline import build_facts
 
     derived = Facts.from_values({"vllm.version": version, "gpu.sm": "sm90"}, source="engine")
     env = {"VLLM_TEST_FORCE_FP8_MARLIN": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
@@ -343,7 +344,7 @@ def test_download_fetches_the_wheel_and_source_tarball_the_index_lists(
 ) -> None:
     import urllib.request
 
-    from kernelpolicy.adapters.vllm import _scan
+    from kernelpolicy.releases.vllm import _scan
 
     made = tmp_path / "made"
     made.mkdir()

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kernelpolicy.testing.vllm import NativeChoices, default_venv_python, parse_gpu, simulate
+from kernelpolicy.engines.vllm.testing import NativeChoices, default_venv_python, parse_gpu, simulate
 
 ROOT = Path(__file__).resolve().parents[2]
 _LISTED = (ROOT / "tests" / "vllm" / "releases.txt").read_text(encoding="utf-8").splitlines()

@@ -31,7 +31,7 @@ import torch.multiprocessing as mp
 
 def rank_main(rank, port, gpus, out):
     import kernelpolicy as kp
-    from kernelpolicy.adapters.vllm import AgreementError, _entry, check_agreement
+    from kernelpolicy.engines.vllm.plugin import AgreementError, _entry, check_agreement
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=len(gpus))
     try:

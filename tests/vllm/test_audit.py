@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 @pytest.fixture
 def audit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], simulate_cached: Any, venv: Any) -> Any:
     """Run the audit in this process; identical vLLM probes are shared across the session."""
-    monkeypatch.setattr("kernelpolicy.testing.vllm.simulate", simulate_cached)
+    monkeypatch.setattr("kernelpolicy.engines.vllm.testing.simulate", simulate_cached)
 
     def go(version: str, *extra: str, as_json: bool = True) -> tuple[int, Any, str]:
         argv = ["vllm", "audit", "--gpu", "sm121", "--model", QWEN, "--python", str(venv(version)), *extra]

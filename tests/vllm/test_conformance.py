@@ -19,18 +19,18 @@ import yaml
 
 import kernelpolicy as kp
 from kernelpolicy.cli._vllm import _target_facts
-from kernelpolicy.cli._vllm_matrix import (
+from kernelpolicy.deployment.build import derived_facts
+from kernelpolicy.deployment.pipeline import build_facts
+from kernelpolicy.engines.vllm.conformance import (
     CellResult,
     matrix_cells,
     render_markdown,
     run_matrix_with,
     section_of,
 )
+from kernelpolicy.engines.vllm.testing import Deployment, NativeChoices, parse_gpu
 from kernelpolicy.facts import Facts
-from kernelpolicy.facts.build import derived_facts
 from kernelpolicy.facts.gpu import facts_from_spec
-from kernelpolicy.facts.pipeline import build_facts
-from kernelpolicy.testing.vllm import Deployment, NativeChoices, parse_gpu
 
 pytestmark = pytest.mark.vllm
 

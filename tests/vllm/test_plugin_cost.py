@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 import kernelpolicy as kp
-from kernelpolicy.testing.vllm import plugin_cost
+from kernelpolicy.engines.vllm.testing import plugin_cost
 
 pytestmark = pytest.mark.vllm
 
@@ -22,9 +22,9 @@ def test_start_up_decides_once_and_the_forward_pass_never_enters_kernelpolicy(ve
     cost = plugin_cost(venv(release), "sm90", model.config, layers=LAYERS, rounds=1, model_id=MODEL)
     # every layer asks at each of its selection points (four linears, the MoE oracle, the
     # router's two methods, the warmup gates): the facts are gathered and resolved once
-    asks = cost.calls_to("kernelpolicy.adapters.vllm.current_decision")
+    asks = cost.calls_to("kernelpolicy.engines.vllm.plugin.current_decision")
     assert asks >= 7 * LAYERS, cost.startup_calls
-    assert cost.calls_to("kernelpolicy.adapters.vllm._facts.facts_from_vllm") == 1
+    assert cost.calls_to("kernelpolicy.engines.vllm._facts.facts_from_vllm") == 1
     assert cost.calls_to("kernelpolicy.resolver.resolve") == 1
     # a decode step: every layer's router forward runs, and not one call enters kernelpolicy
     assert cost.step["router_forwards"] == LAYERS

@@ -3,7 +3,7 @@
 The data is written from the wheels; an installed release must read the same (only the
 DeepGEMM commit comes from the source tarball, which an install does not have). With the
 release's wheel and source tarball in kernelpolicy's wheel cache (``python -m
-kernelpolicy.adapters.vllm._scan --download VERSION`` puts them there) the whole record is
+kernelpolicy.releases.vllm._scan --download VERSION`` puts them there) the whole record is
 compared, commit included.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from kernelpolicy._paths import cache_subdir
-from kernelpolicy.adapters.vllm._scan import scan_release
-from kernelpolicy.adapters.vllm._versions import release_records
+from kernelpolicy.releases.vllm._scan import scan_release
+from kernelpolicy.releases.vllm.versions import release_records
 
 pytestmark = pytest.mark.vllm
 

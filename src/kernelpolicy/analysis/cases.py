@@ -158,9 +158,9 @@ def _expect_backend(path: str, want: Any, got: str | None, rules: Sequence[str])
 
 def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> CaseResult:  # noqa: PLR0912 (predates the lint; split in a follow-up)
     """Resolve one case file and compare the decision with its ``expect``."""
+    from ..deployment import facts_for
+    from ..deployment.pipeline import engine_facts
     from ..dsl.loader import load_policy
-    from ..facts import facts_for
-    from ..facts.pipeline import engine_facts
     from ..resolver import resolve
 
     try:

@@ -102,11 +102,18 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     import os
     import sys
 
+    from ..deployment.build import derived_facts
+    from ..deployment.pipeline import build_facts, engine_facts
+    from ..deployment.serve import (
+        apply_quantization,
+        check_allow,
+        check_engine,
+        env_warnings,
+        hub_options,
+        read_deployment,
+    )
     from ..facts import Facts
-    from ..facts.build import derived_facts
     from ..facts.gpu import check_gpu_facts
-    from ..facts.pipeline import build_facts, engine_facts
-    from ._serve import apply_quantization, check_allow, check_engine, env_warnings, hub_options, read_deployment
 
     deployment = read_deployment(args)  # vLLM's flags, its --config file and a serve line
     vars(args).update(vars(deployment.args))
@@ -117,7 +124,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
     if args.engine:
         name, sep, version = args.engine.partition("==")
         if name.strip() == "sglang" and sep:
-            from ..adapters.sglang._versions import known_releases, release_for
+            from ..releases.sglang.versions import known_releases, release_for
 
             if release_for(version) is None:
                 known = ", ".join(known_releases())
@@ -194,7 +201,7 @@ def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]
     import kernelpolicy
 
     query = (
-        f"import json; from kernelpolicy.adapters.{engine}._facts import package_facts; "
+        f"import json; from kernelpolicy.engines.{engine}._facts import package_facts; "
         "print(json.dumps(package_facts()))"
     )
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}

@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..completion import script, values
+    from ..tools.completion import script, values
 
     if args.list:
         sys.stdout.write("".join(f"{v}\n" for v in values(args.list)))

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
+from ..deployment.serve import add_vllm_options
 from ._common import add_fact_options, facts_from_args, load_policy_from_args
-from ._serve import add_vllm_options
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -36,18 +35,16 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
-    from ..explain import render
+    from ..render.explain import render
+    from ..render.flags import with_engine_flags
     from ..resolver import resolve
 
     policy = load_policy_from_args(args)
     facts = facts_from_args(args, policy)
     decision = with_provenance(resolve(facts, policy), policy, args.model)
     name, _, release = (args.engine or "").partition("==")
-    if name.strip() == "sglang" and "sglang" in policy.engines:  # that release's flags, not the newest's
-        from ..engines import engine_flags
-
-        flags = engine_flags(decision.paths, policy.engines["sglang"], release.strip(), decision.facts)
-        decision = dataclasses.replace(decision, engine={**decision.engine, "sglang": flags})
+    releases = {"sglang": release.strip()} if name.strip() == "sglang" else {}  # that release's flags
+    decision = with_engine_flags(decision, policy, releases)
     if args.summary:
         sys.stdout.write(_startup_line(decision) + "\n")
     elif args.json:
@@ -63,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _startup_line(decision: Decision) -> str:
     """The line the vLLM plugin logs once per process for this decision."""
-    from ..adapters.summary import startup_summary  # the plugins' own rendering of the paths
+    from ..render.summary import startup_summary  # the plugins' own rendering of the paths
 
     values = decision.facts.values
     version, sm = values.get("vllm.version") or "?", values.get("gpu.sm") or "gpu=?"

@@ -79,8 +79,8 @@ def add_parser(subparsers: Any) -> None:
 
 def _forwarded_env(environ: Mapping[str, str]) -> dict[str, str]:
     """The ``VLLM_*`` variables rules read, from this shell: vLLM copies them to every worker."""
+    from ..deployment.pipeline import env_names
     from ..dsl.loader import load_policy
-    from ..facts.pipeline import env_names
 
     return {n: environ[n] for n in env_names(load_policy()) if n.startswith("VLLM_") and n in environ}
 

@@ -48,7 +48,7 @@ def _targets(items: list[str]) -> list[Path]:
 
 def run(args: argparse.Namespace) -> int:
     from ..dsl._source import SourceError, decode, read_bounded
-    from ..fmt import format_text
+    from ..tools.fmt import format_text
 
     changed = 0
     for path in _targets(args.files):

@@ -30,7 +30,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..dsl.loader import load_policy
-    from ..matrix import build, to_html, to_markdown
+    from ..tools.matrix import build, to_html, to_markdown
 
     cells = build(load_policy(args.policy, environ=False))
     if args.format == "md":

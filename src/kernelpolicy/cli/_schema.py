@@ -13,7 +13,7 @@ __all__ = ["add_parser", "run"]
 
 
 def add_parser(sub: Any) -> None:
-    from ..schemas import SCHEMA_NAMES
+    from ..tools.schemas import SCHEMA_NAMES
 
     p: argparse.ArgumentParser = sub.add_parser(
         "schema",
@@ -28,7 +28,7 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..schemas import SCHEMA_NAMES, render
+    from ..tools.schemas import SCHEMA_NAMES, render
 
     if args.write is not None:
         if args.name:

@@ -23,7 +23,7 @@ from ..errors import UsageError
 from ._common import load_policy_from_args, target_facts
 
 if TYPE_CHECKING:
-    from ._sglang_matrix import CellResult
+    from ..engines.sglang.conformance import CellResult
 
 __all__ = ["add_parser", "run"]
 
@@ -73,7 +73,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _target_python(args: argparse.Namespace) -> Path:
-    from ..testing.sglang import default_venv_python
+    from ..engines.sglang.testing import default_venv_python
 
     if args.python:
         python = expand_user(args.python)
@@ -114,11 +114,11 @@ def _print_cells(results: Sequence[CellResult]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..adapters.sglang._facts import moe_ids_of
+    from ..engines.sglang._facts import moe_ids_of
+    from ..engines.sglang.conformance import render_markdown, run_matrix, update_document
+    from ..engines.sglang.testing import SimulationError
+    from ..engines.vllm.conformance import FAMILIES
     from ..facts.model import find_model
-    from ..testing.sglang import SimulationError
-    from ._sglang_matrix import render_markdown, run_matrix, update_document
-    from ._vllm_matrix import FAMILIES
 
     python = _target_python(args)
     policy = load_policy_from_args(args)

@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -30,9 +29,10 @@ from ._common import add_fact_options, facts_from_args, load_policy_from_args, s
 
 if TYPE_CHECKING:
     from ..decision import Decision
-    from ..testing.vllm import NativeChoices
+    from ..engines.vllm.conformance import Difference
+    from ..engines.vllm.testing import NativeChoices
 
-__all__ = ["Difference", "add_parser", "audit_differences", "run"]
+__all__ = ["add_parser", "run"]
 
 EXIT_DIVERGENT: Final = 1
 EXIT_BAD_INPUT: Final = 2
@@ -89,89 +89,11 @@ def add_parser(sub: Any) -> None:
     _venv.add_parser(vsub)
 
 
-# ----------------------------------------------------------------------------- comparing
-
-
-@dataclass(frozen=True)
-class Difference:
-    """One path where vLLM's choice is not kernelpolicy's."""
-
-    path: str
-    vllm: str | None
-    kernelpolicy: str | None
-    kind: str  #: ``conflict`` (vLLM runs what the decision rejects) or ``preference``
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "path": self.path,
-            "vllm": self.vllm,
-            "kernelpolicy": self.kernelpolicy,
-            "kind": self.kind,
-            "reason": self.reason,
-        }
-
-
-def _rejection(decision: Decision, path: str, backend: str) -> str | None:
-    p = decision.paths.get(path)
-    return p.rejection(backend) if p is not None else None
-
-
-def _kp_choice(decision: Decision, path: str) -> str | None:
-    if path == "warmup":
-        return ",".join(decision.warmup)
-    p = decision.paths.get(path)
-    return p.backend if p is not None else None
-
-
-def _native_choice(native: NativeChoices, path: str) -> str | None:
-    return native.backends().get(path)
-
-
-def audit_differences(native: NativeChoices, decision: Decision) -> list[Difference]:
-    """Per path, where vLLM's choice is not the decision's (paths neither has are skipped)."""
-    out: list[Difference] = []
-    for path in ("dense", "moe", "router"):
-        ours, theirs = _kp_choice(decision, path), _native_choice(native, path)
-        if ours == theirs:
-            continue
-        if theirs is None:
-            p = decision.paths.get(path)
-            if p is None or not p.applicable or ours == "torch":
-                continue  # `torch`: an unquantized layer, which no FP8 selector sees
-            out.append(Difference(path, None, ours, "conflict", f"vLLM selected nothing on `{path}`"))
-            continue
-        if ours is None:
-            out.append(Difference(path, theirs, None, "conflict", f"the decision has no `{path}` backend"))
-            continue
-        why = _rejection(decision, path, theirs)
-        kind = "conflict" if why else "preference"
-        out.append(
-            Difference(path, theirs, ours, kind, why or f"`{theirs}` is valid, but the decision ranks `{ours}` first")
-        )
-    dense = native.dense.backend if native.dense is not None else None
-    warmed = set(native.warmup.warmed(dense)) if native.warmup is not None else set()
-    wanted = set(decision.warmup)
-    if warmed != wanted and native.warmup is not None:
-        extra, missing = sorted(warmed - wanted), sorted(wanted - warmed)
-        reason = "; ".join(
-            x
-            for x in (
-                extra and "vLLM JIT-warms " + ", ".join(f"`{k}`" for k in extra) + ", which the decision does not run",
-                missing and "vLLM does not warm " + ", ".join(f"`{k}`" for k in missing),
-            )
-            if x
-        )
-        kind = "conflict" if extra else "preference"
-        out.append(Difference("warmup", ",".join(sorted(warmed)), ",".join(sorted(wanted)), kind, reason))
-    return out
-
-
 # ----------------------------------------------------------------------------- the target venv
 
 
 def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
-    from ..testing.vllm import default_venv_python
+    from ..engines.vllm.testing import default_venv_python
 
     version = args.vllm
     if args.engine:
@@ -248,8 +170,8 @@ def _probe_failure(native: NativeChoices, decision: Decision) -> str | None:
 
 
 def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
-    from ..testing.vllm import SimulationError
-    from ._vllm_matrix import FAMILIES, matrix_cells, render_markdown, run_matrix, update_document
+    from ..engines.vllm.conformance import FAMILIES, matrix_cells, render_markdown, run_matrix, update_document
+    from ..engines.vllm.testing import SimulationError
 
     families = None
     if args.gpu:
@@ -280,9 +202,11 @@ def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..engines.vllm.conformance import audit_differences
+    from ..engines.vllm.testing import SimulationError, simulate
     from ..facts import Facts
+    from ..render.flags import with_engine_flags
     from ..resolver import resolve
-    from ..testing.vllm import SimulationError, simulate
 
     if args.linear_backend:
         raise UsageError("`vllm audit` does not simulate --linear-backend yet")
@@ -303,7 +227,7 @@ def run(args: argparse.Namespace) -> int:
     # the target venv's packages, unless the user set them (--fact wins)
     given = {split_assignment(f, "KEY")[0] for f in args.fact}
     facts = facts.merged(Facts.from_values({k: v for k, v in target.items() if k not in given}, source="venv"))
-    decision = resolve(facts, policy)
+    decision = with_engine_flags(resolve(facts, policy), policy)
     cc, name = _gpu_of(facts)
     env = dict(split_assignment(e, "NAME") for e in args.env)
     from ..progress import progress
@@ -382,14 +306,16 @@ def _report(
     differences: Sequence[Difference],
     code: int,
 ) -> dict[str, Any]:
+    from ..engines.vllm.conformance import kp_choice, native_choice
+
     by_path = {d.path: d for d in differences}
     paths: dict[str, Any] = {}
     for path in _PATHS:
         diff = by_path.get(path)
         paths[path] = {
-            "vllm": _native_choice(native, path),
+            "vllm": native_choice(native, path),
             "vllm_label": _native_label(native, path),
-            "kernelpolicy": _kp_choice(decision, path),
+            "kernelpolicy": kp_choice(decision, path),
             "kernelpolicy_label": _kp_label(decision, path),
             "same": diff is None,
             "kind": diff.kind if diff else None,

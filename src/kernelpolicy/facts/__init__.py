@@ -1,13 +1,12 @@
 """Facts: what is known about the machine, the software, the model and the deployment.
 
-:class:`Facts` is the immutable record the resolver reads; :func:`facts_for` builds one from
+:class:`Facts` is the immutable record the resolver reads; :func:`kernelpolicy.deployment.facts_for` builds one from
 a GPU spec, a model (catalog id, folder or config.json) and explicit overrides. Every key is
 documented in :data:`FACT_KEYS`.
 """
 
 from __future__ import annotations
 
-from .build import facts_for, model_facts
 from .keys import BACKENDS, FACT_KEYS, PATHS, FactKey, Kind, lookup_key
 from .record import SOURCES, Facts, normalise_value, parse_fact_text
 
@@ -19,9 +18,7 @@ __all__ = [
     "FactKey",
     "Facts",
     "Kind",
-    "facts_for",
     "lookup_key",
-    "model_facts",
     "normalise_value",
     "parse_fact_text",
 ]
@@ -29,3 +26,13 @@ __all__ = [
 
 def __dir__() -> list[str]:
     return __all__
+
+
+def __getattr__(name: str) -> object:
+    """``facts_for`` and ``model_facts`` moved to :mod:`kernelpolicy.deployment` (the one fact
+    assembly); this shim keeps ``kernelpolicy.facts.facts_for`` working for one release."""
+    if name in ("facts_for", "model_facts"):
+        from .. import deployment
+
+        return getattr(deployment, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -201,7 +201,7 @@ def exit_status(nodes: Sequence[NodeAnswer], groups: Sequence[Group]) -> int:
 
 def build_report(nodes: Sequence[NodeAnswer], cluster: Mapping[str, Any]) -> FleetReport:
     """The report for *nodes* (in the order given) and a description of the *cluster*."""
-    from ..adapters.agreement import fact_differences
+    from ..engines.agreement import fact_differences
 
     groups = group_nodes(nodes)
     differing: tuple[str, ...] = ()

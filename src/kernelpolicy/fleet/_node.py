@@ -65,8 +65,8 @@ def decide(
     :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model, GPU
         facts that contradict each other, as ``explain`` refuses them).
     """
+    from ..deployment import facts_for
     from ..dsl.loader import POLICY_ENV, discover, load_policy
-    from ..facts import facts_for
     from ..facts.gpu import check_gpu_facts
     from ..facts.machine import to_facts
     from ..resolver import resolve

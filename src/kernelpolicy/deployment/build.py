@@ -5,14 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from .gpu import facts_from_spec
-from .model import locate_model
+from ..facts.gpu import facts_from_spec
+from ..facts.model import locate_model
+from ..facts.record import Facts
 from .pipeline import _backend_id, build_facts
-from .record import Facts
 
 if TYPE_CHECKING:
+    from ..facts.hub import HubOptions
     from ..policy import Policy
-    from .hub import HubOptions
 
 __all__ = ["backend_id", "derived_facts", "facts_for", "model_facts"]
 

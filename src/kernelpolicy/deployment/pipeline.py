@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import FactError, UsageError, did_you_mean
-from .gpu import check_gpu_facts
-from .keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
-from .record import Facts, normalise_value
+from ..facts.gpu import check_gpu_facts
+from ..facts.keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
+from ..facts.record import Facts, normalise_value
 
 if TYPE_CHECKING:
     from ..dsl.conditions import Condition
@@ -224,7 +224,7 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
     env = [k[len(ENV_PREFIX) :] for k in facts.values if k.startswith(ENV_PREFIX)]
     if version is None or not env or facts.get("deploy.engine") == "sglang":
         return facts, ()
-    from ..adapters.vllm._versions import unread_env
+    from ..releases.vllm.versions import unread_env
 
     unread = unread_env(str(version), env)
     if not unread:

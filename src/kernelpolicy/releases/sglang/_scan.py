@@ -19,7 +19,7 @@ import zipfile
 from pathlib import Path
 from typing import Any, Final
 
-from ._versions import RELEASES_FILE
+from .versions import RELEASES_FILE
 
 __all__ = ["RELEASES_FILE", "SELECTION_POINTS", "main", "scan_wheel"]
 

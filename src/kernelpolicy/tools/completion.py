@@ -55,7 +55,7 @@ def hf_cache_models(env: Mapping[str, str] | None = None) -> list[str]:
 
 def values(kind: str) -> list[str]:
     """The completions of one kind of value (see the module docstring)."""
-    from .facts.keys import BACKENDS, FACT_KEYS, GPU_SMS
+    from ..facts.keys import BACKENDS, FACT_KEYS, GPU_SMS
 
     if kind == "backends":
         return sorted({b for per_path in BACKENDS.values() for b in per_path})
@@ -65,7 +65,7 @@ def values(kind: str) -> list[str]:
         from .schemas import SCHEMA_NAMES
 
         return list(SCHEMA_NAMES)
-    from .dsl.loader import load_policy
+    from ..dsl.loader import load_policy
 
     policy = load_policy(environ=False)
     if kind == "gpus":

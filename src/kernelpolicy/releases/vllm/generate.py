@@ -23,7 +23,7 @@ from typing import Any, Final
 import yaml
 from packaging.version import Version
 
-from ._names import DENSE_BLOCK_KERNELS, DENSE_LINEAR_KERNELS, DENSE_TENSOR_KERNELS, UNMODELLED_DENSE_KERNELS
+from .names import DENSE_BLOCK_KERNELS, DENSE_LINEAR_KERNELS, DENSE_TENSOR_KERNELS, UNMODELLED_DENSE_KERNELS
 
 __all__ = [
     "GENERATED",
@@ -216,7 +216,7 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
 
 def generated_files(records: Mapping[str, Mapping[str, Any]], root: Path) -> dict[Path, str]:
     """Path -> the text each generated rule file must hold (formatted as ``kernelpolicy fmt`` does)."""
-    from ...fmt import format_text
+    from ...tools.fmt import format_text
 
     gens = {"release_implications": release_implications, "dense_orders": dense_orders}
     out: dict[Path, str] = {}

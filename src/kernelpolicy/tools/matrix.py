@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from .policy import Policy
+    from ..policy import Policy
 
 __all__ = ["PATHS", "Cell", "build", "color", "to_html", "to_markdown"]
 
@@ -53,10 +53,10 @@ class Cell:
 
 def build(policy: Policy) -> list[Cell]:
     """The matrix of *policy*'s GPU and model catalogs, in catalog order."""
-    from .decision import rule_origin
-    from .errors import KernelPolicyError
-    from .facts import facts_for
-    from .resolver import resolve
+    from ..decision import rule_origin
+    from ..deployment import facts_for
+    from ..errors import KernelPolicyError
+    from ..resolver import resolve
 
     cells: list[Cell] = []
     for model in policy.models:
@@ -105,7 +105,7 @@ def build(policy: Policy) -> list[Cell]:
 def color(backend: str | None) -> str:
     """A stable background colour for *backend* (grey for none): hues spread by the golden ratio
     over the backend vocabulary, so neighbours in it never look alike."""
-    from .facts import BACKENDS
+    from ..facts import BACKENDS
 
     if backend is None:
         return "#d9d9d9"

@@ -1,6 +1,6 @@
 """kernelpolicy's vLLM plugin: one decision, applied at every FP8 kernel selection point.
 
-Registered as ``vllm.general_plugins: kernelpolicy = kernelpolicy.adapters.vllm:register``.
+Registered as ``vllm.general_plugins: kernelpolicy = kernelpolicy.engines.vllm.plugin:register``.
 vLLM calls :func:`register` once per process (front end, engine core, every worker, the
 model-inspection subprocess). It installs wrappers at the selection points of the installed
 release (:mod:`._versions`); the decision itself is resolved lazily, at the first selection
@@ -42,10 +42,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
-from ...facts.pipeline import STRICT_ENV, is_strict
-from ..agreement import AgreementError, agreement_report, check_agreement
-from ..summary import startup_summary
-from ._names import (
+from ...deployment.pipeline import STRICT_ENV, is_strict
+from ...releases.vllm.names import (
     DENSE_BLOCK_KERNELS,
     DENSE_TENSOR_KERNELS,
     MOE_CLI_NAMES,
@@ -54,13 +52,15 @@ from ._names import (
     dense_id_of,
     oracle_moe_id_of,
 )
-from ._versions import (
+from ...releases.vllm.versions import (
     DG_KERNEL_MODULE,
     DG_UTILS_MODULE,
     MoeOracle,
     VllmPatchPoints,
     patch_points_for,
 )
+from ...render.summary import startup_summary
+from ..agreement import AgreementError, agreement_report, check_agreement
 
 __all__ = [
     "AdapterError",
@@ -167,7 +167,7 @@ def _pipeline_facts(values: Mapping[str, object]) -> Any:
     """The one fact pipeline (as ``kernelpolicy explain``): vLLM's facts, then the environment."""
     import kernelpolicy as kp
 
-    from ...facts.pipeline import build_facts
+    from ...deployment.pipeline import build_facts
 
     # the environment the deployment was started with: vLLM itself sets some variables while it
     # builds its config (VLLM_USE_DEEP_GEMM_E8M0 for UE8M0 checkpoints), which are not inputs

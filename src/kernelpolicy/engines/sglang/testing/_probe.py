@@ -268,7 +268,7 @@ def _router(raw: dict[str, Any], hf_text: Any) -> dict[str, Any] | None:
 
 
 def _plugin_status() -> dict[str, Any] | None:
-    module = sys.modules.get("kernelpolicy.adapters.sglang")
+    module = sys.modules.get("kernelpolicy.engines.sglang.plugin")
     status: dict[str, Any] | None = module.status() if module is not None else None
     return status
 
@@ -278,7 +278,7 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"errors": {}}
     _set_env(dict(cell.get("env", {})))
     if plugin:
-        import kernelpolicy.adapters.sglang as kp_sglang
+        import kernelpolicy.engines.sglang.plugin as kp_sglang
 
         kp_sglang._begin_deployment()
     try:

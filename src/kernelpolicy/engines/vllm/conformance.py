@@ -25,17 +25,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
-    from ..decision import Decision
-    from ..facts import Facts
-    from ..policy import Policy
-    from ..testing.vllm import Deployment, NativeChoices
+    from ...decision import Decision
+    from ...facts import Facts
+    from ...policy import Policy
+    from .testing import Deployment, NativeChoices
 
 __all__ = [
     "FAMILIES",
     "Cell",
     "CellResult",
+    "Difference",
+    "audit_differences",
     "deployment_facts",
+    "kp_choice",
     "matrix_cells",
+    "native_choice",
     "render_markdown",
     "run_matrix",
     "run_matrix_with",
@@ -132,9 +136,9 @@ def deployment_facts(
     """What ``explain`` builds for a sweep's deployment: the GPU spec and the catalog model, the
     target venv's packages, the simulated host and engine, the env and flags (the one fact
     pipeline; the vLLM and SGLang sweeps both judge against it)."""
-    from ..facts import Facts
-    from ..facts.build import derived_facts
-    from ..facts.pipeline import build_facts
+    from ...deployment.build import derived_facts
+    from ...deployment.pipeline import build_facts
+    from ...facts import Facts
 
     _cc, name = FAMILIES[family]
     derived = derived_facts(gpu=family, model=model, policy=policy)
@@ -167,9 +171,9 @@ def run_matrix_with(
     timeout: float = 1800.0,
 ) -> tuple[list[CellResult], list[NativeChoices]]:
     """:func:`run_matrix`, and *extra* deployments in the same vLLM process (their choices)."""
-    from ..facts.model import find_model
-    from ..resolver import resolve
-    from ..testing.vllm import Deployment
+    from ...facts.model import find_model
+    from ...resolver import resolve
+    from .testing import Deployment
 
     decisions = [
         resolve(deployment_facts(policy, c.model, c.family, target, env=c.env, moe_backend=c.moe_backend), policy)
@@ -209,7 +213,7 @@ def _simulate_distinct(
     a config (DeepSeek-V3 and R1, a model and its re-release) select alike on a GPU."""
     import json
 
-    from ..testing.vllm import simulate_many
+    from .testing import simulate_many
 
     extras = {m.id: dict(m.facts) for m in policy.models}
 
@@ -264,8 +268,6 @@ def _portable(text: str) -> str:
 
 def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, bool | None]:
     """The verdict of one cell with the plugin: (result, reason, parity)."""
-    from ._vllm import audit_differences
-
     failure = _failure(with_plugin, decision)
     if failure is not None:
         return "could not run", _one_line(failure), None
@@ -399,3 +401,81 @@ def update_document(path: Path, version: str, section: str, engine: str = "vllm"
     for v in sorted(sections, key=Version):
         body.append(f"{_marker(v, engine=engine)}\n{sections[v]}{_marker(v, end=True, engine=engine)}\n")
     path.write_text("\n".join(body), encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------- comparing (`vllm audit` and the sweep)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """One path where vLLM's choice is not kernelpolicy's."""
+
+    path: str
+    vllm: str | None
+    kernelpolicy: str | None
+    kind: str  #: ``conflict`` (vLLM runs what the decision rejects) or ``preference``
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "vllm": self.vllm,
+            "kernelpolicy": self.kernelpolicy,
+            "kind": self.kind,
+            "reason": self.reason,
+        }
+
+
+def _rejection(decision: Decision, path: str, backend: str) -> str | None:
+    p = decision.paths.get(path)
+    return p.rejection(backend) if p is not None else None
+
+
+def kp_choice(decision: Decision, path: str) -> str | None:
+    if path == "warmup":
+        return ",".join(decision.warmup)
+    p = decision.paths.get(path)
+    return p.backend if p is not None else None
+
+
+def native_choice(native: NativeChoices, path: str) -> str | None:
+    return native.backends().get(path)
+
+
+def audit_differences(native: NativeChoices, decision: Decision) -> list[Difference]:
+    """Per path, where vLLM's choice is not the decision's (paths neither has are skipped)."""
+    out: list[Difference] = []
+    for path in ("dense", "moe", "router"):
+        ours, theirs = kp_choice(decision, path), native_choice(native, path)
+        if ours == theirs:
+            continue
+        if theirs is None:
+            p = decision.paths.get(path)
+            if p is None or not p.applicable or ours == "torch":
+                continue  # `torch`: an unquantized layer, which no FP8 selector sees
+            out.append(Difference(path, None, ours, "conflict", f"vLLM selected nothing on `{path}`"))
+            continue
+        if ours is None:
+            out.append(Difference(path, theirs, None, "conflict", f"the decision has no `{path}` backend"))
+            continue
+        why = _rejection(decision, path, theirs)
+        kind = "conflict" if why else "preference"
+        out.append(
+            Difference(path, theirs, ours, kind, why or f"`{theirs}` is valid, but the decision ranks `{ours}` first")
+        )
+    dense = native.dense.backend if native.dense is not None else None
+    warmed = set(native.warmup.warmed(dense)) if native.warmup is not None else set()
+    wanted = set(decision.warmup)
+    if warmed != wanted and native.warmup is not None:
+        extra, missing = sorted(warmed - wanted), sorted(wanted - warmed)
+        reason = "; ".join(
+            x
+            for x in (
+                extra and "vLLM JIT-warms " + ", ".join(f"`{k}`" for k in extra) + ", which the decision does not run",
+                missing and "vLLM does not warm " + ", ".join(f"`{k}`" for k in missing),
+            )
+            if x
+        )
+        kind = "conflict" if extra else "preference"
+        out.append(Difference("warmup", ",".join(sorted(warmed)), ",".join(sorted(wanted)), kind, reason))
+    return out

@@ -8,9 +8,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .decision import Candidate, Decision, PathDecision
-    from .facts import Facts
-    from .policy import Policy
+    from ..decision import Candidate, Decision, PathDecision
+    from ..facts import Facts
+    from ..policy import Policy
 
 __all__ = ["render"]
 
@@ -18,7 +18,7 @@ _MARK = {"chosen": ">", "rejected": "x", "refused": "!", "viable": " "}
 
 
 def _where(rule: str, policy: Policy | None) -> str | None:
-    from .decision import rule_origin
+    from ..decision import rule_origin
 
     return None if policy is None else rule_origin(policy, rule)
 

@@ -51,7 +51,7 @@ def _fact_value(kind: str, domain: tuple[str, ...]) -> dict[str, Any]:
 
 def _vocabulary() -> tuple[dict[str, Any], dict[str, Any]]:
     """The ``Condition`` and ``FactValues`` definitions, from the fact vocabulary."""
-    from .facts.keys import ENV_PREFIX, FACT_KEYS
+    from ..facts.keys import ENV_PREFIX, FACT_KEYS
 
     props: dict[str, Any] = {}
     for name in sorted(FACT_KEYS):
@@ -88,8 +88,8 @@ def _vocabulary() -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def _rules_schema() -> dict[str, Any]:
-    from .dsl.schema import RuleFileSpec
-    from .facts.keys import BACKENDS, GPU_SMS
+    from ..dsl.schema import RuleFileSpec
+    from ..facts.keys import BACKENDS, GPU_SMS
 
     schema = RuleFileSpec.model_json_schema()
     defs = schema.setdefault("$defs", {})
@@ -150,6 +150,6 @@ def render(name: SchemaName) -> str:
 
 def shipped_path(name: SchemaName) -> Path:
     """The schema file of *name* that ships with this install (``schemas/`` of the source tree)."""
-    from ._paths import _data_dir
+    from .._paths import _data_dir
 
     return _data_dir("schemas") / f"{name}.schema.json"

@@ -22,7 +22,7 @@ import re
 from pathlib import Path
 from typing import Any, Final
 
-from .errors import Diagnostic, PolicyError, UsageError
+from ..errors import Diagnostic, PolicyError, UsageError
 
 __all__ = ["SCHEMA_HEADER", "FormatError", "find_schema", "format_text"]
 
@@ -39,7 +39,7 @@ class FormatError(UsageError):
 
 def _orders() -> dict[str, list[str]]:
     """Section name -> the key order of its entries, from the pydantic models."""
-    from .dsl.schema import RuleFileSpec
+    from ..dsl.schema import RuleFileSpec
 
     out: dict[str, list[str]] = {"": list(RuleFileSpec.model_fields)}
     for name, field in RuleFileSpec.model_fields.items():

@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ...adapters.vllm._names import dense_id_of, moe_id_of, oracle_moe_id_of
-from ._sim import (
+from ....releases.vllm.names import dense_id_of, moe_id_of, oracle_moe_id_of
+from ..._sim import (
     PLATFORM_PLUGIN_NAME,
     SimulationError,
     build_stub_libcuda,
@@ -81,7 +81,7 @@ def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
     match = _CC.match(spec.strip())
     if match:
         return int(match.group(1)), int(match.group(2) or match.group(3))
-    from ...facts.gpu import facts_from_spec  # product names come from the shipped catalog
+    from ....facts.gpu import facts_from_spec  # product names come from the shipped catalog
 
     facts = facts_from_spec(spec)
     major_s, minor_s = str(facts["gpu.cc"]).split(".")
@@ -90,7 +90,7 @@ def parse_gpu(spec: str | tuple[int, int] | Sequence[int]) -> tuple[int, int]:
 
 def default_venv_python(version: str) -> Path:
     """Where ``scripts/vllm-venv.sh VERSION`` puts that venv's python."""
-    from ..._venvs import venv_python
+    from ...._venvs import venv_python
 
     return venv_python(version, "vllm")
 

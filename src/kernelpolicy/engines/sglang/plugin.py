@@ -1,6 +1,6 @@
 """kernelpolicy's SGLang plugin: one decision, applied through SGLang's own plugin system.
 
-Registered as ``sglang.srt.plugins: kernelpolicy = kernelpolicy.adapters.sglang:register`` and
+Registered as ``sglang.srt.plugins: kernelpolicy = kernelpolicy.engines.sglang.plugin:register`` and
 allow-listed with ``SGLANG_PLUGINS=kernelpolicy`` (SGLang's ``load_plugins`` runs it in the
 main process, in every scheduler process, the detokenizer and the DP controller). It
 registers hooks with SGLang's ``HookRegistry`` (and, on 0.5.23, its resolution-hook registry);
@@ -39,11 +39,11 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
-from ...facts.pipeline import is_strict
+from ...deployment.pipeline import is_strict
+from ...releases.sglang.names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
+from ...releases.sglang.versions import SglangRelease, known_releases, release_for
+from ...render.summary import startup_summary
 from ..agreement import AgreementError, check_agreement
-from ..summary import startup_summary
-from ._names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
-from ._versions import SglangRelease, known_releases, release_for
 
 if TYPE_CHECKING:
     import logging
@@ -144,8 +144,8 @@ def _decide(server_args: Any) -> Any:
             return _STATE.decision
         import kernelpolicy as kp
 
-        from ...engines import engine_flags
-        from ...facts.pipeline import build_facts
+        from ...deployment.pipeline import build_facts
+        from ...render.flags import engine_flags
         from ._facts import facts_from_sglang
 
         try:

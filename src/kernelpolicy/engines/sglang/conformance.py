@@ -26,13 +26,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from . import _vllm_matrix
-from ._vllm_matrix import FAMILIES, _one_line, deployment_facts
+from ..vllm import conformance as _vllm_matrix
+from ..vllm.conformance import FAMILIES, _one_line, deployment_facts
 
 if TYPE_CHECKING:
-    from ..decision import Decision
-    from ..policy import Policy
-    from ..testing.sglang import SglangChoices
+    from ...decision import Decision
+    from ...policy import Policy
+    from .testing import SglangChoices
 
 __all__ = ["CellResult", "render_markdown", "run_matrix", "section_of", "update_document"]
 
@@ -167,7 +167,7 @@ def _flag_deployment(base: Any, flags: Mapping[str, Any]) -> Any:
     """*base* with the printed flags as server args and environment (no plugin)."""
     from dataclasses import replace
 
-    from ..adapters.sglang._names import FLAG_FIELDS
+    from ...releases.sglang.names import FLAG_FIELDS
 
     args = list(flags.get("args", ()))
     fields = {FLAG_FIELDS[f]: v for f, v in zip(args[::2], args[1::2], strict=True) if f in FLAG_FIELDS}
@@ -184,11 +184,11 @@ def run_matrix(
     timeout: float = 1800.0,
 ) -> list[CellResult]:
     """Every model on every family, three runs each (SGLang alone, the plugin, the flags)."""
-    from ..adapters.sglang._facts import moe_ids_of
-    from ..engines import engine_flags
-    from ..facts.model import find_model
-    from ..resolver import resolve
-    from ..testing.sglang import Deployment, simulate_many
+    from ...facts.model import find_model
+    from ...render.flags import engine_flags
+    from ...resolver import resolve
+    from ._facts import moe_ids_of
+    from .testing import Deployment, simulate_many
 
     engine = policy.engines["sglang"]
     release = str(target.get("sglang.version") or "") or None

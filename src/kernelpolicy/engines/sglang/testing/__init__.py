@@ -29,8 +29,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ...adapters.sglang._names import dense_ids_of_name
-from ..vllm._sim import SimulationError, build_stub_libcuda, driver_symbols_of, run_probe
+from ....releases.sglang.names import dense_ids_of_name
+from ..._sim import SimulationError, build_stub_libcuda, driver_symbols_of, run_probe
 
 __all__ = [
     "Deployment",
@@ -49,7 +49,7 @@ _DROP_ENV: Final = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CUDA_VISIBLE_DEV
 
 def default_venv_python(version: str) -> Path:
     """Where ``kernelpolicy sglang venv VERSION`` puts that venv's python."""
-    from ..._venvs import venv_python
+    from ...._venvs import venv_python
 
     return venv_python(version, "sglang")
 
@@ -164,7 +164,7 @@ def _write_plugin_dist(site: Path) -> None:
         "Metadata-Version: 2.1\nName: kernelpolicy-sglang-probe\nVersion: 0.0.0\n", encoding="utf-8"
     )
     (dist / "entry_points.txt").write_text(
-        "[sglang.srt.plugins]\nkernelpolicy = kernelpolicy.adapters.sglang:register\n", encoding="utf-8"
+        "[sglang.srt.plugins]\nkernelpolicy = kernelpolicy.engines.sglang.plugin:register\n", encoding="utf-8"
     )
 
 

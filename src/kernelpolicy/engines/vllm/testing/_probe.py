@@ -480,7 +480,7 @@ def _deep_gemm_info(result: dict[str, Any]) -> None:
 
 
 def _plugin_state(result: dict[str, Any]) -> None:
-    mod = sys.modules.get("kernelpolicy.adapters.vllm")
+    mod = sys.modules.get("kernelpolicy.engines.vllm.plugin")
     if mod is None:
         result["plugin"] = None
         return
@@ -594,7 +594,7 @@ def _set_gpu(cc: list[int], name: str | None) -> None:
 
 def _plugin(on: bool) -> None:
     """Register kernelpolicy's plugin afresh (its state reset), or take it out."""
-    mod = importlib.import_module("kernelpolicy.adapters.vllm")
+    mod = importlib.import_module("kernelpolicy.engines.vllm.plugin")
     mod.unpatch()
     if on:
         mod.register()
@@ -749,7 +749,7 @@ def _per_point(req: dict[str, Any], capture: _Capture, n: int = 2000) -> float:
 
     from vllm.config import set_current_vllm_config
 
-    ask = importlib.import_module("kernelpolicy.adapters.vllm").current_decision
+    ask = importlib.import_module("kernelpolicy.engines.vllm.plugin").current_decision
     with set_current_vllm_config(_build_config(req, {"errors": {}}, capture)):
         ask()
         batches = []
@@ -809,7 +809,7 @@ def run_bench(req: dict[str, Any], result: dict[str, Any]) -> None:
         built = _model_start(req, capture, layers)
     result["startup_calls"] = start_calls.calls
     result["per_point_s"] = _per_point(req, capture)
-    result["patched"] = list(importlib.import_module("kernelpolicy.adapters.vllm").status()["patched"])
+    result["patched"] = list(importlib.import_module("kernelpolicy.engines.vllm.plugin").status()["patched"])
     with _Calls(root) as step_calls:
         result["step"] = _forward_step(built, layers, int(bench.get("tokens", 8)))
     result["step_calls"] = step_calls.calls

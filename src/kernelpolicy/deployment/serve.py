@@ -413,7 +413,7 @@ def _quantized(facts: Facts, method: str | None) -> Facts:
 
 def env_warnings(names: Sequence[str], policy: Policy) -> list[str]:
     """Warnings for ``VLLM_*`` variables no rule reads, with did-you-mean for misspellings."""
-    from ..facts.pipeline import env_names
+    from .pipeline import env_names
 
     known = env_names(policy)
     out = []
@@ -440,7 +440,7 @@ def check_allow(rule_ids: Sequence[str], policy: Policy) -> None:
 
 def check_engine(version: str) -> None:
     """:raises UsageError: *version* is not a vLLM release kernelpolicy knows."""
-    from ..adapters.vllm._versions import SUPPORTED, patch_points_for
+    from ..releases.vllm.versions import SUPPORTED, patch_points_for
 
     if patch_points_for(version.strip()) is None:
         known = ", ".join(SUPPORTED)

@@ -76,7 +76,7 @@ _SYMBOL: Final = re.compile(r"\bcu[A-Z][A-Za-z0-9_]*\b")
 
 def cache_root() -> Path:
     """Where compiled stubs are kept: kernelpolicy's cache folder (``$KERNELPOLICY_CACHE_DIR``)."""
-    from ..._paths import cache_subdir
+    from .._paths import cache_subdir
 
     return cache_subdir("simgpu").parent  # the stubs go in its `simgpu` folder
 
@@ -297,7 +297,7 @@ def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     """Write the platform module and a dist-info registering the entry points into *folder*.
 
     With *kernelpolicy_plugin*, the same dist-info also registers
-    ``vllm.general_plugins: kernelpolicy = kernelpolicy.adapters.vllm:register`` (kernelpolicy
+    ``vllm.general_plugins: kernelpolicy = kernelpolicy.engines.vllm.plugin:register`` (kernelpolicy
     itself must then be importable, e.g. from ``PYTHONPATH``).
     """
     folder.mkdir(parents=True, exist_ok=True)
@@ -314,7 +314,7 @@ def write_plugin_dir(folder: Path, *, kernelpolicy_plugin: bool) -> Path:
     if kernelpolicy_plugin:
         entry += [
             "[vllm.general_plugins]",
-            "kernelpolicy = kernelpolicy.adapters.vllm:register",
+            "kernelpolicy = kernelpolicy.engines.vllm.plugin:register",
             "",
         ]
     (dist / "entry_points.txt").write_text("\n".join(entry), encoding="utf-8")

@@ -1,0 +1,195 @@
+"""The package layout, drawn from the imports in the source (ast, nothing imported).
+
+The core decides engine-free: no arrow from the core to an engine, its release data, the fact
+assembly, a rendering or the command line; facts/ knows nothing of the rule language, the
+policy or an engine; release data imports no engine slice; and no import circle runs through
+cli/ (a subcommand module imports shared code, never the other way round). docs/design.md draws
+the same layout and argues it.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+PKG = "kernelpolicy"
+
+#: the engine-free core: facts, the rule language, the policy, the resolution and its result
+CORE = ("facts", "dsl", "policy", "semantics", "resolver", "decision", "reporters", "errors")
+#: what the core must never import
+EDGES = ("engines", "releases", "deployment", "render", "tools", "cli", "fleet", "analysis")
+#: the one-release shims of old paths (module-level ``__getattr__``): a lazy arrow, named here
+SHIM_FUNCTIONS = ("__getattr__",)
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    out = {}
+    for path in (SRC / PKG).rglob("*.py"):
+        parts = list(path.relative_to(SRC).with_suffix("").parts)
+        package = parts[-1] == "__init__"
+        if package:
+            parts = parts[:-1]
+        out[".".join(parts)] = (path, package)
+    return out
+
+
+MODULES = _modules()
+
+
+def _imports(tree: ast.AST) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import node, and whether it sits in a shim function (``__getattr__``)."""
+
+    def walk(node: ast.AST, in_shim: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.Import, ast.ImportFrom)):
+                yield child, in_shim
+            shim = in_shim or (isinstance(child, ast.FunctionDef) and child.name in SHIM_FUNCTIONS)
+            yield from walk(child, shim)
+
+    yield from walk(tree, False)
+
+
+def _targets(module: str, package: bool, node: ast.Import | ast.ImportFrom) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if node.level:
+        base = module.split(".") if package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        name = ".".join(base + ([node.module] if node.module else []))
+    else:
+        name = node.module or ""
+    # `from pkg import submodule` is an arrow to the submodule
+    subs = [f"{name}.{a.name}" for a in node.names if f"{name}.{a.name}" in MODULES]
+    return [name, *subs]
+
+
+def _graph(*, shims: bool) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, (path, package) in MODULES.items():
+        for node, in_shim in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+            if in_shim and not shims:
+                continue
+            for target in _targets(module, package, node):
+                if target == PKG or target.startswith(PKG + "."):
+                    graph[module].add(target)
+    return graph
+
+
+GRAPH = _graph(shims=False)
+
+
+def _in(module: str, area: str) -> bool:
+    name = f"{PKG}.{area}"
+    return module == name or module.startswith(name + ".")
+
+
+def _arrows(from_areas: tuple[str, ...], to_areas: tuple[str, ...]) -> list[str]:
+    return sorted(
+        f"{src} -> {dst}"
+        for src, dsts in GRAPH.items()
+        if any(_in(src, a) for a in from_areas)
+        for dst in dsts
+        if any(_in(dst, a) for a in to_areas)
+    )
+
+
+def test_the_graph_sees_the_known_arrows() -> None:
+    """The reader resolves relative and lazy imports (else the assertions below prove nothing)."""
+    assert "kernelpolicy.facts.record" in GRAPH["kernelpolicy.resolver"]
+    assert "kernelpolicy.deployment.pipeline" in GRAPH["kernelpolicy.engines.vllm.plugin"]  # inside a function
+    assert "kernelpolicy.deployment" in _graph(shims=True)["kernelpolicy.facts"]  # the one-release shim
+
+
+def test_the_core_imports_no_edge() -> None:
+    assert _arrows(CORE, EDGES) == []
+
+
+def test_facts_import_no_rule_language_policy_or_engine() -> None:
+    assert _arrows(("facts",), ("dsl", "policy", "semantics", "resolver", "decision", *EDGES)) == []
+
+
+def test_release_data_imports_no_engine_slice_nor_engine() -> None:
+    # (the generated rule files go through the formatter, tools/fmt: data in, text out)
+    assert _arrows(("releases",), ("engines", "deployment", "render", "cli", "fleet")) == []
+    engines = ("vllm", "sglang", "torch")
+    for module, (path, _) in MODULES.items():
+        if _in(module, "releases"):
+            for node, _shim in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+                names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not [n for n in names if n.split(".")[0] in engines and not node.__dict__.get("level")], module
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def _without_package_arrows(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Arrows from a package's ``__init__`` to its own submodules are how a package re-exports;
+    a submodule importing a sibling through the package is not a circle of code."""
+    return {
+        src: {dst for dst in dsts if not (dst.startswith(src + ".") and MODULES.get(src, (None, False))[1])}
+        for src, dsts in graph.items()
+    }
+
+
+def test_no_import_circle_runs_through_cli() -> None:
+    circles = [c for c in _cycles(_without_package_arrows(GRAPH)) if any(_in(m, "cli") for m in c)]
+    assert circles == []
+
+
+@pytest.mark.parametrize("area", ["engines", "deployment", "render", "tools", "releases"])
+def test_no_import_circle_in_the_new_packages(area: str) -> None:
+    circles = [c for c in _cycles(_without_package_arrows(GRAPH)) if any(_in(m, area) for m in c)]
+    assert circles == []
+
+
+def test_the_cycle_finder_finds_one() -> None:
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_old_paths_import_as_the_new_modules() -> None:
+    """The 0.1 paths stay importable for one release, as the same module objects."""
+    import importlib
+
+    from kernelpolicy._moved import MOVED
+
+    for old, new in MOVED.items():
+        if new is not None:
+            assert importlib.import_module(old) is importlib.import_module(new), old
