@@ -58,6 +58,16 @@ def test_broken_case_file(tmp_path: Path) -> None:
     assert r.error is not None and "invalid YAML" in r.error
 
 
+def test_a_case_that_expects_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`expect: {}` would pass whatever is decided: refused, one line naming the file."""
+    case = write(tmp_path, "given: {gpu: sm121, model: Qwen/Qwen3.6-35B-A3B-FP8}\nexpect: {}\n")
+    r = run_case(case)
+    assert r.error is not None and "`expect` is empty" in r.error
+    assert main(["test", str(case)]) != 0
+    err = capsys.readouterr()
+    assert "`expect` is empty" in err.out + err.err and "Traceback" not in err.err
+
+
 def test_unknown_model_in_a_case_is_a_failure(tmp_path: Path) -> None:
     r = run_case(write(tmp_path, "given: {gpu: sm121, model: no/such}\nexpect: {dense: cutlass}\n"))
     assert r.failures and "unknown model `no/such`" in r.failures[0]

@@ -384,3 +384,19 @@ def test_a_deep_gemm_commit_that_is_not_one_is_refused(tmp_path: Path) -> None:
     bad.write_text("implies:\n  - id: x\n    when: {deep_gemm.commit: main}\n    set: {deep_gemm.version: '1.0'}\n")
     with pytest.raises(PolicyError, match="`main` is not a git commit"):
         kp.load_policy([bad], environ=False)
+
+
+def test_equal_values_with_other_sources_are_other_facts(policy: kp.Policy) -> None:
+    """Facts equality and the resolver's cache see the sources: a decision reports where each
+    fact came from, so one resolved from `user` facts must not come back for `spec` facts."""
+    values = {"gpu.sm": "sm121", "model.type": "qwen3_5_moe_text", "quant.scheme": "fp8_block"}
+    spec = Facts.from_values(values, source="spec")
+    user = Facts.from_values(values, source="user")
+    assert spec != user and hash(spec) == hash(user)
+    assert spec == Facts.from_values(dict(values), source="spec")
+    first = kp.resolve(spec, policy)
+    second = kp.resolve(user, policy)
+    assert first.facts.sources["gpu.sm"] == "spec"
+    assert second.facts.sources["gpu.sm"] == "user"
+    assert second.to_dict()["sources"]["model.type"] == "user"
+    assert first.fingerprint == second.fingerprint  # the fingerprint hashes values, not sources

@@ -99,6 +99,22 @@ def _backend_expectation(v: Any) -> bool:
     return isinstance(v, Mapping) and bool(v) and set(v) <= {"not", "in"} and all(_is_strs(x) for x in v.values())
 
 
+def _fields_problem(data: Mapping[str, Any]) -> str | None:
+    unknown = sorted(
+        [f"`{k}`" for k in data if k not in ("name", "refs", "given", "expect")]
+        + [f"`given.{k}`" for k in data["given"] if k not in _GIVEN]
+        + [f"`expect.{k}`" for k in data["expect"] if k not in _EXPECT]
+    )
+    if unknown:
+        return f"unknown case field(s): {', '.join(unknown)}"
+    if not data["expect"]:
+        return (
+            "`expect` is empty: a case that expects nothing passes whatever is decided"
+            " (expect a path's backend, `warmup`, `rules`, `warnings` or `error`)"
+        )
+    return None
+
+
 def case_problem(data: Any) -> str | None:
     """Pure: what is wrong with the shape of a case (its fields and their types), or ``None``."""
     if (
@@ -107,13 +123,9 @@ def case_problem(data: Any) -> str | None:
         or not isinstance(data.get("expect"), Mapping)
     ):
         return "a case needs `given` and `expect` mappings"
-    unknown = sorted(
-        [f"`{k}`" for k in data if k not in ("name", "refs", "given", "expect")]
-        + [f"`given.{k}`" for k in data["given"] if k not in _GIVEN]
-        + [f"`expect.{k}`" for k in data["expect"] if k not in _EXPECT]
-    )
-    if unknown:
-        return f"unknown case field(s): {', '.join(unknown)}"
+    problem = _fields_problem(data)
+    if problem is not None:
+        return problem
     if data.get("name") is not None and not isinstance(data["name"], (str, int, float)):
         return "`name` must be a string"
     given, expect = data["given"], data["expect"]

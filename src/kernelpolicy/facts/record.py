@@ -241,7 +241,11 @@ class Facts:
         return h
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (isinstance(other, Facts) and self.key == other.key)
+        """Equal values *and* sources: a decision reports where each fact came from, so facts that
+        differ only in a source must not share one (the hash, of the values, stays consistent)."""
+        return self is other or (
+            isinstance(other, Facts) and self.key == other.key and dict(self.sources) == dict(other.sources)
+        )
 
     def __repr__(self) -> str:
         return f"Facts({json.dumps(self.to_json_dict(), sort_keys=True)})"
