@@ -56,7 +56,7 @@ def test_markdown_names_the_deciding_rule(cells: list[Cell]) -> None:
 def test_command_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["matrix", "--format", "json", "--out", str(tmp_path / "m.json")]) == 0
     data = json.loads((tmp_path / "m.json").read_text(encoding="utf-8"))
-    assert data["schema"] == "kernelpolicy.tools.matrix/1" and data["cells"]
+    assert data["schema"] == "kernelpolicy.matrix/1" and data["cells"]
     assert main(["matrix", "--out", str(tmp_path / "no" / "m.md")]) == 2
     assert "no such folder" in capsys.readouterr().err
 
