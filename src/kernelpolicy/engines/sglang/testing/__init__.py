@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 _PROBE: Final = Path(__file__).with_name("_probe.py")
-_SRC_ROOT: Final = Path(__file__).resolve().parents[3]  # the folder holding `kernelpolicy/`
+_SRC_ROOT: Final = Path(__file__).resolve().parents[4]  # the folder holding `kernelpolicy/`
 #: The packages of an SGLang venv whose shared objects need driver symbols from the stub.
 _NATIVE_PACKAGES: Final = ("sgl_kernel", "deep_gemm", "flashinfer", "sgl_flash_mla", "deep_ep", "torch/lib")
 _DROP_ENV: Final = ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "CUDA_VISIBLE_DEVICES", "SGLANG_PLUGINS")

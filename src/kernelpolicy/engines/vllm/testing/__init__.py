@@ -59,7 +59,7 @@ __all__ = [
 ]
 
 _PROBE: Final = Path(__file__).with_name("_probe.py")
-_SRC_ROOT: Final = Path(__file__).resolve().parents[3]  # the folder holding `kernelpolicy/`
+_SRC_ROOT: Final = Path(__file__).resolve().parents[4]  # the folder holding `kernelpolicy/`
 _NAMES: Final = {
     (8, 0): "NVIDIA A100",
     (8, 9): "NVIDIA L40S",
