@@ -17,8 +17,16 @@ from . import configs as c
 from .conftest import write_cache
 
 MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"
-#: what a serve line means by leaving --enable-lora and --enforce-eager out (vLLM's defaults)
-SERVE_DEFAULTS = ("--fact", "deploy.lora=false", "--fact", "deploy.cuda_graphs=true")
+#: what a serve line means by leaving --enable-lora, --enforce-eager and --kv-cache-dtype out (vLLM's
+#: defaults, from vLLM's flag table)
+SERVE_DEFAULTS = (
+    "--fact",
+    "deploy.lora=false",
+    "--fact",
+    "deploy.cuda_graphs=true",
+    "--fact",
+    "deploy.kv_cache_dtype=auto",
+)
 
 
 def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, Any], str]:
@@ -64,7 +72,7 @@ def _same(a: dict[str, Any], b: dict[str, Any]) -> None:
 def test_serve_line_decides_as_native_flags(
     capsys: pytest.CaptureFixture[str], native: list[str], serve: list[str]
 ) -> None:
-    code_a, a, err_a = _run(capsys, "--gpu", "GB10", *native, *SERVE_DEFAULTS)
+    code_a, a, err_a = _run(capsys, "--gpu", "GB10", *SERVE_DEFAULTS, *native)
     code_b, b, err_b = _run(capsys, "--gpu", "GB10", "--", *serve)
     assert (code_a, err_a) == (code_b, err_b)
     _same(a, b)
@@ -228,3 +236,36 @@ def test_any_serve_line_decides_as_the_native_flags(
     assert (code_a, err_a) == (code_b, err_b)
     if a:
         _same(a, b)
+
+
+@pytest.mark.parametrize(
+    "launch",
+    [
+        ["python3", "-m", "sglang.launch_server"],
+        ["python", "-m", "sglang.launch_server"],
+        ["/opt/venv/bin/python3.12", "-m", "sglang.launch_server"],
+        ["sglang", "serve"],
+    ],
+)
+def test_sglang_launch_lines_read_sglang_flags(launch: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """An SGLang launch line is read through SGLang's flag table (it failed with "unknown model
+    `python3`"): its model, its parallel sizes, its backend flags, and the engine."""
+    line = [*launch, "--model-path", MODEL, "--tp-size", "2", "--ep-size", "2", "--moe-runner-backend", "triton"]
+    code, d, err = _run(capsys, "--gpu", "H100", "--", *line)
+    assert code == 0, err
+    facts = d["facts"]
+    assert facts["deploy.engine"] == "sglang" and facts["model.type"]
+    assert (facts["deploy.tp"], facts["deploy.ep"], facts["deploy.moe_backend"]) == (2, 2, "triton")
+    assert d["model"] == MODEL
+
+
+def test_sglang_line_decides_as_the_engine_option(capsys: pytest.CaptureFixture[str]) -> None:
+    _, a, _ = _run(capsys, "--gpu", "B200", "--", "python3", "-m", "sglang.launch_server", "--model-path", MODEL)
+    _, b, _ = _run(capsys, "--gpu", "B200", "--model", MODEL, "--fact", "deploy.engine=sglang")
+    assert a["paths"] == b["paths"]
+
+
+def test_a_python_module_that_is_no_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _run(capsys, "--gpu", "H100", "--", "python3", "-m", "http.server", MODEL)
+    assert code == 2 and "`python3 -m http.server` starts neither vLLM nor SGLang" in err
+    assert len(err.strip().splitlines()) == 1

@@ -10,7 +10,6 @@ import pytest
 import kernelpolicy as kp
 from kernelpolicy._venvs import build_commands, venv_python
 from kernelpolicy.engines import engine_flags
-from kernelpolicy.engines.sglang._facts import moe_ids_of
 from kernelpolicy.engines.sglang.conformance import (
     _flag_deployment,
     judge,
@@ -19,6 +18,7 @@ from kernelpolicy.engines.sglang.conformance import (
     section_of,
     update_document,
 )
+from kernelpolicy.engines.sglang.flags import moe_ids_of
 from kernelpolicy.engines.sglang.testing import Deployment, SglangChoices
 from kernelpolicy.engines.vllm.conformance import deployment_facts
 from kernelpolicy.errors import UsageError

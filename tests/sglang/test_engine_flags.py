@@ -99,7 +99,7 @@ def test_mxfp4_experts_take_sglang_s_mxfp4_runner_names() -> None:
     """`Mxfp4MoEMethod` raises on `flashinfer_trtllm`/`flashinfer_cutlass`: MXFP4 experts are
     `flashinfer_mxfp4` (FlashInfer's kernel by GPU) and OpenAI's triton_kernels `triton_kernel`."""
     from kernelpolicy.decision import PathDecision
-    from kernelpolicy.engines.sglang._facts import moe_ids_of
+    from kernelpolicy.engines.sglang.flags import moe_ids_of
 
     def moe_flag(backend: str, scheme: str) -> list[str]:
         paths = {

@@ -117,3 +117,9 @@ def simulate_cached() -> Any:
 def venv() -> Any:
     """``venv(version) -> python``; skips the test when that venv is missing."""
     return venv_python
+
+
+@pytest.fixture(scope="session")
+def catalog() -> Any:
+    """``catalog(model_id) -> config.json`` (:func:`catalog_config`)."""
+    return catalog_config

@@ -32,8 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..dsl._source import SourceError, SourceFile, yaml_files_under
-from ..dsl._yaml import YamlError, load_located
+from ..dsl.files import SourceError, SourceFile, YamlError, load_located, yaml_files_under
 from ..errors import KernelPolicyError, UsageError
 
 __all__ = ["CaseResult", "case_problem", "find_cases", "run_case", "run_cases"]

@@ -9,7 +9,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ..dsl._source import SourceFile
+from ..dsl.files import SourceFile
 from ..errors import PolicyError
 from ..policy import Policy
 from .coverage import Coverage, PathGroup, Violation, verify

@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..dsl._source import SourceFile
-from ..dsl._yaml import Located, YamlError, load_located
+from ..dsl.files import Located, SourceFile, YamlError, load_located
 from .findings import Finding
 
 __all__ = ["Locator"]

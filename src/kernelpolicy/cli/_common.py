@@ -3,26 +3,17 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ..deployment.options import split_assignment
 from ..errors import UsageError
-from ..facts.record import parse_fact_text
 
 if TYPE_CHECKING:
     from ..facts import Facts
     from ..policy import Policy
 
 __all__ = ["add_fact_options", "facts_from_args", "load_policy_from_args", "split_assignment", "target_facts"]
-
-
-def split_assignment(text: str, what: str) -> tuple[str, str]:
-    """``KEY=VALUE`` as a pair (one clear error otherwise)."""
-    key, sep, value = text.partition("=")
-    if not sep or not key.strip():
-        raise UsageError(f"`{text}`: expected {what}=VALUE")
-    return key.strip(), value
 
 
 def add_fact_options(p: argparse.ArgumentParser) -> None:
@@ -84,108 +75,21 @@ def load_policy_from_args(args: argparse.Namespace) -> Policy:
     return load_policy(list(getattr(args, "policy", []) or []))
 
 
-def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items:
-        key, value = split_assignment(item, "KEY")
-        out[key] = parse_fact_text(key, value)
-    return out
-
-
-def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:  # noqa: PLR0912, PLR0915 (predates the lint; split in a follow-up)
-    """Facts from the deployment options (see :func:`add_fact_options`).
+def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:
+    """Facts from the deployment options (see :func:`add_fact_options`), assembled by
+    :func:`kernelpolicy.deployment.options.options_facts`; its warnings go to stderr.
 
     Unless ``--no-env`` (or *read_env* false), the process environment is read through the one
-    fact pipeline (:mod:`kernelpolicy.facts.pipeline`), as the vLLM plugin reads it; its
-    warnings go to stderr.
+    fact pipeline, as the engine plugins read it.
     """
-    import os
     import sys
 
-    from ..deployment.build import derived_facts
-    from ..deployment.pipeline import build_facts, engine_facts
-    from ..deployment.serve import (
-        apply_quantization,
-        check_allow,
-        check_engine,
-        env_warnings,
-        hub_options,
-        read_deployment,
-    )
-    from ..facts import Facts
-    from ..facts.gpu import check_gpu_facts
+    from ..deployment.options import options_facts
 
-    deployment = read_deployment(args)  # vLLM's flags, its --config file and a serve line
-    vars(args).update(vars(deployment.args))
-    given = {**deployment.facts, **_parse_facts(args.fact)}
-    env = dict(split_assignment(e, "NAME") for e in args.env)
-    # warnings are printed once the facts stand: bad input gets its one error line alone
-    warnings = [*deployment.notes, *env_warnings(list(env), policy)]
-    if args.engine:
-        name, sep, version = args.engine.partition("==")
-        if name.strip() == "sglang" and sep:
-            from ..releases.sglang.versions import known_releases, release_for
-
-            if release_for(version) is None:
-                known = ", ".join(known_releases())
-                raise UsageError(f"--engine `{args.engine}`: not an SGLang release kernelpolicy knows (known: {known})")
-        elif name.strip() == "vllm" and sep:
-            check_engine(version)
-        try:
-            for key, value in engine_facts(args.engine).items():
-                given.setdefault(key, value)
-        except UsageError:
-            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`") from None
-    if args.allow:
-        check_allow(args.allow, policy)
-        given["deploy.allow_rules"] = tuple(args.allow)
-    if args.model and (args.model_type or args.quant):
-        raise UsageError("give either --model or --model-type/--quant, not both")
-    gpu = None if args.gpu == "auto" else args.gpu
-    environ = None if getattr(args, "no_env", False) or not read_env else os.environ
-    built = build_facts(
-        policy,
-        derived=derived_facts(gpu=gpu, model=args.model, policy=policy, hub=hub_options(args)),
-        environ=environ,
-        facts=given,
-        env=env,
-        moe_backend=args.moe_backend,
-        linear_backend=args.linear_backend,
-    )
-    warnings += built.warnings
-    facts = apply_quantization(built.facts, deployment.quantization)
-    if args.gpu == "auto":
-        facts = _auto_gpu(policy).merged(facts)
-    if args.model_type or args.quant:
-        synthetic: dict[str, Any] = {}
-        if args.model_type:
-            synthetic["model.type"] = args.model_type
-        if args.quant:
-            synthetic["quant.scheme"] = parse_fact_text("quant.scheme", args.quant)
-            if "quant.moe_scheme" not in given:
-                synthetic["quant.moe_scheme"] = synthetic["quant.scheme"]
-        facts = Facts.from_values(synthetic, source="user").merged(facts)
-    if args.scale_fmt:
-        facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
-    if "quant.scheme" not in facts and args.model is None and not args.model_type:
-        raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
-    check_gpu_facts(facts.values, facts.sources, policy.gpus)
-    for warning in warnings:
+    built = options_facts(args, policy, read_env=read_env)
+    for warning in built.warnings:
         print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
-    return facts
-
-
-def _auto_gpu(policy: Policy) -> Facts:
-    """The facts this machine reports (NVML, package metadata), for ``--gpu auto``."""
-    from ..facts import Facts
-    from ..facts.machine import auto_gpu_facts
-
-    try:
-        values, sources = auto_gpu_facts()
-    except ValueError as exc:
-        raise UsageError(str(exc), help="name the GPU instead: --gpu sm121, --gpu GB10, ...") from None
-    f = Facts.from_values(values, source="nvml")
-    return Facts(values=f.values, sources={k: sources.get(k, "nvml") for k in f.values})
+    return built.facts
 
 
 def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]:

@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
 
 
 def _targets(items: list[str]) -> list[Path]:
-    from ..dsl._source import SourceError, yaml_files_under
+    from ..dsl.files import SourceError, yaml_files_under
 
     out: list[Path] = []
     for item in items:
@@ -47,7 +47,7 @@ def _targets(items: list[str]) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..dsl._source import SourceError, decode, read_bounded
+    from ..dsl.files import SourceError, decode, read_bounded
     from ..tools.fmt import format_text
 
     changed = 0

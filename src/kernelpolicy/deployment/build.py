@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from ..facts.hub import HubOptions
     from ..policy import Policy
 
-__all__ = ["backend_id", "derived_facts", "facts_for", "model_facts"]
+__all__ = ["backend_id", "derived_facts", "facts_for", "model_facts", "on_machine", "sweep_facts"]
 
 
 def model_facts(model: str, policy: Policy, hub: HubOptions | None = None) -> Facts:
@@ -78,3 +78,37 @@ def facts_for(  # noqa: PLR0913 (predates the lint; split in a follow-up)
         moe_backend=moe_backend,
         linear_backend=linear_backend,
     ).facts
+
+
+def on_machine(machine: Facts, deployment: Facts, policy: Policy) -> Facts:
+    """*deployment*'s facts over what a machine reported (``--gpu auto``'s NVML and packages, a
+    fleet node's facts file): the deployment's own facts win, then the GPU facts of both must agree.
+
+    :raises FactError: GPU facts that contradict each other.
+    """
+    from ..facts.gpu import check_gpu_facts
+
+    merged = machine.merged(deployment)
+    check_gpu_facts(merged.values, merged.sources, policy.gpus)
+    return merged
+
+
+def sweep_facts(
+    policy: Policy,
+    model: str,
+    gpu: str,
+    gpu_name: str,
+    target: Mapping[str, object],
+    host: Mapping[str, object],
+    *,
+    env: Mapping[str, str] | None = None,
+    moe_backend: str | None = None,
+) -> Facts:
+    """A conformance sweep's deployment, as ``explain`` builds it: the GPU spec and the catalog
+    model, the target venv's packages (source ``metadata``), the simulated host and engine
+    (``spec``), then the env and flags through the one pipeline."""
+    derived = derived_facts(gpu=gpu, model=model, policy=policy)
+    derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
+        Facts.from_values({"gpu.name": gpu_name, **host}, source="spec")
+    )
+    return build_facts(policy, derived=derived, env=env, moe_backend=moe_backend).facts

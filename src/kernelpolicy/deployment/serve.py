@@ -17,6 +17,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from .._paths import expand_user
+from ..engines.sglang.flags import FLAGS as SGLANG_FLAGS
+from ..engines.sglang.flags import LAUNCHERS as SGLANG_LAUNCHERS
+from ..engines.sglang.flags import SERVE_DEFAULTS as SGLANG_SERVE_DEFAULTS
+from ..engines.sglang.flags import facts_of as sglang_facts_of
+from ..engines.table import Flag
+from ..engines.vllm.flags import FLAGS as VLLM_FLAGS
+from ..engines.vllm.flags import SERVE_DEFAULTS, backend_name, facts_of
 from ..errors import UsageError, did_you_mean
 
 if TYPE_CHECKING:
@@ -34,91 +41,11 @@ __all__ = [
     "deployment_facts",
     "env_warnings",
     "hub_options",
+    "known_values",
     "read_deployment",
 ]
 
 
-@dataclass(frozen=True)
-class _Flag:
-    names: tuple[str, ...]
-    dest: str
-    help: str
-    type: type = str
-    store_true: bool = False
-    native: bool = True  #: also an option of `kernelpolicy explain` (False: _common declares it)
-    metavar: str = "VALUE"
-
-
-#: vLLM's flags that bear on a kernel decision, with vLLM's spellings.
-VLLM_FLAGS: Final = (
-    _Flag(
-        ("--quantization", "-q"),
-        "quantization",
-        "vLLM `--quantization`: the checkpoint's method, or online",
-        metavar="METHOD",
-    ),
-    _Flag(
-        ("--tensor-parallel-size", "-tp"),
-        "tensor_parallel_size",
-        "tensor-parallel size (`deploy.tp`)",
-        int,
-        metavar="N",
-    ),
-    _Flag(
-        ("--data-parallel-size", "-dp"),
-        "data_parallel_size",
-        "data-parallel size (with expert parallel)",
-        int,
-        metavar="N",
-    ),
-    _Flag(
-        ("--enable-expert-parallel", "-ep"),
-        "enable_expert_parallel",
-        "experts sharded over TP x DP ranks (`deploy.ep`)",
-        store_true=True,
-    ),
-    _Flag(
-        ("--kv-cache-dtype",), "kv_cache_dtype", "vLLM `--kv-cache-dtype` (`deploy.kv_cache_dtype`)", metavar="DTYPE"
-    ),
-    _Flag(
-        ("--max-num-batched-tokens",),
-        "max_num_batched_tokens",
-        "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`)",
-        int,
-        metavar="N",
-    ),
-    _Flag(("--enable-lora",), "enable_lora", "LoRA adapters are served (`deploy.lora`)", store_true=True),
-    _Flag(("--enforce-eager",), "enforce_eager", "no CUDA graphs (`deploy.cuda_graphs` false)", store_true=True),
-    _Flag(("--dtype",), "dtype", "vLLM `--dtype`: the activation dtype (`model.activation_dtype`)", metavar="DTYPE"),
-    _Flag(
-        ("--revision",), "revision", "the model revision (branch, tag or commit) to read config.json at", metavar="REV"
-    ),
-    _Flag(
-        ("--download-dir",),
-        "download_dir",
-        "vLLM `--download-dir`: the Hugging Face cache folder to use",
-        metavar="DIR",
-    ),
-    _Flag(
-        ("--config",),
-        "vllm_config",
-        "a vLLM YAML `--config` file (its keys are vLLM's long flag names)",
-        metavar="FILE",
-    ),
-    _Flag(("--model",), "model", "the model (vLLM's flag)", native=False),
-    _Flag(("--moe-backend",), "moe_backend", "vLLM `--moe-backend` (`auto`: vLLM's own choice)", native=False),
-    _Flag(("--linear-backend",), "linear_backend", "vLLM `--linear-backend`", native=False),
-)
-#: ``--dtype`` values as ``model.activation_dtype`` (``auto``: the checkpoint's dtype).
-_DTYPES: Final = {
-    "bfloat16": "bfloat16",
-    "bf16": "bfloat16",
-    "float16": "float16",
-    "half": "float16",
-    "fp16": "float16",
-    "float32": "float32",
-    "float": "float32",
-}
 #: ``quant_method`` of a checkpoint, and the ``--quantization`` values vLLM accepts for it.
 _COMPATIBLE: Final = {
     "gptq": ("gptq", "gptq_marlin", "marlin"),
@@ -132,8 +59,6 @@ _ONLINE: Final[dict[str, dict[str, object]]] = {
     "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
     "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
 }
-#: What a serve line means by leaving a flag out (vLLM's defaults), for flags whose facts rules read.
-_SERVE_DEFAULTS: Final[dict[str, object]] = {"deploy.lora": False, "deploy.cuda_graphs": True}
 _ENV_ASSIGN: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.S)
 _ENTRYPOINTS: Final = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 _MAX_CONFIG_BYTES: Final = 1024 * 1024
@@ -161,9 +86,9 @@ class _ServeParser(argparse.ArgumentParser):
         raise UsageError(f"serve line: {message}")
 
 
-def _serve_parser() -> argparse.ArgumentParser:
-    p = _ServeParser(prog="vllm serve", add_help=False, allow_abbrev=False)
-    for flag in VLLM_FLAGS:
+def _serve_parser(flags: Sequence[Flag] = VLLM_FLAGS, prog: str = "vllm serve") -> argparse.ArgumentParser:
+    p = _ServeParser(prog=prog, add_help=False, allow_abbrev=False)
+    for flag in flags:
         if flag.store_true:
             p.add_argument(*flag.names, dest=flag.dest, action="store_true", default=None)
         else:
@@ -220,10 +145,38 @@ class _Serve:
     values: dict[str, Any]
     env: dict[str, str]
     ignored: tuple[str, ...]
+    engine: str = "vllm"  #: whose launch line it is (``vllm``, ``sglang``)
+
+
+def _command(rest: list[str]) -> tuple[str, list[str]]:
+    """The engine a launch line starts, and the tokens after its command: ``vllm serve``,
+    ``python -m vllm.entrypoints.openai.api_server``, ``sglang serve``, ``python3 -m
+    sglang.launch_server`` (any ``python*`` interpreter, by name or path); no command: vLLM's."""
+    head = rest[:1]
+    if head == ["vllm"]:
+        if rest[1:2] != ["serve"]:
+            raise UsageError("serve line: expected `vllm serve MODEL [FLAGS]`", help="the command after `--`")
+        return "vllm", rest[2:]
+    if head == ["sglang"]:
+        if rest[1:2] != ["serve"]:
+            raise UsageError("serve line: expected `sglang serve --model-path MODEL [FLAGS]`")
+        return "sglang", rest[2:]
+    if len(rest) >= 3 and rest[0].rsplit("/", 1)[-1].startswith("python") and rest[1] == "-m":
+        if rest[2] in _ENTRYPOINTS:
+            return "vllm", rest[3:]
+        if rest[2] in SGLANG_LAUNCHERS:
+            return "sglang", rest[3:]
+        raise UsageError(
+            f"serve line: `{rest[0]} -m {rest[2]}` starts neither vLLM nor SGLang",
+            help="expected `vllm serve`, `python -m vllm.entrypoints.openai.api_server`, `sglang serve` or"
+            " `python -m sglang.launch_server`",
+        )
+    return "vllm", rest
 
 
 def _parse_serve(tokens: Sequence[str]) -> _Serve:
-    """A serve line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``) as flag values."""
+    """A launch line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``, or SGLang's) as flag values,
+    read through that engine's one flag table."""
     rest = list(tokens)
     if len(rest) == 1 and " " in rest[0]:
         rest = shlex.split(rest[0])  # the whole line quoted as one argument
@@ -231,14 +184,19 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     while rest and (m := _ENV_ASSIGN.match(rest[0])):
         env[m.group(1)] = m.group(2)
         rest.pop(0)
-    if rest[:1] == ["vllm"]:
-        if rest[1:2] != ["serve"]:
-            raise UsageError("serve line: expected `vllm serve MODEL [FLAGS]`", help="the command after `--`")
-        rest = rest[2:]
-    elif len(rest) >= 3 and rest[0].startswith("python") and rest[1] == "-m" and rest[2] in _ENTRYPOINTS:
-        rest = rest[3:]
+    engine, rest = _command(rest)
     positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
     rest = [_dashes(t) for t in rest]
+    if engine == "sglang":
+        parser = _serve_parser(SGLANG_FLAGS, "sglang serve")
+        ns, unknown = parser.parse_known_args(rest)
+        values = {k: v for k, v in vars(ns).items() if v is not None}
+        model = values.pop("model_path", None)
+        if positional is not None and model is not None and model != positional:
+            raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
+        if model or positional:
+            values["model"] = model or positional
+        return _Serve(values, env, tuple(t for t in unknown if t.startswith("-")), engine)
     parser = _serve_parser()
     ns, unknown = parser.parse_known_args(rest)
     values = {k: v for k, v in vars(ns).items() if v is not None}
@@ -261,64 +219,39 @@ class Deployment:
     facts: dict[str, Any] = field(default_factory=dict)  #: facts the vLLM flags set (source user)
     quantization: str | None = None
     notes: tuple[str, ...] = ()  #: warnings for stderr, one line each
+    engine: str = "vllm"  #: whose launch line it was
 
 
 def _merge(args: argparse.Namespace, serve: _Serve) -> argparse.Namespace:
     merged = argparse.Namespace(**vars(args))
     for dest, value in serve.values.items():
-        if dest == "vllm_config":
+        if dest == "vllm_config" or (serve.engine != "vllm" and dest != "model"):
             continue
         mine = getattr(merged, dest, None)
         if mine is None:
             setattr(merged, dest, value)
         elif mine != value:
-            flag = next(f.names[0] for f in VLLM_FLAGS if f.dest == dest)
+            flag = next((f.names[0] for f in VLLM_FLAGS if f.dest == dest), "--" + dest.replace("_", "-"))
             raise UsageError(f"{flag} given twice: `{mine}` as an option and `{value}` in the serve line")
     merged.env = [f"{k}={v}" for k, v in serve.env.items()] + list(getattr(args, "env", []) or [])
     return merged
 
 
 def deployment_facts(args: argparse.Namespace) -> dict[str, Any]:
-    """The facts vLLM's flags set: parallelism, KV-cache dtype, batch size, activation dtype."""
-    out: dict[str, Any] = {}
-    tp = getattr(args, "tensor_parallel_size", None)
-    dp = getattr(args, "data_parallel_size", None)
-    for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp)):
-        if value is not None and value < 1:
-            raise UsageError(f"{name} `{value}`: expected a positive size")
-    if tp is not None:
-        out["deploy.tp"] = tp
-    if getattr(args, "enable_expert_parallel", None):
-        out["deploy.ep"] = (tp or 1) * (dp or 1)  # vLLM shards experts over every TP x DP rank
-    if getattr(args, "kv_cache_dtype", None) is not None:
-        out["deploy.kv_cache_dtype"] = args.kv_cache_dtype
-    tokens = getattr(args, "max_num_batched_tokens", None)
-    if tokens is not None:
-        out["deploy.max_num_batched_tokens"] = tokens
-    if getattr(args, "enable_lora", None):
-        out["deploy.lora"] = True
-    if getattr(args, "enforce_eager", None):
-        out["deploy.cuda_graphs"] = False
-    dtype = getattr(args, "dtype", None)
-    if dtype is not None and dtype != "auto":
-        if dtype not in _DTYPES:
-            hint = did_you_mean(dtype, [*_DTYPES, "auto"])
-            raise UsageError(
-                f"--dtype `{dtype}`: not a vLLM dtype", help=f"did you mean `{hint[0]}`?" if hint else None
-            )
-        out["model.activation_dtype"] = _DTYPES[dtype]
-    return out
+    """The facts vLLM's flags in *args* set (:func:`kernelpolicy.engines.vllm.flags.facts_of`)."""
+    return facts_of({f.dest: getattr(args, f.dest, None) for f in VLLM_FLAGS})
 
 
-def _known_values(facts: dict[str, Any], notes: list[str]) -> dict[str, Any]:
-    """*facts* without values outside their key's finite domain (vLLM accepts more than the
-    rules name, e.g. ``--kv-cache-dtype fp8_ds_mla``): those stay unknown, with a note."""
+def known_values(facts: Mapping[str, Any], notes: list[str]) -> dict[str, Any]:
+    """*facts* without values outside their key's finite domain (an engine accepts more than the
+    rules name, e.g. ``--kv-cache-dtype fp8_ds_mla``): those stay unknown, with a note. The CLI
+    and the plugins filter an engine's flag facts through this one function."""
     from ..facts import FACT_KEYS
 
     out = {}
     for key, value in facts.items():
-        if key not in FACT_KEYS and key in _SERVE_DEFAULTS:
-            continue  # a default for a key this vocabulary does not have
+        if key not in FACT_KEYS:
+            continue  # a key this vocabulary does not have (yet)
         domain = FACT_KEYS[key].domain if key in FACT_KEYS else ()
         if domain and value not in domain:
             notes.append(f"`{value}` is not a value of `{key}` the rules know; it is left unknown")
@@ -327,10 +260,12 @@ def _known_values(facts: dict[str, Any], notes: list[str]) -> dict[str, Any]:
     return out
 
 
-def read_deployment(args: argparse.Namespace) -> Deployment:
-    """explain's options with the serve line (and any vLLM ``--config`` file) merged in.
+def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> Deployment:
+    """explain's options with the launch line (and any vLLM ``--config`` file) merged in.
 
-    :raises UsageError: the serve line cannot be read, or says something an option contradicts.
+    :param policy: the loaded policy (an SGLang line's backend names are read through its
+        SGLang vocabulary); required for an SGLang line.
+    :raises UsageError: the line cannot be read, or says something an option contradicts.
     """
     tokens = list(getattr(args, "serve", None) or [])
     notes: list[str] = []
@@ -341,21 +276,26 @@ def read_deployment(args: argparse.Namespace) -> Deployment:
         serve = _parse_serve(["--config", args.vllm_config])
     merged = _merge(args, serve)
     for dest in ("moe_backend", "linear_backend"):
-        value = getattr(merged, dest, None)
-        if value is not None:
-            value = value.lower().replace("-", "_")  # vLLM's reading of both flags
-            setattr(merged, dest, None if value == "auto" else value)  # auto: vLLM's own choice, explained
-    facts = deployment_facts(merged)
-    if tokens or getattr(args, "vllm_config", None):
+        setattr(merged, dest, backend_name(getattr(merged, dest, None)))  # auto: vLLM's own choice, explained
+    values = {f.dest: getattr(merged, f.dest, None) for f in VLLM_FLAGS}
+    if serve.engine == "vllm" and (tokens or getattr(args, "vllm_config", None)):
         # a whole serve line: what it leaves out is vLLM's default, not unknown
-        facts = {**_SERVE_DEFAULTS, **facts}
+        values = {**SERVE_DEFAULTS, **{k: v for k, v in values.items() if v is not None}}
+    # the backend flags reach the assembly as explicit choices (engine names read as aliases there)
+    facts = {k: v for k, v in facts_of(values).items() if k not in ("deploy.moe_backend", "deploy.linear_backend")}
+    if serve.engine == "sglang":
+        if policy is None or "sglang" not in policy.engines:
+            raise UsageError("serve line: an SGLang line needs the SGLang vocabulary (rules/engines/sglang.yaml)")
+        line = {**SGLANG_SERVE_DEFAULTS, **serve.values}
+        facts = {**facts, **sglang_facts_of(line, policy.engines["sglang"]), "deploy.engine": "sglang"}
     if serve.ignored:
         notes.append("serve line: flags that decide no kernel, ignored: " + ", ".join(f"`{t}`" for t in serve.ignored))
     return Deployment(
         args=merged,
-        facts=_known_values(facts, notes),
+        facts=known_values(facts, notes),
         quantization=getattr(merged, "quantization", None),
         notes=tuple(notes),
+        engine=serve.engine,
     )
 
 

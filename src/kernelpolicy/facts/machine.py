@@ -14,8 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .providers import Context, Provider, ProviderResult, default_providers
-from .providers._cache import cache_key, default_cache_dir, device_identity, read_cache, write_cache
+from .providers import (
+    Context,
+    Provider,
+    ProviderResult,
+    cache_key,
+    default_cache_dir,
+    default_providers,
+    device_identity,
+    read_cache,
+    write_cache,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence

@@ -66,15 +66,14 @@ def decide(
         facts that contradict each other, as ``explain`` refuses them).
     """
     from ..deployment import facts_for
+    from ..deployment.build import on_machine
     from ..dsl.loader import POLICY_ENV, discover, load_policy
-    from ..facts.gpu import check_gpu_facts
     from ..facts.machine import to_facts
     from ..resolver import resolve
 
     policy = load_policy()
     deployment = facts_for(model=model, facts=facts, env=env, policy=policy, environ=environ)
-    merged = to_facts(machine).merged(deployment)  # as `explain --gpu auto` layers them
-    check_gpu_facts(merged.values, merged.sources, policy.gpus)
+    merged = on_machine(to_facts(machine), deployment, policy)  # as `explain --gpu auto` layers them
     decision = resolve(merged, policy)
     files = [s.display for s in discover() if s.layer != "shipped"]
     return {

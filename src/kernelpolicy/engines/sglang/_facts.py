@@ -12,11 +12,14 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ..table import config_values
+from .flags import FLAGS, facts_of
+
 if TYPE_CHECKING:
     from ...facts.model import CatalogModel
     from ...policy import EngineMap
 
-__all__ = ["explicit_backends", "facts_from_sglang", "gpu_facts", "moe_ids_of", "package_facts"]
+__all__ = ["facts_from_sglang", "gpu_facts", "package_facts"]
 
 _PACKAGES: Final = (
     ("sglang", "sglang"),
@@ -29,7 +32,7 @@ _PACKAGES: Final = (
 
 def package_facts() -> dict[str, object]:
     """Installed versions of SGLang's kernel packages and the DeepGEMM build it would load."""
-    from ...facts.providers._deep_gemm import find_builds, in_use
+    from ...facts.providers import find_builds, in_use
 
     values: dict[str, object] = {}
     for key, dist in _PACKAGES:
@@ -67,40 +70,6 @@ def gpu_facts() -> dict[str, object]:
     return facts_from_capability(int(major), int(minor), name)
 
 
-def moe_ids_of(engine: EngineMap) -> dict[str, frozenset[str]]:
-    """SGLang MoE runner name -> the kernelpolicy ids it can be (the vocabulary read backwards:
-    ``moe_flag``, ``moe_flag_by_scheme`` and the MoE aliases). ``flashinfer_mxfp4`` is FlashInfer's
-    CUTLASS or TRT-LLM kernel, by GPU."""
-    out: dict[str, set[str]] = {}
-    pairs = [*engine.moe_flag.items(), *(p for m in engine.moe_flag_by_scheme.values() for p in m.items())]
-    for kp, flag in pairs:
-        out.setdefault(flag, set()).add(kp)
-    for name, kp in engine.aliases.get("moe", {}).items():
-        out.setdefault(name, set()).add(kp)
-    return {name: frozenset(ids) for name, ids in out.items()}
-
-
-def explicit_backends(server_args: Any, engine: EngineMap) -> dict[str, str]:
-    """The backends the operator named with SGLang's flags, as kernelpolicy ids.
-
-    ``auto`` and names kernelpolicy has no id for (SGLang's own ``cutlass`` MoE, say) are left
-    out: the decision then decides that path, and the plugin does not touch the operator's value.
-    """
-    out: dict[str, str] = {}
-    moe = str(getattr(server_args, "moe_runner_backend", "auto") or "auto")
-    moe_ids = moe_ids_of(engine)
-    if moe != "auto" and len(moe_ids.get(moe, ())) == 1:  # a name of two ids says neither
-        (out["deploy.moe_backend"],) = moe_ids[moe]
-    dense_ids = {names[0]: kp for kp, names in engine.dense_kernels.items() if names} | dict(
-        engine.aliases.get("dense", {})
-    )
-    for field in ("fp8_gemm_runner_backend", "fp4_gemm_runner_backend"):
-        value = str(getattr(server_args, field, "auto") or "auto")
-        if value != "auto" and value in dense_ids:
-            out["deploy.linear_backend"] = dense_ids[value]
-    return out
-
-
 def facts_from_sglang(
     server_args: Any,
     engine: EngineMap,
@@ -125,11 +94,5 @@ def facts_from_sglang(
         found = locate_model(model, catalog)
         values.update(facts_from_config(found.config))
         values.update(found.facts)
-    tp = int(getattr(server_args, "tp_size", 1) or 1)
-    values["deploy.tp"] = tp
-    values["deploy.ep"] = int(getattr(server_args, "ep_size", 1) or 1)
-    a2a = str(getattr(server_args, "moe_a2a_backend", "none") or "none")
-    if a2a != "none":  # SGLang's name (`deepep`, `mooncake`, ...): its rules name it so
-        values["deploy.all2all"] = a2a
-    values.update(explicit_backends(server_args, engine))
+    values.update(facts_of(config_values(server_args, FLAGS), engine))  # the one flag table
     return {k: v for k, v in values.items() if lookup_key(k) is not None}

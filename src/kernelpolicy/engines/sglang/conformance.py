@@ -187,7 +187,7 @@ def run_matrix(
     from ...facts.model import find_model
     from ...render.flags import engine_flags
     from ...resolver import resolve
-    from ._facts import moe_ids_of
+    from .flags import moe_ids_of
     from .testing import Deployment, simulate_many
 
     engine = policy.engines["sglang"]

@@ -15,6 +15,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ..table import config_values
+from .flags import FLAGS, facts_of
+
 if TYPE_CHECKING:
     from ...facts.model import CatalogModel
 
@@ -47,7 +50,7 @@ def package_facts() -> dict[str, object]:
 
 def _deep_gemm_facts() -> dict[str, object]:
     """Which DeepGEMM this vLLM loads and what its build holds (the facts provider's reading)."""
-    from ...facts.providers._deep_gemm import find_builds, in_use
+    from ...facts.providers import find_builds, in_use
 
     build = in_use(*find_builds())
     if build is None:
@@ -137,7 +140,7 @@ def facts_from_vllm(vllm_config: Any, catalog: Sequence[CatalogModel] = ()) -> d
         values.update(facts_from_config(_raw_config(model_config)))
         values.update(_catalog_facts(model_config, catalog))
     values.update(_deploy_facts(vllm_config))
-    return _known(values)
+    return _quantized(_known(values), vllm_config)
 
 
 def _model_ref(model_config: Any) -> tuple[str, str | None, tuple[str, ...]]:
@@ -150,22 +153,29 @@ def _model_ref(model_config: Any) -> tuple[str, str | None, tuple[str, ...]]:
 
 
 def _deploy_facts(vllm_config: Any) -> dict[str, object]:
-    """``deploy.*`` facts of vLLM's parallel and kernel configs."""
-    values: dict[str, object] = {}
-    parallel = getattr(vllm_config, "parallel_config", None)
-    if parallel is not None:
-        tp = int(getattr(parallel, "tensor_parallel_size", 1) or 1)
-        dp = int(getattr(parallel, "data_parallel_size", 1) or 1)
-        values["deploy.tp"] = tp
-        values["deploy.ep"] = tp * dp if getattr(parallel, "enable_expert_parallel", False) else 1
-    kernel = getattr(vllm_config, "kernel_config", None)
-    moe_backend = getattr(kernel, "moe_backend", None)
-    if moe_backend and moe_backend != "auto":
-        values["deploy.moe_backend"] = str(moe_backend)
-    linear_backend = getattr(kernel, "linear_backend", None)
-    if linear_backend and linear_backend != "auto":
-        values["deploy.linear_backend"] = str(linear_backend)
-    return values
+    """The facts of vLLM's flags, read from *vllm_config* through the one flag table
+    (:mod:`.flags`: the entries ``kernelpolicy explain`` reads from a serve line), values outside
+    a key's domain left unknown as there."""
+    from ...deployment.serve import known_values
+
+    values = facts_of(config_values(vllm_config, FLAGS))
+    return known_values(values, [])
+
+
+def _quantized(values: dict[str, object], vllm_config: Any) -> dict[str, object]:
+    """*values* with vLLM's ``--quantization`` applied as ``explain`` applies it (online FP8 of an
+    unquantized checkpoint); a method the checkpoint's facts do not name alike is left as read."""
+    from ...deployment.serve import apply_quantization
+    from ...errors import KernelPolicyError
+    from ...facts.record import Facts
+
+    method = config_values(vllm_config, FLAGS).get("quantization")
+    if method is None:
+        return values
+    try:
+        return dict(apply_quantization(Facts.from_values(values, source="vllm"), str(method)).values)
+    except KernelPolicyError:
+        return values
 
 
 def config_key(vllm_config: Any) -> tuple[object, ...]:
@@ -178,7 +188,7 @@ def config_key(vllm_config: Any) -> tuple[object, ...]:
         _model_ref(model_config),
         # the fallback when no config.json is found: transformers' config object itself
         id(getattr(model_config, "hf_config", None)),
-        tuple(sorted(_deploy_facts(vllm_config).items())),
+        tuple(sorted(config_values(vllm_config, FLAGS).items())),  # every flag the table reads
     )
 
 

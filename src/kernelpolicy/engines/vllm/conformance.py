@@ -133,20 +133,13 @@ def deployment_facts(
     env: Mapping[str, str] | None = None,
     moe_backend: str | None = None,
 ) -> Facts:
-    """What ``explain`` builds for a sweep's deployment: the GPU spec and the catalog model, the
-    target venv's packages, the simulated host and engine, the env and flags (the one fact
-    pipeline; the vLLM and SGLang sweeps both judge against it)."""
-    from ...deployment.build import derived_facts
-    from ...deployment.pipeline import build_facts
-    from ...facts import Facts
+    """What ``explain`` builds for a sweep's deployment (:func:`kernelpolicy.deployment.build.sweep_facts`):
+    the vLLM and SGLang sweeps both judge against it."""
+    from ...deployment.build import sweep_facts
 
     _cc, name = FAMILIES[family]
-    derived = derived_facts(gpu=family, model=model, policy=policy)
-    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": engine}
-    derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
-        Facts.from_values(host, source="spec")
-    )
-    return build_facts(policy, derived=derived, env=env, moe_backend=moe_backend).facts
+    host = {"host.machine": platform.machine(), "deploy.engine": engine}
+    return sweep_facts(policy, model, family, name, target, host, env=env, moe_backend=moe_backend)
 
 
 def run_matrix(

@@ -7,7 +7,8 @@ inside :class:`NvmlProvider`, and everything heavier runs in a child process.
 from __future__ import annotations
 
 from ._base import COSTS, Context, Cost, Provider, ProviderResult, Runner, ScriptRun, Source
-from ._deep_gemm import DeepGemmBuildProvider
+from ._cache import cache_key, default_cache_dir, device_identity, read_cache, write_cache
+from ._deep_gemm import DeepGemmBuildProvider, find_builds, in_use
 from ._host import HostProvider
 from ._nvcc import NvccProvider
 from ._nvml import NvmlProvider
@@ -33,8 +34,15 @@ __all__ = [
     "Source",
     "TorchProvider",
     "TritonProbeProvider",
+    "cache_key",
+    "default_cache_dir",
     "default_providers",
+    "device_identity",
+    "find_builds",
+    "in_use",
+    "read_cache",
     "run_script",
+    "write_cache",
 ]
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "SglangChoices",
     "SimulationError",
     "default_venv_python",
+    "plugin_facts",
     "simulate_many",
 ]
 
@@ -208,6 +209,44 @@ def _run_group(
 
 def _key(config: Mapping[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str)
+
+
+def plugin_facts(
+    python: str | os.PathLike[str],
+    gpu: tuple[int, int],
+    gpu_name: str,
+    lines: Sequence[Sequence[str]],
+    *,
+    timeout: float = 1800.0,
+) -> list[dict[str, Any]]:
+    """The facts (and fingerprint) the kernelpolicy plugin gathers in *python*'s SGLang for each
+    launch line's flags in *lines* (``["--model-path", DIR, "--tp-size", "2", ...]``), read by
+    SGLang's own argument parser into ``ServerArgs``, on a simulated GPU: one process for all.
+
+    Each item is ``{"argv", "facts", "fingerprint", "machine", "errors"}``.
+
+    :raises SimulationError: when the process wrote no result or SGLang did not import.
+    """
+    py = Path(python)
+    stub = _stub_for(py)
+    tmp = Path(tempfile.mkdtemp(prefix="kp-simgpu-sglang-"))
+    try:
+        _write_plugin_dist(tmp / "site")
+        probe = tmp / "kp_probe.py"
+        shutil.copyfile(_PROBE, probe)
+        (tmp / "request.json").write_text(json.dumps({"parity": [list(x) for x in lines]}), encoding="utf-8")
+        env = _child_env(tmp, stub, gpu, gpu_name, False)
+        env["PYTHONPATH"] = os.pathsep.join([env["PYTHONPATH"], str(_SRC_ROOT)])  # kernelpolicy, not as a plugin
+        proc, raw = run_probe(py, probe, tmp, env, timeout, label="SGLang")
+        if raw.get("errors", {}).get("probe"):
+            raise SimulationError(f"SGLang did not start in the probe: {raw['errors']['probe']}")
+        cells = list(raw.get("cells") or ())
+        if len(cells) != len(lines):
+            stopped = f"the SGLang probe stopped after {len(cells)} of {len(lines)} lines"
+            raise SimulationError(f"{stopped}:\n{proc.stdout[-4000:]}")
+        return cells
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def simulate_many(

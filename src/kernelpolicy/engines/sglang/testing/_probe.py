@@ -333,6 +333,42 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
     return result
 
 
+def _parity(request: dict[str, Any], out: dict[str, Any]) -> None:
+    """For each ``argv`` of ``request["parity"]``: SGLang's own reading of the launch line's flags
+    (its argument parser and ``ServerArgs``), then the kernelpolicy plugin's fact gathering and the
+    one fact pipeline (no process environment, as ``explain --no-env``), and the fingerprint."""
+    import importlib
+
+    from sglang.srt.server_args import prepare_server_args
+
+    kp = importlib.import_module("kernelpolicy")
+    gathering = importlib.import_module("kernelpolicy.engines.sglang._facts")
+    build = importlib.import_module("kernelpolicy.deployment.pipeline").build_facts
+    policy = kp.load_policy()
+    for argv in request["parity"]:
+        cell: dict[str, Any] = {"argv": argv, "errors": {}}
+        out["cells"].append(cell)
+        try:
+            server_args = prepare_server_args(list(argv))
+            if hasattr(server_args, "resolve_once"):
+                server_args.resolve_once()
+            gpu = gathering.gpu_facts()
+            values = {
+                **gathering.facts_from_sglang(server_args, policy.engines["sglang"], policy.models, gpu=gpu),
+                "deploy.engine": "sglang",  # as the plugin adds it
+            }
+            facts = build(policy, derived=kp.Facts.from_values(values, source="sglang"), environ=None).facts
+            decision = kp.resolve(facts, policy)
+            cell["facts"] = dict(decision.facts.to_json_dict())
+            cell["fingerprint"] = decision.fingerprint
+            machine = dict(gathering.package_facts())
+            if "host.machine" in values:
+                machine["host.machine"] = values["host.machine"]
+            cell["machine"] = machine
+        except BaseException:
+            cell["errors"]["probe"] = _error()
+
+
 def main(request_file: str, result_file: str) -> int:
     with open(request_file, encoding="utf-8") as fh:
         request = json.load(fh)
@@ -352,7 +388,9 @@ def main(request_file: str, result_file: str) -> int:
         out["errors"]["probe"] = _error()
     _BASE_ENV.clear()
     _BASE_ENV.update(os.environ)
-    if not out["errors"]:
+    if not out["errors"] and "parity" in request:
+        _parity(request, out)
+    elif not out["errors"]:
         for cell in request["cells"]:
             out["cells"].append(_one(cell, bool(request.get("plugin"))))
     with open(result_file, "w", encoding="utf-8") as fh:

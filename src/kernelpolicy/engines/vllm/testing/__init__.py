@@ -54,6 +54,7 @@ __all__ = [
     "default_venv_python",
     "parse_gpu",
     "plugin_cost",
+    "plugin_facts",
     "simulate",
     "simulate_many",
 ]
@@ -474,6 +475,34 @@ def simulate_many(
             f"the vLLM probe stopped after {len(out)} of {len(deployments)} deployments:\n{proc.stdout[-4000:]}"
         )
     return out
+
+
+def plugin_facts(
+    python: str | os.PathLike[str],
+    gpu: tuple[int, int],
+    lines: Sequence[Sequence[str]],
+    *,
+    gpu_name: str | None = None,
+    timeout: float = 1800.0,
+) -> list[dict[str, Any]]:
+    """The facts (and fingerprint) the kernelpolicy plugin gathers in *python*'s vLLM for each
+    serve line's flags in *lines* (``["--model", DIR, "-tp", "2", ...]``), read by vLLM's own
+    argument parser into the ``VllmConfig`` it builds, on a simulated GPU: one process for all.
+
+    Each item is ``{"argv", "facts", "fingerprint", "errors"}``.
+
+    :raises SimulationError: when the process wrote no result or vLLM did not import.
+    """
+    request = {"parity": [{"argv": list(line)} for line in lines], "gpu": list(gpu), "gpu_name": gpu_name}
+    proc, raw = _one_process(Path(python), request, gpu, gpu_name, timeout)
+    if raw.get("errors", {}).get("probe") and not raw.get("cells"):
+        raise SimulationError(f"vLLM did not start in the probe: {raw['errors']['probe']}\n{proc.stdout[-4000:]}")
+    cells = list(raw.get("cells") or ())
+    if len(cells) != len(lines):
+        raise SimulationError(
+            f"the vLLM probe stopped after {len(cells)} of {len(lines)} lines:\n{proc.stdout[-4000:]}"
+        )
+    return cells
 
 
 @dataclass(frozen=True)

@@ -640,6 +640,69 @@ def run_cells(req: dict[str, Any], result: dict[str, Any]) -> None:
     _plugin(False)
 
 
+# ----------------------------------------------------------------------------- flag parity
+
+
+def _engine_config(argv: list[str]) -> Any:
+    """vLLM's own reading of a serve line's flags: its argument parser, ``EngineArgs`` and the
+    ``VllmConfig`` it creates (as ``vllm serve`` does before it starts the engine)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    try:
+        from vllm.utils.argparse_utils import FlexibleArgumentParser
+    except ImportError:  # older releases
+        from vllm.utils import FlexibleArgumentParser
+    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
+    args = EngineArgs.from_cli_args(parser.parse_args(argv))
+    return args.create_engine_config()
+
+
+def run_parity(req: dict[str, Any], result: dict[str, Any]) -> None:
+    """For each cell of ``req["parity"]`` (``argv``: the serve line's flags, with ``--model``),
+    the facts the kernelpolicy plugin gathers from the ``VllmConfig`` vLLM builds from them, put
+    through the one fact pipeline (no process environment, as ``explain --no-env``), and the
+    decision's fingerprint."""
+    capture = _Capture()
+    result["cells"] = []
+    try:
+        _setup(req, result, capture)
+        _set_gpu(req["gpu"], req.get("gpu_name"))
+        from vllm.platforms import current_platform
+
+        # a serve line's parallel sizes need that many GPUs in vLLM's config checks: the
+        # simulated node has eight
+        type(current_platform).device_count = classmethod(lambda cls: 8)
+    except Exception as exc:
+        result["errors"]["probe"] = _error(exc)
+        result["log_lines"] = _log_lines(capture)
+        return
+    kp = importlib.import_module("kernelpolicy")
+    gathering = importlib.import_module("kernelpolicy.engines.vllm._facts")
+    gather = gathering.facts_from_vllm
+    build = importlib.import_module("kernelpolicy.deployment.pipeline").build_facts
+    policy = kp.load_policy()
+    for cell in req["parity"]:
+        out: dict[str, Any] = {"errors": {}, "argv": cell["argv"]}
+        result["cells"].append(out)
+        since = len(capture.messages)
+        try:
+            _clear_caches()
+            config = _engine_config(list(cell["argv"]))
+            values = gather(config, policy.models)
+            facts = build(policy, derived=kp.Facts.from_values(values, source="vllm"), environ=None).facts
+            decision = kp.resolve(facts, policy)
+            out["facts"] = dict(decision.facts.to_json_dict())  # implications applied, as explain prints them
+            out["fingerprint"] = decision.fingerprint
+            # what the plugin read from this machine rather than from the config (for explain's --fact)
+            machine = dict(gathering.package_facts())
+            if "host.machine" in values:
+                machine["host.machine"] = values["host.machine"]
+            out["machine"] = machine
+        except BaseException as exc:
+            out["errors"]["probe"] = _error(exc)
+            out["log_lines"] = _log_lines(capture, since)[-20:]
+
+
 # ----------------------------------------------------------------------------- the plugin's cost
 
 
@@ -828,7 +891,9 @@ def main(argv: list[str]) -> int:
     req = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
     result: dict[str, Any] = {"errors": {}}
     try:
-        (run_bench if "bench" in req else run_cells if "cells" in req else run)(req, result)
+        (run_bench if "bench" in req else run_parity if "parity" in req else run_cells if "cells" in req else run)(
+            req, result
+        )
     except BaseException as exc:
         result["errors"]["probe"] = _error(exc)
     Path(argv[2]).write_text(json.dumps(result, default=str), encoding="utf-8")

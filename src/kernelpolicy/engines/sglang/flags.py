@@ -1,0 +1,122 @@
+"""SGLang's one flag table: each SGLang server argument that bears on a kernel decision, its
+spellings on a launch line, where ``ServerArgs`` holds it, and the facts it sets (:func:`facts_of`).
+
+``kernelpolicy explain -- python -m sglang.launch_server --model-path M ...`` reads these flags
+from the line (:mod:`kernelpolicy.deployment.serve`); the plugin reads the same entries from the
+live ``ServerArgs`` (:func:`kernelpolicy.engines.table.config_values`); both turn the values into
+facts here. Data and pure functions: no SGLang import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from ...errors import UsageError
+from ..table import Flag
+
+if TYPE_CHECKING:
+    from ...policy import EngineMap
+
+__all__ = ["FLAGS", "LAUNCHERS", "SERVE_DEFAULTS", "facts_of", "moe_ids_of"]
+
+#: How a launch line starts: ``python -m sglang.launch_server`` (any ``python*``) or ``sglang serve``.
+LAUNCHERS: Final = ("sglang.launch_server",)
+
+FLAGS: Final = (
+    Flag(("--model-path", "--model"), "model_path", "the model (SGLang's flag)", config="model_path"),
+    Flag(
+        ("--tensor-parallel-size", "--tp-size"),
+        "tp_size",
+        "tensor-parallel size (`deploy.tp`)",
+        int,
+        config="tp_size",
+        default=1,
+        sample="2",
+    ),
+    Flag(
+        ("--expert-parallel-size", "--ep-size", "--ep"),
+        "ep_size",
+        "expert-parallel size (`deploy.ep`)",
+        int,
+        config="ep_size",
+        default=1,
+        sample="2",
+    ),
+    Flag(
+        ("--moe-a2a-backend",),
+        "moe_a2a_backend",
+        "the MoE all-to-all backend (`deploy.all2all`)",
+        config="moe_a2a_backend",
+        default="none",
+        sample="deepep",
+    ),
+    Flag(
+        ("--moe-runner-backend",),
+        "moe_runner_backend",
+        "SGLang's MoE runner (`deploy.moe_backend`)",
+        config="moe_runner_backend",
+        default="auto",
+        sample="triton",
+    ),
+    Flag(
+        ("--fp8-gemm-backend",),
+        "fp8_gemm_runner_backend",
+        "SGLang's FP8 GEMM backend (`deploy.linear_backend`)",
+        config="fp8_gemm_runner_backend",
+        default="auto",
+        sample="cutlass",
+    ),
+    Flag(
+        ("--fp4-gemm-backend",),
+        "fp4_gemm_runner_backend",
+        "SGLang's FP4 GEMM backend (`deploy.linear_backend`)",
+        config="fp4_gemm_runner_backend",
+        default="auto",
+    ),
+)
+SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not None}
+
+
+def moe_ids_of(engine: EngineMap) -> dict[str, frozenset[str]]:
+    """SGLang MoE runner name -> the kernelpolicy ids it can be (the vocabulary read backwards:
+    ``moe_flag``, ``moe_flag_by_scheme`` and the MoE aliases). ``flashinfer_mxfp4`` is FlashInfer's
+    CUTLASS or TRT-LLM kernel, by GPU."""
+    out: dict[str, set[str]] = {}
+    pairs = [*engine.moe_flag.items(), *(p for m in engine.moe_flag_by_scheme.values() for p in m.items())]
+    for kp, flag in pairs:
+        out.setdefault(flag, set()).add(kp)
+    for name, kp in engine.aliases.get("moe", {}).items():
+        out.setdefault(name, set()).add(kp)
+    return {name: frozenset(ids) for name, ids in out.items()}
+
+
+def facts_of(values: Mapping[str, Any], engine: EngineMap) -> dict[str, Any]:
+    """The facts SGLang's flag *values* (by ``dest``) set: parallelism, the all-to-all backend and
+    the backends the operator named (``auto`` and names of no single kernelpolicy id are left out:
+    the decision then decides that path, and the plugin leaves the operator's value alone).
+
+    :raises UsageError: a size below 1.
+    """
+    out: dict[str, Any] = {}
+    for dest, key, name in (("tp_size", "deploy.tp", "--tp-size"), ("ep_size", "deploy.ep", "--ep-size")):
+        value = values.get(dest)
+        if value is not None:
+            if int(value) < 1:
+                raise UsageError(f"{name} `{value}`: expected a positive size")
+            out[key] = int(value)
+    a2a = values.get("moe_a2a_backend")
+    if a2a is not None and str(a2a) != "none":  # SGLang's name (`deepep`, `mooncake`, ...): its rules name it so
+        out["deploy.all2all"] = str(a2a)
+    moe = str(values.get("moe_runner_backend") or "auto")
+    moe_ids = moe_ids_of(engine)
+    if moe != "auto" and len(moe_ids.get(moe, ())) == 1:  # a name of two ids says neither
+        (out["deploy.moe_backend"],) = moe_ids[moe]
+    dense_ids = {names[0]: kp for kp, names in engine.dense_kernels.items() if names} | dict(
+        engine.aliases.get("dense", {})
+    )
+    for dest in ("fp8_gemm_runner_backend", "fp4_gemm_runner_backend"):
+        value = str(values.get(dest) or "auto")
+        if value != "auto" and value in dense_ids:
+            out["deploy.linear_backend"] = dense_ids[value]
+    return out

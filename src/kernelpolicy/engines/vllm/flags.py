@@ -1,0 +1,200 @@
+"""vLLM's one flag table: each vLLM flag that bears on a kernel decision, its spellings, where
+``VllmConfig`` holds it, and the facts it sets (:func:`facts_of`).
+
+``kernelpolicy explain`` reads these flags from its options, a serve line or a vLLM ``--config``
+file (:mod:`kernelpolicy.deployment.serve`); the plugin reads the same entries from the live
+``VllmConfig`` (:func:`kernelpolicy.engines.table.config_values`). Both turn the values into facts
+here, so the two cannot read a flag differently. Data and pure functions: no vLLM import.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Final
+
+from ...errors import UsageError, did_you_mean
+from ..table import Flag
+
+__all__ = ["DTYPES", "FLAGS", "SERVE_DEFAULTS", "facts_of"]
+
+
+def _torch_dtype(value: Any) -> str | None:
+    """``torch.bfloat16`` (vLLM resolves ``--dtype`` to a torch dtype) as ``bfloat16``."""
+    return None if value is None else str(value).removeprefix("torch.")
+
+
+#: vLLM's flags that bear on a kernel decision, with vLLM's spellings.
+FLAGS: Final = (
+    Flag(
+        ("--quantization", "-q"),
+        "quantization",
+        "vLLM `--quantization`: the checkpoint's method, or online",
+        metavar="METHOD",
+        config="model_config.quantization",
+        sample="fp8",
+    ),
+    Flag(
+        ("--tensor-parallel-size", "-tp"),
+        "tensor_parallel_size",
+        "tensor-parallel size (`deploy.tp`)",
+        int,
+        metavar="N",
+        config="parallel_config.tensor_parallel_size",
+        default=1,
+        sample="2",
+    ),
+    Flag(
+        ("--data-parallel-size", "-dp"),
+        "data_parallel_size",
+        "data-parallel size (with expert parallel)",
+        int,
+        metavar="N",
+        config="parallel_config.data_parallel_size",
+        default=1,
+        sample="2",
+    ),
+    Flag(
+        ("--enable-expert-parallel", "-ep"),
+        "enable_expert_parallel",
+        "experts sharded over TP x DP ranks (`deploy.ep`)",
+        store_true=True,
+        config="parallel_config.enable_expert_parallel",
+        default=False,
+    ),
+    Flag(
+        ("--kv-cache-dtype",),
+        "kv_cache_dtype",
+        "vLLM `--kv-cache-dtype` (`deploy.kv_cache_dtype`)",
+        metavar="DTYPE",
+        config="cache_config.cache_dtype",
+        default="auto",
+        sample="fp8",
+    ),
+    Flag(
+        ("--max-num-batched-tokens",),
+        "max_num_batched_tokens",
+        "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`)",
+        int,
+        metavar="N",
+        config="scheduler_config.max_num_batched_tokens",
+        sample="32768",
+    ),
+    Flag(
+        ("--enable-lora",),
+        "enable_lora",
+        "LoRA adapters are served (`deploy.lora`)",
+        store_true=True,
+        config="lora_config",
+        from_config=lambda lora: lora is not None,
+        default=False,
+    ),
+    Flag(
+        ("--enforce-eager",),
+        "enforce_eager",
+        "no CUDA graphs (`deploy.cuda_graphs` false)",
+        store_true=True,
+        config="model_config.enforce_eager",
+        default=False,
+    ),
+    Flag(
+        ("--dtype",),
+        "dtype",
+        "vLLM `--dtype`: the activation dtype (`model.activation_dtype`)",
+        metavar="DTYPE",
+        config="model_config.dtype",
+        from_config=_torch_dtype,
+        sample="float16",
+    ),
+    Flag(
+        ("--revision",), "revision", "the model revision (branch, tag or commit) to read config.json at", metavar="REV"
+    ),
+    Flag(
+        ("--download-dir",),
+        "download_dir",
+        "vLLM `--download-dir`: the Hugging Face cache folder to use",
+        metavar="DIR",
+    ),
+    Flag(
+        ("--config",),
+        "vllm_config",
+        "a vLLM YAML `--config` file (its keys are vLLM's long flag names)",
+        metavar="FILE",
+    ),
+    Flag(("--model",), "model", "the model (vLLM's flag)", native=False),
+    Flag(
+        ("--moe-backend",),
+        "moe_backend",
+        "vLLM `--moe-backend` (`auto`: vLLM's own choice)",
+        native=False,
+        config="kernel_config.moe_backend",
+        sample="triton",
+    ),
+    Flag(
+        ("--linear-backend",),
+        "linear_backend",
+        "vLLM `--linear-backend`",
+        native=False,
+        config="kernel_config.linear_backend",
+        sample="triton",
+    ),
+)
+#: ``--dtype`` values as ``model.activation_dtype`` (``auto``: the checkpoint's dtype).
+DTYPES: Final = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "half": "float16",
+    "fp16": "float16",
+    "float32": "float32",
+    "float": "float32",
+}
+#: What a whole serve line means by leaving a flag out (vLLM's defaults), as flag values.
+SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not None}
+
+
+def backend_name(value: Any) -> str | None:
+    """vLLM's reading of ``--moe-backend`` / ``--linear-backend`` (``auto``: vLLM's own choice)."""
+    if value is None:
+        return None
+    name = str(value).lower().replace("-", "_")
+    return None if name == "auto" else name
+
+
+def facts_of(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts vLLM's flag *values* (by ``dest``) set: parallelism, KV-cache dtype, batch size,
+    LoRA, CUDA graphs, activation dtype and the explicit backends. ``--quantization`` is applied to
+    the model's facts afterwards (:func:`kernelpolicy.deployment.serve.apply_quantization`).
+
+    :raises UsageError: a size below 1, or a ``--dtype`` vLLM does not have.
+    """
+    out: dict[str, Any] = {}
+    tp, dp = values.get("tensor_parallel_size"), values.get("data_parallel_size")
+    for name, value in (("--tensor-parallel-size", tp), ("--data-parallel-size", dp)):
+        if value is not None and value < 1:
+            raise UsageError(f"{name} `{value}`: expected a positive size")
+    if tp is not None:
+        out["deploy.tp"] = tp
+    ep = values.get("enable_expert_parallel")
+    if ep is not None:
+        out["deploy.ep"] = (tp or 1) * (dp or 1) if ep else 1  # vLLM shards experts over every TP x DP rank
+    if values.get("kv_cache_dtype") is not None:
+        out["deploy.kv_cache_dtype"] = values["kv_cache_dtype"]
+    if values.get("max_num_batched_tokens") is not None:
+        out["deploy.max_num_batched_tokens"] = values["max_num_batched_tokens"]
+    if values.get("enable_lora") is not None:
+        out["deploy.lora"] = bool(values["enable_lora"])
+    if values.get("enforce_eager") is not None:
+        out["deploy.cuda_graphs"] = not values["enforce_eager"]
+    dtype = values.get("dtype")
+    if dtype is not None and dtype != "auto":
+        if dtype not in DTYPES:
+            hint = did_you_mean(str(dtype), [*DTYPES, "auto"])
+            raise UsageError(
+                f"--dtype `{dtype}`: not a vLLM dtype", help=f"did you mean `{hint[0]}`?" if hint else None
+            )
+        out["model.activation_dtype"] = DTYPES[dtype]
+    for dest, key in (("moe_backend", "deploy.moe_backend"), ("linear_backend", "deploy.linear_backend")):
+        backend = backend_name(values.get(dest))
+        if backend is not None:
+            out[key] = backend
+    return out
