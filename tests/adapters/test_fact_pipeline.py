@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kernelpolicy.adapters import vllm as plugin
 
 import kernelpolicy as kp
 from kernelpolicy.deployment.pipeline import FACTS_ENV, build_facts, env_names, environ_facts
+from kernelpolicy.engines.vllm import plugin
 from kernelpolicy.facts import Facts
 
 QWEN = "Qwen/Qwen3.6-35B-A3B-FP8"

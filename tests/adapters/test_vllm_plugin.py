@@ -10,8 +10,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from kernelpolicy.adapters import vllm as plugin
 
+from kernelpolicy.engines.vllm import plugin
 from kernelpolicy.releases.vllm import versions as _versions
 
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
-from kernelpolicy.adapters import sglang as plugin
 
-from kernelpolicy.engines.sglang import _facts
+from kernelpolicy.engines.sglang import _facts, plugin
 from kernelpolicy.facts.gpu import facts_from_capability
 
 MODEL = "Qwen/Qwen3.6-35B-A3B-FP8"  # catalog: on sm121, dense cutlass and MoE triton, no DeepGEMM

@@ -1,4 +1,4 @@
-"""The per-release table (adapters/sglang/releases.json) is what the scan reads from the wheels."""
+"""The per-release table (releases/sglang/releases.json) is what the scan reads from the wheels."""
 
 from __future__ import annotations
 

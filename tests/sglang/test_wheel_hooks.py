@@ -14,9 +14,9 @@ import zipfile
 from typing import Any
 
 import pytest
-from kernelpolicy.adapters import sglang as plugin
 
 from kernelpolicy._paths import cache_root
+from kernelpolicy.engines.sglang import plugin
 
 from .test_plugin import ServerArgs, declare_resolution, fake_sglang  # noqa: F401  (fixture)
 

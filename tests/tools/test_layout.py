@@ -222,3 +222,31 @@ PRIVATE_EXCEPTIONS = {
 
 def test_private_modules_are_imported_only_inside_their_package() -> None:
     assert [a for a in _private_arrows() if a not in PRIVATE_EXCEPTIONS] == []
+
+
+def _facts_builders() -> list[str]:
+    """Modules that construct a ``Facts`` (``Facts(...)``, ``Facts.from_values``, ``Facts._of``)."""
+    out = []
+    for module, (path, _) in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call):
+                continue
+            f = node.func
+            name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+            owner = f.value if isinstance(f, ast.Attribute) else None
+            owner_name = (
+                owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+            )
+            if name == "Facts" or (owner_name == "Facts" and name in ("from_values", "_of", "empty")):
+                out.append(module)
+                break
+    return sorted(out)
+
+
+#: besides the record itself (facts/) and the assembly (deployment/): the resolution adds implied
+#: facts (semantics), and the proofs build the abstract cells they walk (analysis); no deployment
+FACTS_BUILDERS = ("facts", "deployment", "semantics", "analysis")
+
+
+def test_nothing_but_the_assembly_builds_a_deployments_facts() -> None:
+    assert [m for m in _facts_builders() if not any(_in(m, a) for a in FACTS_BUILDERS)] == []

@@ -1,4 +1,4 @@
-"""The per-release data (``adapters/vllm/releases.json``) against the releases installed here.
+"""The per-release data (``releases/vllm/releases.json``) against the releases installed here.
 
 The data is written from the wheels; an installed release must read the same (only the
 DeepGEMM commit comes from the source tarball, which an install does not have). With the

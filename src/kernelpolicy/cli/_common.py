@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -75,7 +76,9 @@ def load_policy_from_args(args: argparse.Namespace) -> Policy:
     return load_policy(list(getattr(args, "policy", []) or []))
 
 
-def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool = True) -> Facts:
+def facts_from_args(
+    args: argparse.Namespace, policy: Policy, *, read_env: bool = True, venv: Mapping[str, object] | None = None
+) -> Facts:
     """Facts from the deployment options (see :func:`add_fact_options`), assembled by
     :func:`kernelpolicy.deployment.options.options_facts`; its warnings go to stderr.
 
@@ -86,7 +89,7 @@ def facts_from_args(args: argparse.Namespace, policy: Policy, *, read_env: bool 
 
     from ..deployment.options import options_facts
 
-    built = options_facts(args, policy, read_env=read_env)
+    built = options_facts(args, policy, read_env=read_env, venv=venv)
     for warning in built.warnings:
         print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
     return built.facts

@@ -204,7 +204,6 @@ def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..engines.vllm.conformance import audit_differences
     from ..engines.vllm.testing import SimulationError, simulate
-    from ..facts import Facts
     from ..render.flags import with_engine_flags
     from ..resolver import resolve
 
@@ -222,11 +221,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("`vllm audit` needs --model ID_OR_PATH, not --model-type/--quant: vLLM reads config.json")
     config = _model_config(args, policy)
     target = _target_facts(python)
-    # the deployment is what the flags say: the shell's VLLM_* variables do not reach the probe
-    facts = facts_from_args(args, policy, read_env=False)
-    # the target venv's packages, unless the user set them (--fact wins)
+    # the deployment is what the flags say: the shell's VLLM_* variables do not reach the probe;
+    # the target venv's packages count, unless the user set them (--fact wins)
+    facts = facts_from_args(args, policy, read_env=False, venv=target)
     given = {split_assignment(f, "KEY")[0] for f in args.fact}
-    facts = facts.merged(Facts.from_values({k: v for k, v in target.items() if k not in given}, source="venv"))
     decision = with_engine_flags(resolve(facts, policy), policy)
     cc, name = _gpu_of(facts)
     env = dict(split_assignment(e, "NAME") for e in args.env)

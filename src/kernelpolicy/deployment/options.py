@@ -6,7 +6,7 @@ engine flags and a launch line, the environment, ``--fact``/``--env`` overrides 
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import UsageError
@@ -37,13 +37,18 @@ def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
 
 
 def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follow-up)
-    args: argparse.Namespace, policy: Policy, *, read_env: bool = True
+    args: argparse.Namespace,
+    policy: Policy,
+    *,
+    read_env: bool = True,
+    venv: Mapping[str, object] | None = None,
 ) -> BuiltFacts:
     """The facts of the deployment the CLI's options describe (``explain``'s, ``vllm audit``'s), in
     the documented order (:mod:`kernelpolicy.deployment`), and the warnings found on the way.
 
     Unless ``--no-env`` (or *read_env* false), the process environment is read through the one
-    fact pipeline, as the engine plugins read it.
+    fact pipeline, as the engine plugins read it. *venv*: the package facts of a target venv
+    (``vllm audit``), over everything but an explicit ``--fact``.
     """
     import os
 
@@ -114,6 +119,10 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
         facts = facts.merged(Facts.from_values({"quant.scale_fmt": args.scale_fmt}, source="user"))
     if "quant.scheme" not in facts and args.model is None and not args.model_type:
         raise UsageError("no model given: use --model ID_OR_PATH, or --model-type T --quant SCHEME")
+    if venv:
+        from ..facts import Facts
+
+        facts = facts.merged(Facts.from_values({k: v for k, v in venv.items() if k not in given}, source="venv"))
     check_gpu_facts(facts.values, facts.sources, policy.gpus)
     return BuiltFacts(facts, tuple(warnings))
 

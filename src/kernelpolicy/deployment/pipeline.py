@@ -38,6 +38,7 @@ __all__ = [
     "STRICT_ENV",
     "BuiltFacts",
     "build_facts",
+    "engine_built",
     "engine_facts",
     "env_names",
     "environ_facts",
@@ -290,3 +291,11 @@ def build_facts(
         )
     check_gpu_facts(out.values, out.sources, policy.gpus)  # derived GPU facts must agree
     return BuiltFacts(out, warnings)
+
+
+def engine_built(
+    policy: Policy, values: Mapping[str, Any], engine: str, environ: Mapping[str, str] | None
+) -> BuiltFacts:
+    """The facts of the deployment an engine's plugin runs: what it read from the engine (its
+    config, platform and packages; source *engine*), then *environ* and the defaults, as above."""
+    return build_facts(policy, derived=Facts.from_values(values, source=engine), environ=environ)

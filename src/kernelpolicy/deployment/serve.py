@@ -39,6 +39,7 @@ __all__ = [
     "check_allow",
     "check_engine",
     "deployment_facts",
+    "engine_quantized",
     "env_warnings",
     "hub_options",
     "known_values",
@@ -325,6 +326,20 @@ def apply_quantization(facts: Facts, method: str | None) -> Facts:
             " vLLM picks this method's kernels itself"
         )
     return out
+
+
+def engine_quantized(values: Mapping[str, Any], method: str, engine: str) -> dict[str, Any]:
+    """Fact *values* an engine's plugin read, with the engine's resolved quantization method applied
+    as :func:`apply_quantization` applies ``--quantization`` (online FP8 of an unquantized
+    checkpoint); where the engine names the checkpoint's method otherwise, *values* as they are
+    (the engine accepted the config, so it is no contradiction)."""
+    from ..errors import KernelPolicyError
+    from ..facts import Facts
+
+    try:
+        return dict(apply_quantization(Facts.from_values(values, source=engine), method).values)
+    except KernelPolicyError:
+        return dict(values)
 
 
 def _quantized(facts: Facts, method: str | None) -> Facts:

@@ -144,7 +144,7 @@ def _decide(server_args: Any) -> Any:
             return _STATE.decision
         import kernelpolicy as kp
 
-        from ...deployment.pipeline import build_facts
+        from ...deployment.pipeline import engine_built
         from ...render.flags import engine_flags
         from ._facts import facts_from_sglang
 
@@ -154,11 +154,8 @@ def _decide(server_args: Any) -> Any:
             values = {**facts_from_sglang(server_args, engine, policy.models), "deploy.engine": "sglang"}
             if _STATE.version:  # the release this process runs (its metadata may be missing)
                 values["sglang.version"] = _STATE.version
-            built = build_facts(
-                policy,
-                derived=kp.Facts.from_values(values, source="sglang"),
-                environ=_STATE.environ if _STATE.environ is not None else _deployment_environ(),
-            )
+            environ = _STATE.environ if _STATE.environ is not None else _deployment_environ()
+            built = engine_built(policy, values, "sglang", environ)
             for warning in built.warnings:
                 _warn(warning)
             decision = (_STATE.resolver or (lambda f: kp.resolve(f, policy)))(built.facts)

@@ -163,19 +163,11 @@ def _deploy_facts(vllm_config: Any) -> dict[str, object]:
 
 
 def _quantized(values: dict[str, object], vllm_config: Any) -> dict[str, object]:
-    """*values* with vLLM's ``--quantization`` applied as ``explain`` applies it (online FP8 of an
-    unquantized checkpoint); a method the checkpoint's facts do not name alike is left as read."""
-    from ...deployment.serve import apply_quantization
-    from ...errors import KernelPolicyError
-    from ...facts.record import Facts
+    """*values* with vLLM's ``--quantization`` applied as ``explain`` applies it."""
+    from ...deployment.serve import engine_quantized
 
     method = config_values(vllm_config, FLAGS).get("quantization")
-    if method is None:
-        return values
-    try:
-        return dict(apply_quantization(Facts.from_values(values, source="vllm"), str(method)).values)
-    except KernelPolicyError:
-        return values
+    return values if method is None else engine_quantized(values, str(method), "vllm")
 
 
 def config_key(vllm_config: Any) -> tuple[object, ...]:

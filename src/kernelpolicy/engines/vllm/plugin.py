@@ -165,14 +165,13 @@ def _message(exc: BaseException) -> str:
 
 def _pipeline_facts(values: Mapping[str, object]) -> Any:
     """The one fact pipeline (as ``kernelpolicy explain``): vLLM's facts, then the environment."""
-    import kernelpolicy as kp
 
-    from ...deployment.pipeline import build_facts
+    from ...deployment.pipeline import engine_built
 
     # the environment the deployment was started with: vLLM itself sets some variables while it
     # builds its config (VLLM_USE_DEEP_GEMM_E8M0 for UE8M0 checkpoints), which are not inputs
     environ = _STATE.environ if _STATE.environ is not None else os.environ
-    built = build_facts(_policy_or_fail(), derived=kp.Facts.from_values(values, source="vllm"), environ=environ)
+    built = engine_built(_policy_or_fail(), values, "vllm", environ)
     for warning in built.warnings:
         _warn(warning)
     return built.facts

@@ -343,7 +343,7 @@ def _parity(request: dict[str, Any], out: dict[str, Any]) -> None:
 
     kp = importlib.import_module("kernelpolicy")
     gathering = importlib.import_module("kernelpolicy.engines.sglang._facts")
-    build = importlib.import_module("kernelpolicy.deployment.pipeline").build_facts
+    built = importlib.import_module("kernelpolicy.deployment.pipeline").engine_built  # as the plugin builds them
     policy = kp.load_policy()
     for argv in request["parity"]:
         cell: dict[str, Any] = {"argv": argv, "errors": {}}
@@ -357,7 +357,7 @@ def _parity(request: dict[str, Any], out: dict[str, Any]) -> None:
                 **gathering.facts_from_sglang(server_args, policy.engines["sglang"], policy.models, gpu=gpu),
                 "deploy.engine": "sglang",  # as the plugin adds it
             }
-            facts = build(policy, derived=kp.Facts.from_values(values, source="sglang"), environ=None).facts
+            facts = built(policy, values, "sglang", None).facts
             decision = kp.resolve(facts, policy)
             cell["facts"] = dict(decision.facts.to_json_dict())
             cell["fingerprint"] = decision.fingerprint

@@ -679,7 +679,7 @@ def run_parity(req: dict[str, Any], result: dict[str, Any]) -> None:
     kp = importlib.import_module("kernelpolicy")
     gathering = importlib.import_module("kernelpolicy.engines.vllm._facts")
     gather = gathering.facts_from_vllm
-    build = importlib.import_module("kernelpolicy.deployment.pipeline").build_facts
+    built = importlib.import_module("kernelpolicy.deployment.pipeline").engine_built  # as the plugin builds them
     policy = kp.load_policy()
     for cell in req["parity"]:
         out: dict[str, Any] = {"errors": {}, "argv": cell["argv"]}
@@ -689,7 +689,7 @@ def run_parity(req: dict[str, Any], result: dict[str, Any]) -> None:
             _clear_caches()
             config = _engine_config(list(cell["argv"]))
             values = gather(config, policy.models)
-            facts = build(policy, derived=kp.Facts.from_values(values, source="vllm"), environ=None).facts
+            facts = built(policy, values, "vllm", None).facts
             decision = kp.resolve(facts, policy)
             out["facts"] = dict(decision.facts.to_json_dict())  # implications applied, as explain prints them
             out["fingerprint"] = decision.fingerprint
