@@ -12,7 +12,7 @@ from kernelpolicy.cli import _parser, main
 from kernelpolicy.cli._common import facts_from_args, load_policy_from_args
 from kernelpolicy.render.summary import startup_summary as _summary
 
-PLUGIN = Path(__file__).resolve().parents[2] / "src" / "kernelpolicy" / "adapters" / "vllm" / "__init__.py"
+PLUGIN = Path(__file__).resolve().parents[2] / "src" / "kernelpolicy" / "engines" / "vllm" / "plugin.py"
 
 
 def test_summary_is_the_plugins_start_up_line(capsys: pytest.CaptureFixture[str]) -> None:
