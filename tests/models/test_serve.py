@@ -269,3 +269,12 @@ def test_a_python_module_that_is_no_server_is_one_line(capsys: pytest.CaptureFix
     code, _, err = _run(capsys, "--gpu", "H100", "--", "python3", "-m", "http.server", MODEL)
     assert code == 2 and "`python3 -m http.server` starts neither vLLM nor SGLang" in err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_engine_option_and_launch_line_disagree(capsys: pytest.CaptureFixture[str]) -> None:
+    line = ["python3", "-m", "sglang.launch_server", "--model-path", MODEL]
+    code, _, err = _run(capsys, "--gpu", "H100", "--engine", "vllm==0.26.0", "--", *line)
+    assert code == 2 and "names another engine than the launch line's (sglang)" in err
+    code, d, err = _run(capsys, "--gpu", "H100", "--engine", "sglang==0.5.23", "--", *line)
+    assert code == 0, err
+    assert (d["facts"]["deploy.engine"], d["facts"]["sglang.version"]) == ("sglang", "0.5.23")

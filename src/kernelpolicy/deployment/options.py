@@ -73,6 +73,10 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
     warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
         name, sep, version = args.engine.partition("==")
+        if getattr(args, "serve", None) and name.strip() in ("vllm", "sglang") and name.strip() != deployment.engine:
+            raise UsageError(
+                f"--engine `{args.engine}` names another engine than the launch line's ({deployment.engine})"
+            )
         if name.strip() == "sglang" and sep:
             from ..releases.sglang.versions import known_releases, release_for
 
