@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..policy import Policy
 
 __all__ = [
+    "QUANTIZATION_METHODS",
     "VLLM_FLAGS",
     "Deployment",
     "add_vllm_options",
@@ -132,6 +133,10 @@ _ONLINE: Final[dict[str, dict[str, object]]] = {
     "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
     "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
 }
+#: ``--quantization`` values of the methods kernelpolicy decides (shell completion lists them).
+QUANTIZATION_METHODS: Final = tuple(
+    sorted({*(m for ms in _COMPATIBLE.values() for m in ms), *_ONLINE, "compressed-tensors", "mxfp4"})
+)
 #: What a serve line means by leaving a flag out (vLLM's defaults), for flags whose facts rules read.
 _SERVE_DEFAULTS: Final[dict[str, object]] = {"deploy.lora": False, "deploy.cuda_graphs": True}
 _ENV_ASSIGN: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.S)
