@@ -239,6 +239,32 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
     )
 
 
+def _with_engine_env_values(facts: Facts) -> Facts:
+    """*facts* with each ``deploy.env.*`` value as the vLLM release parses it (``00`` -> ``0``
+    for a ``bool(int(...))`` flag; :func:`~kernelpolicy.adapters.vllm._env.engine_env_value`).
+
+    :raises FactError: naming the variable, for a value the release refuses (vLLM stops there).
+    """
+    keys = [k for k in facts.values if k.startswith(ENV_PREFIX)]
+    if not keys or facts.get("deploy.engine") == "sglang":
+        return facts
+    from ..adapters.vllm._env import EnvValueError, engine_env_value
+
+    version = facts.get("vllm.version")
+    changed: dict[str, str] = {}
+    for key in keys:
+        raw = str(facts.values[key])
+        try:
+            value = engine_env_value(key[len(ENV_PREFIX) :], raw, None if version is None else str(version))
+        except EnvValueError as exc:
+            raise FactError(key, str(exc)) from None
+        if value != facts.values[key]:
+            changed[key] = value
+    if not changed:
+        return facts
+    return Facts._of({**facts.values, **changed}, dict(facts.sources))
+
+
 def build_facts(
     policy: Policy,
     *,
@@ -277,6 +303,7 @@ def build_facts(
         out = out.merged(Facts.from_values(user, source="user"))
     out, unread = _without_unread_env(out)
     warnings += unread
+    out = _with_engine_env_values(out)
     out = _with_backend_ids(out, policy)
     defaults = {k: v for k, v in _DEFAULTS if k not in out}
     if defaults:
