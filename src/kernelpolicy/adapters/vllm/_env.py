@@ -11,7 +11,7 @@ release refuses is refused here too. Nothing here imports vLLM.
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from packaging.version import InvalidVersion, Version
@@ -59,8 +59,9 @@ def env_parser(name: str, version: str | None = None) -> tuple[str, Mapping[str,
 
 
 def _methods(text: str, methods: Any) -> str:
+    steps: dict[str, Callable[[str], str]] = {"strip": str.strip, "lower": str.lower, "upper": str.upper}
     for m in methods or ():
-        text = {"strip": str.strip, "lower": str.lower, "upper": str.upper}.get(str(m), str)(text)
+        text = steps.get(str(m), str)(text)
     return text
 
 
