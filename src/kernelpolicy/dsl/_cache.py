@@ -24,11 +24,11 @@ import hashlib
 import json
 import os
 import re
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from .._files import ReadError, owned_folder, read_owned
 from ..errors import Diagnostic
 from ..facts.gpu import GpuProduct
 from ..facts.keys import PATHS, Kind
@@ -459,70 +459,12 @@ def _digest(key: str, body: bytes) -> str:
     return hashlib.sha256(f"{FORMAT}\0{key}\0".encode() + body).hexdigest()
 
 
-def _owned(st: os.stat_result) -> bool:
-    """Owned by this user and writable by no one else (where the platform has owners)."""
-    uid = getattr(os, "geteuid", None)
-    return uid is None or (st.st_uid == uid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
-
-
-def _open_folder(folder: Path) -> int | None:
-    """A descriptor of *folder* when it is a folder (not a link) this user owns and no one else
-    may write; ``None`` otherwise (the caller then neither reads nor writes the cache)."""
-    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
-    try:
-        fd = os.open(folder, flags)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-    except OSError:
-        os.close(fd)
-        return None
-    if stat.S_ISDIR(st.st_mode) and _owned(st):
-        return fd
-    os.close(fd)
-    return None
-
-
-def _read_owned(dir_fd: int, name: str, limit: int) -> bytes | None:
-    """The bytes of the regular file *name* in the folder *dir_fd*, when this user owns it and no
-    one else may write it, at most *limit* of them; ``None`` otherwise (no link is followed and
-    a FIFO is not waited on)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-    try:
-        fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError:
-        return None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or not _owned(st) or st.st_size > limit:
-            return None
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
-        return None if size > limit else b"".join(chunks)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-
-
 def read_entry(folder: Path, key: str) -> Policy | None:
     """The cached policy of *key*, or ``None`` when there is none, it is not valid, its digest
     does not match what it holds, or the folder or file is not this user's alone."""
-    dir_fd = _open_folder(folder)
-    if dir_fd is None:
-        return None
     try:
-        raw = _read_owned(dir_fd, _entry(folder, key).name, MAX_ENTRY_BYTES)
-    finally:
-        os.close(dir_fd)
-    if raw is None:
+        raw = read_owned(folder, _entry(folder, key).name, MAX_ENTRY_BYTES)
+    except ReadError:
         return None
     head = _HEAD.match(raw)
     if head is None or not raw.endswith(b"}") or head.group(1).decode() != FORMAT or head.group(2).decode() != key:
@@ -551,10 +493,8 @@ def write_entry(folder: Path, key: str, policy: Policy) -> None:
 
     try:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        dir_fd = _open_folder(folder)
-        if dir_fd is None:
+        if not owned_folder(folder):
             return  # a folder others can write (or another user's): never write there
-        os.close(dir_fd)
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".policy-", suffix=".tmp")
         try:
             with os.fdopen(fd, "wb") as fh:
