@@ -22,7 +22,7 @@ from .strategies import SETTINGS, Table, table_facts, tables, write_table
 
 pytest.importorskip("ruamel.yaml")
 
-from kernelpolicy.fmt import FormatError, format_text  # noqa: E402 (after the skip: fmt needs ruamel.yaml)
+from kernelpolicy.fmt import FormatError, format_text
 
 _MARK = re.compile(r"# c\d+")
 
