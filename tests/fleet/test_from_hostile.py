@@ -94,7 +94,7 @@ def test_node_ids_never_collide(
     out = capsys.readouterr().out
     rows = [ln.split()[0] for ln in out.splitlines()[3:5]]
     assert len(set(rows)) == 2, out
-    group_lines = [ln for ln in out.splitlines() if ln.startswith("  A ") or ln.startswith("  B ")]
+    group_lines = [ln for ln in out.splitlines() if ln.startswith(("  A ", "  B "))]
     assert any("node-a" in ln for ln in group_lines) and any("node-b" in ln for ln in group_lines)
 
 
