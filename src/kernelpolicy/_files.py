@@ -8,11 +8,12 @@ or waited on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
 
-__all__ = ["ReadError", "is_regular", "owned_folder", "read_bounded", "read_owned"]
+__all__ = ["ReadError", "is_regular", "owned_folder", "read_bounded", "read_owned", "write_text_at_once"]
 
 
 class ReadError(Exception):
@@ -163,3 +164,32 @@ def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
     if size > limit:
         raise ReadError(f"larger than {limit} bytes", too_large=True)
     return b"".join(chunks)
+
+
+def write_text_at_once(path: Path, text: str) -> None:
+    """Write *text* to *path* through a temporary file renamed over it: a reader never sees half
+    of it, and a FIFO, device or folder at *path* is refused (opening a FIFO to write waits for a
+    reader forever) instead of written to.
+
+    :raises ReadError: *path* is not a regular file (saying what it is).
+    :raises OSError: the folder cannot be written.
+    """
+    import tempfile
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, (st.st_mode & 0o7777) if st is not None else 0o644)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

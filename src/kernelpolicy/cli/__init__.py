@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
         return 2
     except Exception as exc:  # a bug: one line, unless asked for the traceback
-        if os.environ.get("KERNELPOLICY_DEBUG"):
+        if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
             raise
         print(
             one_line(

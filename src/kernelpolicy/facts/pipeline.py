@@ -48,7 +48,6 @@ __all__ = [
 FACTS_ENV: Final = "KERNELPOLICY_FACTS"
 #: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
 STRICT_ENV: Final = "KERNELPOLICY_STRICT"
-_TRUE: Final = ("1", "true", "yes", "on")
 _DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", "vllm"))
 
 
@@ -61,8 +60,13 @@ class BuiltFacts:
 
 
 def is_strict(environ: Mapping[str, str]) -> bool:
-    """``KERNELPOLICY_STRICT`` is set to a true value in *environ*."""
-    return environ.get(STRICT_ENV, "").strip().lower() in _TRUE
+    """``KERNELPOLICY_STRICT`` is set to a true value in *environ*.
+
+    :raises UsageError: for a value that is neither on nor off (``2``, ``enabled``).
+    """
+    from .._flags import env_flag
+
+    return env_flag(environ, STRICT_ENV)
 
 
 def _conditions(policy: Policy) -> Iterator[Condition]:

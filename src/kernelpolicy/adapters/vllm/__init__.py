@@ -109,7 +109,14 @@ Resolver = Callable[[Any], DecisionLike]
 
 
 def _strict() -> bool:
-    return is_strict(os.environ)
+    """``KERNELPOLICY_STRICT`` is on; a value that is neither on nor off (``2``, ``enabled``) was
+    meant to turn it on: read as on (the plugin stops rather than guess)."""
+    from ...errors import UsageError
+
+    try:
+        return is_strict(os.environ)
+    except UsageError:
+        return True
 
 
 @dataclasses.dataclass
@@ -745,7 +752,7 @@ def register() -> None:
     with _STATE.lock:
         if _STATE.registered:
             return
-        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        if _disabled():
             logger.info("kernelpolicy: %s is set; the vLLM plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = dict(os.environ)
@@ -805,3 +812,15 @@ def status() -> dict[str, Any]:
         "fallbacks": [dict(f) for f in _STATE.fallbacks],
         "warnings": list(_STATE.warnings),
     }
+
+
+def _disabled() -> bool:
+    """``KERNELPOLICY_DISABLE`` is on; a value that is neither on nor off is said, and read as off."""
+    from ..._flags import env_flag
+    from ...errors import UsageError
+
+    try:
+        return env_flag(os.environ, DISABLE_ENV)
+    except UsageError as exc:
+        logger.warning("kernelpolicy: %s; the plugin runs", exc)
+        return False
