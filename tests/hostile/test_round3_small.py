@@ -93,3 +93,24 @@ def test_matrix_out_fifo_does_not_hang_and_schema_write_empty_is_refused(tmp_pat
 def test_policy_error_from_a_message_has_a_message() -> None:
     assert "x" in str(PolicyError("x"))
     assert str(PolicyError([]))
+
+
+def test_control_characters_never_reach_stdout_raw(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # N15: a rule's id and reason with ESC (explain), a test case's name (test)
+    f = tmp_path / "op.yaml"
+    f.write_text(
+        'rules:\n  - id: "op-\\e[2Jx"\n    when: {gpu.sm: sm90}\n    deny: cutlass\n    severity: crash\n'
+        '    because: "clears \\e[2J the screen \\x9b1m"\n',
+        encoding="utf-8",
+    )
+    code, out, err = cli(capsys, *M, "--policy", str(f))
+    assert code in (0, 3) and "\\x1b[2J" in out  # the rule is shown, its ESC escaped
+    assert "\x1b" not in out and "\x9b" not in out and "\x1b" not in err
+    case = tmp_path / "case.yaml"
+    case.write_text(
+        'name: "\\e[2Jcase"\ngiven: {gpu: H100, model: deepseek-ai/DeepSeek-V3}\nexpect: {dense: cutlass}\n',
+        encoding="utf-8",
+    )
+    cli(capsys, "test", str(case))
+    out, err = capsys.readouterr()
+    assert "\x1b" not in out and "\x1b" not in err
