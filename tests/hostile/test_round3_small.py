@@ -114,3 +114,24 @@ def test_control_characters_never_reach_stdout_raw(tmp_path: Path, capsys: pytes
     cli(capsys, "test", str(case))
     out, err = capsys.readouterr()
     assert "\x1b" not in out and "\x1b" not in err
+
+
+@pytest.mark.parametrize(
+    "env",
+    [
+        {"KERNELPOLICY_CACHE_DIR": " "},
+        {"KERNELPOLICY_CACHE_DIR": "~nouser-kp/x"},
+        {"KERNELPOLICY_CACHE_DIR": "relcache"},
+        {"KERNELPOLICY_CACHE_DIR": "", "XDG_CACHE_HOME": "relcache"},
+    ],
+)
+def test_a_cache_folder_that_is_not_absolute_is_not_created_in_the_cwd(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, env: dict[str, str]
+) -> None:
+    from kernelpolicy._paths import cache_root
+
+    monkeypatch.chdir(tmp_path)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    assert cache_root().is_absolute()
+    assert not str(cache_root()).startswith(str(tmp_path))
