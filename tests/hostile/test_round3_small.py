@@ -135,3 +135,16 @@ def test_a_cache_folder_that_is_not_absolute_is_not_created_in_the_cwd(
         monkeypatch.setenv(k, v)
     assert cache_root().is_absolute()
     assert not str(cache_root()).startswith(str(tmp_path))
+
+
+def test_the_plugins_patch_failures_are_words_not_a_repr() -> None:
+    # D12: `could not patch the dense selection point: ModuleNotFoundError("No module named ...")`
+    import inspect
+
+    from kernelpolicy.adapters import vllm as plugin
+
+    source = inspect.getsource(plugin)
+    assert "{exc!r}" not in source
+    assert plugin._message(ModuleNotFoundError("No module named 'vllm.x'")) == (
+        "ModuleNotFoundError: No module named 'vllm.x'"
+    )

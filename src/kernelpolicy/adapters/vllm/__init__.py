@@ -626,7 +626,7 @@ def _patch_moe_oracles(points: VllmPatchPoints) -> None:
         try:
             mod = importlib.import_module(oracle.module)
         except Exception as exc:  # one oracle failing to import must not cost the others
-            _fail(f"could not import the {oracle.scheme} MoE oracle: {exc!r}")
+            _fail(f"could not import the {oracle.scheme} MoE oracle: {_message(exc)}")
             continue
         for fn_name in oracle.functions:
             original = getattr(mod, fn_name, None)
@@ -775,7 +775,7 @@ def register() -> None:
             try:
                 patch(points)
             except Exception as exc:
-                message = f"kernelpolicy: could not patch the {label} selection point: {exc!r}"
+                message = f"kernelpolicy: could not patch the {label} selection point: {_message(exc)}"
                 if _strict():
                     unpatch()
                     raise AdapterError(message) from exc
