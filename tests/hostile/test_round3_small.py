@@ -148,3 +148,19 @@ def test_the_plugins_patch_failures_are_words_not_a_repr() -> None:
     assert plugin._message(ModuleNotFoundError("No module named 'vllm.x'")) == (
         "ModuleNotFoundError: No module named 'vllm.x'"
     )
+
+
+@pytest.mark.parametrize("engine", ["vllm==99", "sglang==0.0.1"])
+def test_a_case_naming_an_unknown_engine_release_fails(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
+) -> None:
+    # N17: `given.engine: vllm==99` passed where `explain --engine vllm==99` exits 2
+    case = tmp_path / "case.yaml"
+    case.write_text(
+        f"name: c\ngiven: {{gpu: H100, model: deepseek-ai/DeepSeek-V3, engine: '{engine}'}}\n"
+        "expect: {router: cublas}\n",
+        encoding="utf-8",
+    )
+    code, out, err = cli(capsys, "test", str(case))
+    assert code == 1, out + err
+    assert "not a" in out + err and "release kernelpolicy knows" in out + err
