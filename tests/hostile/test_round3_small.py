@@ -150,7 +150,7 @@ def test_the_plugins_patch_failures_are_words_not_a_repr() -> None:
     )
 
 
-@pytest.mark.parametrize("engine", ["vllm==99", "sglang==0.0.1"])
+@pytest.mark.parametrize("engine", ["vllm==99", "vllm==0.1.0"])
 def test_a_case_naming_an_unknown_engine_release_fails(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], engine: str
 ) -> None:
