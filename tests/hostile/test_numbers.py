@@ -126,3 +126,21 @@ def test_any_number_in_a_size_field_is_read_exactly_or_refused_naming_it(field: 
     assert type(n) is int and 0 <= n < 2**63  # accepted: an integer in range, read as written
     if field == "hidden_size":
         assert facts["model.hidden_size"] == n
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        ('{"a":' * 5000 + "1" + "}" * 5000, "nested too deeply"),
+        ('{"deploy.tp": ' + "9" * 5000 + "}", "number too large"),
+        ('{"deploy.tp": 99999999999999999999999}', "too large"),
+    ],
+)
+def test_kernelpolicy_facts_outside_the_guards_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, raw: str, words: str
+) -> None:
+    monkeypatch.setenv("KERNELPOLICY_FACTS", raw)
+    code, _, err = cli(capsys, "explain", "--gpu", "H100", "--model", "deepseek-ai/DeepSeek-V3")
+    assert code == 2
+    line = one_error_line(err)
+    assert "KERNELPOLICY_FACTS" in line and words in line

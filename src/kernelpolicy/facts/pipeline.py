@@ -113,6 +113,10 @@ def _facts_json(raw: str) -> Mapping[str, Any]:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise UsageError(f"{FACTS_ENV}: not valid JSON: {exc.msg.lower()} at {where}") from None
+    except RecursionError:
+        raise UsageError(f"{FACTS_ENV}: nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise UsageError(f"{FACTS_ENV}: a number too large") from None
     if not isinstance(data, Mapping):
         raise UsageError(f"{FACTS_ENV}: expected a JSON object of fact keys, got a JSON {_json_kind(data)}")
     return data
