@@ -8,11 +8,12 @@ or waited on.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 from pathlib import Path
 
-__all__ = ["ReadError", "is_regular", "read_bounded"]
+__all__ = ["ReadError", "is_regular", "owned_folder", "read_bounded", "read_owned", "write_text_at_once"]
 
 
 class ReadError(Exception):
@@ -88,3 +89,107 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except (OSError, ValueError):
         return False
+
+
+def _owned(st: os.stat_result) -> bool:
+    """Owned by this user and writable by no one else (where the platform has owners)."""
+    uid = getattr(os, "geteuid", None)
+    return uid is None or (st.st_uid == uid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
+
+
+def _open_owned_folder(folder: str | os.PathLike[str]) -> int:
+    flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(folder, flags)
+    except (OSError, ValueError) as exc:
+        errno = exc.errno if isinstance(exc, OSError) else None
+        raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid folder name", errno=errno) from None
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise ReadError(_why(exc)) from None
+    if not stat.S_ISDIR(st.st_mode) or not _owned(st):
+        os.close(fd)
+        raise ReadError("the folder is not this user's alone (another owner, or others may write it)")
+    return fd
+
+
+def owned_folder(folder: str | os.PathLike[str]) -> bool:
+    """Whether *folder* is a folder (not a link) this user owns and no one else may write: only
+    such a folder is trusted with a cache another user could otherwise plant or edit."""
+    try:
+        os.close(_open_owned_folder(folder))
+    except ReadError:
+        return False
+    return True
+
+
+def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
+    """The bytes of the file *name* in *folder*, read as :func:`read_bounded` reads, when the
+    folder passes :func:`owned_folder` and the file is a regular file (not a link) with the
+    same owner and mode: a cache shared on a machine is believed only when it is this user's.
+
+    :raises ReadError: otherwise, saying why.
+    """
+    dir_fd = _open_owned_folder(folder)
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        try:
+            fd = os.open(name, flags, dir_fd=dir_fd)
+        except OSError as exc:
+            raise ReadError(_why(exc), errno=exc.errno) from None
+    finally:
+        os.close(dir_fd)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
+        if not _owned(st):
+            raise ReadError("the file is not this user's alone (another owner, or others may write it)")
+        if st.st_size > limit:
+            raise ReadError(f"larger than {limit} bytes", too_large=True)
+        chunks: list[bytes] = []
+        size = 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as exc:
+        raise ReadError(_why(exc)) from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise ReadError(f"larger than {limit} bytes", too_large=True)
+    return b"".join(chunks)
+
+
+def write_text_at_once(path: Path, text: str) -> None:
+    """Write *text* to *path* through a temporary file renamed over it: a reader never sees half
+    of it, and a FIFO, device or folder at *path* is refused (opening a FIFO to write waits for a
+    reader forever) instead of written to.
+
+    :raises ReadError: *path* is not a regular file (saying what it is).
+    :raises OSError: the folder cannot be written.
+    """
+    import tempfile
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, (st.st_mode & 0o7777) if st is not None else 0o644)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise

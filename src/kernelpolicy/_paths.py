@@ -63,8 +63,9 @@ def expand_user(text: str) -> Path:
 
 def _user_cache_base(env: Mapping[str, str]) -> Path:
     """The platform's user cache folder."""
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"])
+    xdg = env.get("XDG_CACHE_HOME", "")
+    if xdg.strip() and Path(xdg).is_absolute():  # the XDG spec: a relative value is ignored
+        return Path(xdg)
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches"
     if sys.platform == "win32" and env.get("LOCALAPPDATA"):
@@ -75,8 +76,11 @@ def _user_cache_base(env: Mapping[str, str]) -> Path:
 def cache_root(env: Mapping[str, str] | None = None) -> Path:
     """kernelpolicy's cache folder (``$KERNELPOLICY_CACHE_DIR``, else the user cache folder)."""
     env = os.environ if env is None else env
-    if env.get(CACHE_ENV):
-        return expand_user(env[CACHE_ENV])
+    named = env.get(CACHE_ENV, "")
+    if named.strip():
+        folder = expand_user(named)
+        if folder.is_absolute():  # blank, relative or `~nouser/x`: not a folder to create in the cwd
+            return folder
     return _user_cache_base(env) / "kernelpolicy"
 
 

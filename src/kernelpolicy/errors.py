@@ -74,8 +74,13 @@ class KernelPolicyError(Exception):
 class PolicyError(KernelPolicyError, ValueError):
     """Rule or policy files that do not load: every problem found, not only the first."""
 
-    def __init__(self, diagnostics: Sequence[Diagnostic]) -> None:
-        self.diagnostics: tuple[Diagnostic, ...] = tuple(sorted(diagnostics, key=lambda d: (d.file, d.line, d.column)))
+    def __init__(self, diagnostics: Sequence[Diagnostic] | Diagnostic | str) -> None:
+        # a message or one diagnostic is accepted too (an API caller's `PolicyError("...")`)
+        items = [diagnostics] if isinstance(diagnostics, (str, Diagnostic)) else list(diagnostics)
+        found = [d if isinstance(d, Diagnostic) else Diagnostic(str(d)) for d in items] or [
+            Diagnostic("invalid policy")
+        ]
+        self.diagnostics: tuple[Diagnostic, ...] = tuple(sorted(found, key=lambda d: (d.file, d.line, d.column)))
         super().__init__(self.diagnostics)
 
     def one_line(self) -> str:

@@ -180,3 +180,54 @@ def test_warnings_wait_until_the_facts_stand(capsys: pytest.CaptureFixture[str])
     assert one_error_line(err).startswith("kernelpolicy: error: unknown GPU `sm999`")
     code, _, err = cli(capsys, "explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "-")
     assert code == 0 and "kernelpolicy: warning: serve line: flags that decide no kernel, ignored: `-`" in err
+
+
+# -- round three: the facts cache's GPU on a GPU-less machine (D15), and a cache others can write
+
+
+def test_a_cached_gpu_on_a_machine_without_one_is_not_believed(tmp_path: Path) -> None:
+    # NVML finds nothing and no NVIDIA PCI device exists; a planted torch result claims a GB10
+    cheap = _Fake("nvml", "nvml", {})
+    costly = _Fake("torch", "subprocess", {"torch.cuda_archs": ["sm_120"]})
+    cache = tmp_path / "facts"
+    _gather([cheap, costly], cache)
+    data = _cached_file(cache)
+    torch = data["results"]["torch"]  # type: ignore[index]
+    for k, v in {"gpu.cc": "12.1", "gpu.sm": "sm121", "gpu.name": "NVIDIA GB10"}.items():
+        torch["values"][k] = v
+        torch["sources"][k] = "torch"
+    (cache / "machine-facts.json").write_text(json.dumps(data))
+    os.chmod(cache / "machine-facts.json", 0o600)
+
+    class _Honest(_Fake):
+        def collect(self, ctx: Context) -> ProviderResult:
+            self.runs.append(1)
+            res = ProviderResult()
+            res.put("torch.cuda_archs", ["sm_120"], "torch")  # type: ignore[arg-type]
+            return res
+
+    # the provider may give the GPU's facts (so the planted ones pass the provider check); here it finds none
+    honest = _Honest("torch", "subprocess", {"torch.cuda_archs": ["sm_120"], "gpu.cc": 0, "gpu.sm": 0, "gpu.name": 0})
+    if device_identity():
+        pytest.skip("this machine has an NVIDIA PCI device")
+    m = _gather([cheap, honest], cache)
+    assert m.gpu is None  # type: ignore[attr-defined]
+    assert "gpu.sm" not in m.values  # type: ignore[attr-defined]
+    assert any("no NVIDIA device" in n and "GB10" in n for n in m.notes)  # type: ignore[attr-defined]
+    assert honest.runs  # gathered again
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775])
+def test_a_facts_cache_others_can_write_is_not_read(tmp_path: Path, mode: int) -> None:
+    providers, cache = _machine(tmp_path)
+    _gather(providers, cache)
+    os.chmod(cache, mode)
+    try:
+        m = _gather(providers, cache)
+        assert m.cache["status"] == "unreadable"  # type: ignore[attr-defined]
+        assert len(providers[1].runs) == 2  # not believed: gathered again
+        assert any("not this user's alone" in n for n in m.notes)  # type: ignore[attr-defined]
+    finally:
+        os.chmod(cache, 0o700)
+    os.chmod(cache / "machine-facts.json", 0o666)
+    assert read_cache(cache, _cached_file(cache)["key"]).status == "unreadable"  # type: ignore[arg-type]

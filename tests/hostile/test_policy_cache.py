@@ -163,3 +163,144 @@ def test_strict_plugin_starts_with_a_corrupt_cache(monkeypatch: pytest.MonkeyPat
         assert vllm._policy_or_fail().by_id  # the plugin's own load: no error
     finally:
         vllm._core_policy.cache_clear()
+
+
+# -- round three (N7): integrity and ownership; a shared cache must not poison decisions
+
+
+def _gb10_dense() -> str | None:
+    policy = kp.load_policy(environ=False)
+    facts = kp.facts_for(gpu="GB10", model="deepseek-ai/DeepSeek-V3", policy=policy)
+    return kp.resolve(facts, policy).paths["dense"].backend
+
+
+def test_an_entry_edited_in_place_is_not_believed() -> None:
+    entry = _fresh_entry()
+    honest = _gb10_dense()
+    raw = entry.read_bytes()
+    head, _, rest = raw.partition(b'"policy":')
+    data = json.loads(rest[:-1])
+    data["rules"] = [r for r in data["rules"] if not r["id"].startswith("deep_gemm")]  # the poisoning
+    entry.write_bytes(head + b'"policy":' + json.dumps(data, separators=(",", ":")).encode() + b"}")
+    os.chmod(entry, 0o600)
+    assert _cache.read_entry(cache_dir(), entry.stem.removeprefix("policy-")) is None
+    assert _gb10_dense() == honest
+
+
+def test_an_entry_with_its_digest_redone_for_another_key_is_not_believed() -> None:
+    entry = _fresh_entry()
+    key = entry.stem.removeprefix("policy-")
+    other = cache_dir() / "policy-0000.json"
+    other.write_bytes(entry.read_bytes())  # a valid entry, planted under another key
+    os.chmod(other, 0o600)
+    assert _cache.read_entry(cache_dir(), "0000") is None
+    assert _cache.read_entry(cache_dir(), key) is not None
+
+
+@pytest.mark.parametrize("mode", [0o777, 0o775, 0o757])
+def test_a_folder_others_can_write_is_neither_read_nor_written(mode: int) -> None:
+    entry = _fresh_entry()
+    key = entry.stem.removeprefix("policy-")
+    os.chmod(cache_dir(), mode)
+    try:
+        assert _cache.read_entry(cache_dir(), key) is None
+        entry.unlink()
+        assert kp.load_policy(environ=False).by_id
+        assert not _entries()  # nothing written where others could replace it
+    finally:
+        os.chmod(cache_dir(), 0o700)
+
+
+def test_an_entry_others_can_write_is_not_read() -> None:
+    entry = _fresh_entry()
+    os.chmod(entry, 0o666)
+    assert _cache.read_entry(cache_dir(), entry.stem.removeprefix("policy-")) is None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file to another user needs root")
+def test_a_folder_or_entry_of_another_user_is_not_trusted() -> None:
+    entry = _fresh_entry()
+    key = entry.stem.removeprefix("policy-")
+    os.chown(entry, 4242, 4242)
+    assert _cache.read_entry(cache_dir(), key) is None
+    os.chown(entry, 0, 0)
+    os.chown(cache_dir(), 4242, 4242)
+    try:
+        assert _cache.read_entry(cache_dir(), key) is None
+    finally:
+        os.chown(cache_dir(), 0, 0)
+    assert _cache.read_entry(cache_dir(), key) is not None
+
+
+def test_a_linked_folder_is_not_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    entry = _fresh_entry()
+    key = entry.stem.removeprefix("policy-")
+    link = tmp_path / "policies-link"
+    link.symlink_to(cache_dir(), target_is_directory=True)
+    assert _cache.read_entry(link, key) is None
+    assert _cache.read_entry(cache_dir(), key) is not None
+
+
+def test_new_cache_folders_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path / "fresh"))
+    old = os.umask(0)
+    try:
+        kp.load_policy(environ=False)
+    finally:
+        os.umask(old)
+    assert cache_dir().stat().st_mode & 0o077 == 0
+    (entry,) = _entries()
+    assert entry.stat().st_mode & 0o077 == 0
+
+
+_WORKER = """
+import hashlib, json, sys
+from kernelpolicy.dsl import loader
+from kernelpolicy.dsl._cache import encode_policy
+loader._compiler_stamp = lambda: b"hostile-suite"
+import kernelpolicy as kp
+seen = set()
+for _ in range(int(sys.argv[1])):
+    p = kp.load_policy(environ=False)
+    seen.add(hashlib.sha256(json.dumps(encode_policy(p), sort_keys=True).encode()).hexdigest())
+print(json.dumps(sorted(seen)))
+"""
+
+_VANDAL = """
+import os, sys, time
+path = sys.argv[1]
+blob = open(path, "rb").read()
+end = time.monotonic() + float(sys.argv[2])
+i = 0
+while time.monotonic() < end:
+    i += 1
+    with open(path, "wb") as fh:  # not atomic: readers may see any prefix of it
+        fh.write(blob[: (i * 7919) % len(blob)])
+        fh.flush()
+        fh.write(blob[(i * 7919) % len(blob):])
+    time.sleep(0.005)
+"""
+
+
+def test_ten_processes_share_the_cache_while_it_is_rewritten() -> None:
+    import subprocess
+    import sys
+
+    from .helpers import SRC
+
+    entry = _fresh_entry()
+    compiled = encode_policy(kp.load_policy(environ=False))
+    expected = __import__("hashlib").sha256(json.dumps(compiled, sort_keys=True).encode()).hexdigest()
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    vandal = subprocess.Popen([sys.executable, "-c", _VANDAL, str(entry), "20"], env=env)
+    workers = [
+        subprocess.Popen([sys.executable, "-c", _WORKER, "3"], env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(10)
+    ]
+    try:
+        results = [json.loads(w.communicate(timeout=300)[0]) for w in workers]
+    finally:
+        vandal.kill()
+        vandal.wait()
+    assert all(r == [expected] for r in results), results
+    assert not list(cache_dir().glob(".policy-*.tmp"))  # no temporary file left behind

@@ -148,3 +148,28 @@ def test_no_cost_to_start_up() -> None:
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert res.stdout.strip() == "[]"
+
+
+@needs_cli
+def test_bash_quotes_multi_word_values_and_completes_vllm_spellings(tmp_path: Path, policy: kp.Policy) -> None:
+    # `RTX 5090` was inserted as two words; -tp/-q had no values; --engine completed file names
+    spaced = sorted({n for g in policy.gpus for n in (g.name, *g.aliases) if " " in n})
+    assert spaced, "the catalog has multi-word GPU names"
+    got = _bash(tmp_path, ["kernelpolicy", "explain", "--gpu", spaced[0].split()[0]])
+    assert spaced[0].replace(" ", "\\ ") in got and spaced[0] not in got
+    assert _bash(tmp_path, ["kernelpolicy", "explain", "-tp", ""]) == ["1", "2", "4", "8", "16"]
+    assert "fp8" in _bash(tmp_path, ["kernelpolicy", "explain", "-q", ""])
+    assert "compressed-tensors" in _bash(tmp_path, ["kernelpolicy", "explain", "--quantization", "comp"])
+    (tmp_path / "vllm-notes.txt").write_text("x", encoding="utf-8")
+    engines = _bash(tmp_path, ["kernelpolicy", "explain", "--engine", "vllm"])
+    assert engines and all(e.startswith("vllm==") for e in engines), engines
+    assert "-tp" in _bash(tmp_path, ["kernelpolicy", "explain", "-t"])
+    # `test -q` is --quiet, a switch: no quantization methods there
+    assert "fp8" not in _bash(tmp_path, ["kernelpolicy", "test", "-q", ""])
+
+
+def test_fish_names_short_and_old_style_options() -> None:
+    text = script("fish", _parser())
+    assert "-o tp -x -a '(kernelpolicy completion --list sizes 2>/dev/null)'" in text
+    assert "-s q -x -a '(kernelpolicy completion --list quantizations 2>/dev/null)'" in text
+    assert "-l engine -x -a '(kernelpolicy completion --list engines 2>/dev/null)'" in text

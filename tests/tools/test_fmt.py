@@ -94,7 +94,11 @@ def test_schema_header_found_kept_or_given(tmp_path: Path) -> None:
     kept = f"{SCHEMA_HEADER}https://example.org/r.json\nrules: []\n"
     assert format_text(kept, file=f) == kept
     assert format_text("rules: []\n", schema="s.json") == f"{SCHEMA_HEADER}s.json\nrules: []\n"
-    assert format_text("rules: []\n", file=Path("/nowhere/p.yaml")) == "rules: []\n"
+    # outside a checkout with schemas/: the schema this install ships (was: no header at all)
+    from kernelpolicy.tools.schemas import shipped_path
+
+    shipped = shipped_path("rules").resolve().as_posix()
+    assert format_text("rules: []\n", file=Path("/nowhere/p.yaml")) == f"{SCHEMA_HEADER}{shipped}\nrules: []\n"
 
 
 def test_check_changes_nothing_and_fails_then_fmt_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -105,7 +109,9 @@ def test_check_changes_nothing_and_fails_then_fmt_fixes(tmp_path: Path, capsys: 
     assert f"would reformat {f}" in out and "+    prefer: [triton, marlin]" in out
     assert f.read_text(encoding="utf-8") == MESSY
     assert main(["fmt", str(tmp_path)]) == 0
-    assert f.read_text(encoding="utf-8") == CANONICAL
+    from kernelpolicy.tools.schemas import shipped_path  # no schemas/ above tmp_path: the shipped one
+
+    assert f.read_text(encoding="utf-8") == f"{SCHEMA_HEADER}{shipped_path('rules').resolve().as_posix()}\n{CANONICAL}"
     assert main(["fmt", "--check", str(f)]) == 0
 
 

@@ -195,6 +195,7 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
             cache[policy_files] = load_policy(list(policy_files), environ=False)
         policy = cache[policy_files]
         engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
+        _known_release(engine)  # as `explain --engine` refuses a release it does not know
         facts = facts_for(
             gpu=given.get("gpu"),
             model=given.get("model"),
@@ -237,3 +238,18 @@ def run_cases(files: Iterable[Path]) -> list[CaseResult]:
     """Run every case, sharing loaded policies between cases with the same policy files."""
     cache: dict[tuple[str, ...], Any] = {}
     return [run_case(f, cache) for f in files]
+
+
+def _known_release(engine: Mapping[str, Any]) -> None:
+    """:raises UsageError: the vLLM release named is not one kernelpolicy knows (an SGLang
+    release between scanned ones is a fact the rules compare, as `explain` reads it)."""
+    from ..errors import UsageError
+
+    if engine.get("vllm.version") is not None:
+        from ..releases.vllm.versions import SUPPORTED, patch_points_for
+
+        if patch_points_for(str(engine["vllm.version"])) is None:
+            raise UsageError(
+                f"engine `vllm=={engine['vllm.version']}`: not a vLLM release kernelpolicy knows "
+                f"(known: {', '.join(SUPPORTED)})"
+            )

@@ -865,7 +865,9 @@ def verify(
     else:
         _WORKER["walker"] = walker
         try:
-            with ctx.Pool(jobs) as pool:
+            from .._lifetime import die_with_parent
+
+            with ctx.Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 # the MoE walks take longest: start them first, keep the results in task order
                 order = sorted(range(len(tasks)), key=lambda i: tasks[i][0] != "moe")
                 done = pool.map(_run_task, [tasks[i] for i in order], chunksize=1)

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from .._version import __version__
 from ..errors import KernelPolicyError
@@ -32,6 +32,30 @@ _ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x
 def one_line(text: str) -> str:
     """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it quotes."""
     return text.translate(_ESCAPES)
+
+
+#: What stdout never carries raw: control characters but newline and tab (a rule id, a case name
+#: or a facts file's GPU name with ESC must not drive the terminal), DEL and the C1 controls.
+_STDOUT_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+
+
+class _EscapedOutput:
+    """A stand-in for ``sys.stdout`` that escapes :data:`_STDOUT_ESCAPES` in every write (JSON
+    output escapes them itself; kernelpolicy prints no colours on stdout)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def write(self, text: str) -> int:
+        self._inner.write(text.translate(_STDOUT_ESCAPES))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -95,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # argparse printed its one-line usage error (or --help)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
+    real_stdout = sys.stdout
+    sys.stdout = _EscapedOutput(real_stdout)
     try:
         code: int = args.run(args)
         sys.stdout.flush()  # a full disk or a closed pipe is reported here, not at exit
@@ -115,7 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _silence_stdout()
         return 2
     except Exception as exc:  # a bug: one line, unless asked for the traceback
-        if os.environ.get("KERNELPOLICY_DEBUG"):
+        if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
             raise
         print(
             one_line(
@@ -125,6 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+    finally:
+        if isinstance(sys.stdout, _EscapedOutput):
+            sys.stdout = real_stdout
     return code
 
 

@@ -11,7 +11,7 @@ from ..errors import UsageError
 __all__ = ["add_parser", "run"]
 
 _SHELLS = ("bash", "zsh", "fish")
-_KINDS = ("gpus", "models", "backends", "facts", "rules", "schemas")
+_KINDS = ("gpus", "models", "backends", "facts", "rules", "schemas", "engines", "quantizations", "sizes")
 
 
 def add_parser(sub: Any) -> None:

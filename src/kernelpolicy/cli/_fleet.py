@@ -13,10 +13,9 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from ..errors import FactError, UsageError
+from ..errors import UsageError
 from ._common import split_assignment
 
 if TYPE_CHECKING:
@@ -97,31 +96,9 @@ def _request(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _from_files(files: list[str], request: dict[str, Any]) -> tuple[dict[str, Any], list[NodeAnswer]]:
-    from ..fleet import answer_from_payload
-    from ..fleet._node import decide, machine_from_json
+    from ..fleet._files import answers_from_files
 
-    rows = []
-    for name in files:
-        try:
-            text = Path(name).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            reason = exc.strerror.lower() if isinstance(exc, OSError) and exc.strerror else "not UTF-8 text"
-            raise UsageError(f"`{name}`: cannot read it: {reason}") from None
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise UsageError(f"`{name}`:{exc.lineno}:{exc.colno}: not JSON: {exc.msg.lower()}") from None
-        if not isinstance(data, dict):
-            raise UsageError(f"`{name}`: not the output of `kernelpolicy facts --json` (a JSON object)")
-        machine = machine_from_json(data, name)
-        try:
-            payload = decide(machine, model=request["model"], environ=None, facts=request["facts"], env=request["env"])
-        except FactError as exc:  # the file's facts (a policy or model problem is not the file's)
-            raise UsageError(f"`{name}`: {exc}") from None
-        rows.append(
-            answer_from_payload(name, None, {**payload, "gpu": data.get("gpu"), "gpu_reason": data.get("gpu_reason")})
-        )
-    return {"source": f"{len(files)} facts file(s)"}, rows
+    return answers_from_files(files, request)
 
 
 def _here(request: dict[str, Any]) -> NodeAnswer:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import difflib
 import sys
 from pathlib import Path
@@ -29,6 +30,8 @@ def add_parser(sub: Any) -> None:
 
 
 def _targets(items: list[str]) -> list[Path]:
+    """The files to format: those named, and the YAML files under the folders named, where a
+    link found in a folder is skipped (``fmt DIR`` never writes outside DIR through one)."""
     from ..dsl.files import SourceError, yaml_files_under
 
     out: list[Path] = []
@@ -36,14 +39,41 @@ def _targets(items: list[str]) -> list[Path]:
         p = Path(item)
         if p.is_dir():
             try:
-                out += yaml_files_under(p)
+                found = yaml_files_under(p)
             except SourceError as exc:
                 raise PolicyError([exc.diagnostic]) from None
+            for f in found:
+                if f.is_symlink():
+                    print(
+                        f"kernelpolicy: warning: `{f}` is a link: skipped (name it to format its target)",
+                        file=sys.stderr,
+                    )
+                else:
+                    out.append(f)
         elif p.exists():
             out.append(p)
         else:
             raise UsageError(f"no such file or folder `{item}`")
     return out
+
+
+def _write(path: Path, text: str) -> None:
+    """Replace *path*'s content at once (a temporary file beside it, renamed over it), keeping
+    its mode; a link named on the command line is written through to its target."""
+    import os
+    import tempfile
+
+    target = path.resolve()
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, target.stat().st_mode & 0o7777)
+        os.replace(tmp, target)
+    except OSError:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def run(args: argparse.Namespace) -> int:
@@ -67,6 +97,9 @@ def run(args: argparse.Namespace) -> int:
                     difflib.unified_diff(text.splitlines(True), new.splitlines(True), f"{path}", f"{path} (formatted)")
                 )
         else:
-            path.write_text(new, encoding="utf-8")
+            try:
+                _write(path, new)
+            except OSError as exc:
+                raise UsageError(f"`{path}`: cannot write: {(exc.strerror or str(exc)).lower()}") from None
             sys.stdout.write(f"reformatted {path}\n")
     return 1 if args.check and changed else 0

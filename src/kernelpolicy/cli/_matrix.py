@@ -44,5 +44,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if not args.out.parent.is_dir():
         raise UsageError(f"--out `{args.out}`: no such folder `{args.out.parent}`")
-    args.out.write_text(text, encoding="utf-8")
+    from .._files import ReadError, write_text_at_once
+
+    try:
+        write_text_at_once(args.out, text)  # a FIFO is refused, not waited on
+    except ReadError as exc:
+        raise UsageError(f"--out `{args.out}`: {exc.reason}") from None
     return 0

@@ -23,7 +23,7 @@ def add_parser(sub: Any) -> None:
         "every schema to DIR/NAME.schema.json (how schemas/ is made).",
     )
     p.add_argument("name", nargs="?", choices=SCHEMA_NAMES, metavar="NAME", help=", ".join(SCHEMA_NAMES))
-    p.add_argument("--write", metavar="DIR", type=Path, help="write every schema into DIR")
+    p.add_argument("--write", metavar="DIR", help="write every schema into DIR")
     p.set_defaults(run=run)
 
 
@@ -33,10 +33,18 @@ def run(args: argparse.Namespace) -> int:
     if args.write is not None:
         if args.name:
             raise UsageError("give NAME or --write DIR, not both")
-        if not args.write.is_dir():
+        if not args.write.strip():  # Path("") is the current folder: never a guess
+            raise UsageError("--write: an empty folder name")
+        folder = Path(args.write)
+        if not folder.is_dir():
             raise UsageError(f"--write `{args.write}`: no such folder")
+        from .._files import ReadError, write_text_at_once
+
         for name in SCHEMA_NAMES:
-            (args.write / f"{name}.schema.json").write_text(render(name), encoding="utf-8")
+            try:
+                write_text_at_once(folder / f"{name}.schema.json", render(name))
+            except ReadError as exc:
+                raise UsageError(f"--write `{args.write}`: `{name}.schema.json`: {exc.reason}") from None
         return 0
     if not args.name:
         raise UsageError(f"say which schema: one of {', '.join(SCHEMA_NAMES)}")

@@ -49,7 +49,6 @@ __all__ = [
 FACTS_ENV: Final = "KERNELPOLICY_FACTS"
 #: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
 STRICT_ENV: Final = "KERNELPOLICY_STRICT"
-_TRUE: Final = ("1", "true", "yes", "on")
 _DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", "vllm"))
 
 
@@ -62,8 +61,13 @@ class BuiltFacts:
 
 
 def is_strict(environ: Mapping[str, str]) -> bool:
-    """``KERNELPOLICY_STRICT`` is set to a true value in *environ*."""
-    return environ.get(STRICT_ENV, "").strip().lower() in _TRUE
+    """``KERNELPOLICY_STRICT`` is set to a true value in *environ*.
+
+    :raises UsageError: for a value that is neither on nor off (``2``, ``enabled``).
+    """
+    from .._flags import env_flag
+
+    return env_flag(environ, STRICT_ENV)
 
 
 def _conditions(policy: Policy) -> Iterator[Condition]:
@@ -110,6 +114,10 @@ def _facts_json(raw: str) -> Mapping[str, Any]:
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
         raise UsageError(f"{FACTS_ENV}: not valid JSON: {exc.msg.lower()} at {where}") from None
+    except RecursionError:
+        raise UsageError(f"{FACTS_ENV}: nested too deeply") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise UsageError(f"{FACTS_ENV}: a number too large") from None
     if not isinstance(data, Mapping):
         raise UsageError(f"{FACTS_ENV}: expected a JSON object of fact keys, got a JSON {_json_kind(data)}")
     return data
@@ -240,6 +248,32 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
     )
 
 
+def _with_engine_env_values(facts: Facts) -> Facts:
+    """*facts* with each ``deploy.env.*`` value as the vLLM release parses it (``00`` -> ``0``
+    for a ``bool(int(...))`` flag; :func:`~kernelpolicy.adapters.vllm._env.engine_env_value`).
+
+    :raises FactError: naming the variable, for a value the release refuses (vLLM stops there).
+    """
+    keys = [k for k in facts.values if k.startswith(ENV_PREFIX)]
+    if not keys or facts.get("deploy.engine") == "sglang":
+        return facts
+    from ..releases.vllm.env import EnvValueError, engine_env_value
+
+    version = facts.get("vllm.version")
+    changed: dict[str, str] = {}
+    for key in keys:
+        raw = str(facts.values[key])
+        try:
+            value = engine_env_value(key[len(ENV_PREFIX) :], raw, None if version is None else str(version))
+        except EnvValueError as exc:
+            raise FactError(key, str(exc)) from None
+        if value != facts.values[key]:
+            changed[key] = value
+    if not changed:
+        return facts
+    return Facts._of({**facts.values, **changed}, dict(facts.sources))
+
+
 def build_facts(
     policy: Policy,
     *,
@@ -278,6 +312,7 @@ def build_facts(
         out = out.merged(Facts.from_values(user, source="user"))
     out, unread = _without_unread_env(out)
     warnings += unread
+    out = _with_engine_env_values(out)
     out = _with_backend_ids(out, policy)
     defaults = {k: v for k, v in _DEFAULTS if k not in out}
     if defaults:

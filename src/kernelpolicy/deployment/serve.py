@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from ..policy import Policy
 
 __all__ = [
+    "QUANTIZATION_METHODS",
     "VLLM_FLAGS",
     "Deployment",
     "add_vllm_options",
@@ -60,6 +61,10 @@ _ONLINE: Final[dict[str, dict[str, object]]] = {
     "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
     "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
 }
+#: ``--quantization`` values of the methods kernelpolicy decides (shell completion lists them).
+QUANTIZATION_METHODS: Final = tuple(
+    sorted({*(m for ms in _COMPATIBLE.values() for m in ms), *_ONLINE, "compressed-tensors", "mxfp4"})
+)
 _ENV_ASSIGN: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.S)
 _ENTRYPOINTS: Final = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 _MAX_CONFIG_BYTES: Final = 1024 * 1024
@@ -105,23 +110,36 @@ def _dashes(token: str) -> str:
     return name.replace("_", "-") + eq + value
 
 
+def _check_config_value(path: str, key: str, value: object) -> None:
+    """A ``--config`` value of the kind its flag takes: vLLM would read ``"false"`` for a switch as
+    the switch turned on, and keep one of two sizes; refused instead of mis-read."""
+    flag = next((f for f in VLLM_FLAGS if f.dest == key.replace("-", "_")), None)
+    if flag is None or value is None:
+        return
+    if flag.store_true and not isinstance(value, bool):
+        raise UsageError(f"--config `{path}`: `{key}` takes true or false, got `{value!r}`")
+    if not flag.store_true and isinstance(value, list | tuple | Mapping | bool):
+        raise UsageError(f"--config `{path}`: `{key}` takes one value, got `{value!r}`")
+
+
 def _config_tokens(path: str) -> list[str]:
     """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
-    import yaml
+    from .._files import ReadError, read_bounded
+    from ..dsl._yaml import YamlError, load_located
 
     file = expand_user(path)
-    try:
-        if file.stat().st_size > _MAX_CONFIG_BYTES:
-            raise UsageError(f"--config `{path}`: larger than 1 MiB")
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise UsageError(f"--config `{path}`: cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    try:  # bounded (a FIFO or /dev/zero is refused at once), then the rule files' safe YAML
+        text = read_bounded(file, _MAX_CONFIG_BYTES).decode("utf-8")
+        data = load_located(text, f"--config `{path}`").data  # no aliases (bombs), depth-limited
+    except ReadError as exc:
+        reason = "larger than 1 MiB" if exc.too_large else f"cannot be read ({exc.reason})"
+        raise UsageError(f"--config `{path}`: {reason}") from None
     except UnicodeDecodeError:
         raise UsageError(f"--config `{path}`: not UTF-8 text") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}" if mark is not None else ""
-        raise UsageError(f"--config `{path}`: not valid YAML{where}") from None
+    except YamlError as exc:
+        d = exc.diagnostic
+        where = f" at line {d.line}" if d.line else ""
+        raise UsageError(f"--config `{path}`: not valid YAML{where}: {d.message}") from None
     if data is None:
         return []
     if not isinstance(data, Mapping):
@@ -129,6 +147,7 @@ def _config_tokens(path: str) -> list[str]:
     tokens: list[str] = []
     for key, value in data.items():
         flag = "--" + str(key).replace("_", "-")
+        _check_config_value(path, str(key), value)
         if isinstance(value, bool):
             if value:
                 tokens.append(flag)
@@ -180,7 +199,10 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     read through that engine's one flag table."""
     rest = list(tokens)
     if len(rest) == 1 and " " in rest[0]:
-        rest = shlex.split(rest[0])  # the whole line quoted as one argument
+        try:
+            rest = shlex.split(rest[0])  # the whole line quoted as one argument
+        except ValueError as exc:  # an unclosed quote
+            raise UsageError(f"serve line: {str(exc).lower()}", help="the command after `--`") from None
     env: dict[str, str] = {}
     while rest and (m := _ENV_ASSIGN.match(rest[0])):
         env[m.group(1)] = m.group(2)

@@ -8,24 +8,33 @@ were written as and parsed again on read by the compiler's own parser
 a compiled one; every other field is checked for its type. An entry that fails any check, is
 not a regular file, or is larger than :data:`MAX_ENTRY_BYTES` is ignored (the caller compiles
 and rewrites it); the folder keeps at most :data:`MAX_ENTRIES` entries, the newest.
+
+A shared machine is the threat this guards against (decision poisoning): the folder is used only
+when it is a real folder (not a link) owned by this user and writable by no one else, and an
+entry only when it is a regular file with the same owner and mode (a ``0777`` folder, or one
+another user owns, is neither read nor written: each run compiles). Each entry carries the
+SHA-256 of the compiled table it holds, bound to its key, so an entry edited in place (rules
+deleted, the file name kept) no longer matches and is compiled again.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from .._files import ReadError, owned_folder, read_owned
 from ..errors import Diagnostic
 from ..facts.gpu import GpuProduct
 from ..facts.keys import PATHS, Kind
 from ..facts.model import CatalogModel
 from ..facts.record import normalise_value
 from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
-from ._source import SourceError, read_bounded
 from .conditions import TRUE, All, Any_, Condition, Not, Test, parse_test
 
 __all__ = [
@@ -40,7 +49,7 @@ __all__ = [
     "write_entry",
 ]
 
-FORMAT: Final = "kernelpolicy.policy-cache/2"
+FORMAT: Final = "kernelpolicy.policy-cache/3"
 #: The largest cache entry read (the shipped tables take about a tenth of this).
 MAX_ENTRY_BYTES: Final = 4_000_000
 #: The most compiled policies kept (each edit of a rule file makes a new one).
@@ -442,37 +451,53 @@ def _entry(folder: Path, key: str) -> Path:
     return folder / f"policy-{key}.json"
 
 
+#: an entry's first bytes: its format, key and the digest of the policy that follows
+_HEAD: Final = re.compile(rb'\{"format":"([^"\\]{1,64})","key":"([0-9a-f]{1,128})","sha256":"([0-9a-f]{64})","policy":')
+
+
+def _digest(key: str, body: bytes) -> str:
+    return hashlib.sha256(f"{FORMAT}\0{key}\0".encode() + body).hexdigest()
+
+
 def read_entry(folder: Path, key: str) -> Policy | None:
-    """The cached policy of *key*, or ``None`` when there is none or it is not valid."""
-    target = _entry(folder, key)
+    """The cached policy of *key*, or ``None`` when there is none, it is not valid, its digest
+    does not match what it holds, or the folder or file is not this user's alone."""
     try:
-        raw = read_bounded(target, str(target), limit=MAX_ENTRY_BYTES)
-        data = _obj(json.loads(raw), "entry")
-        if data.get("format") != FORMAT or data.get("key") != key:
-            return None
-        return decode_policy(data.get("policy"))
-    except SourceError:
-        return None  # missing, not a regular file, or too large
+        raw = read_owned(folder, _entry(folder, key).name, MAX_ENTRY_BYTES)
+    except ReadError:
+        return None
+    head = _HEAD.match(raw)
+    if head is None or not raw.endswith(b"}") or head.group(1).decode() != FORMAT or head.group(2).decode() != key:
+        return None
+    body = raw[head.end() : -1]
+    if _digest(key, body) != head.group(3).decode():
+        return None  # edited since it was written
+    try:
+        return decode_policy(json.loads(body))
     except (ValueError, TypeError, KeyError, RecursionError):  # not JSON, or not a valid policy
         return None
 
 
 def write_entry(folder: Path, key: str, policy: Policy) -> None:
     """Store *policy* under *key* atomically, then :func:`prune`; a folder that cannot be
-    written is left alone (the next run compiles again)."""
+    written, or that is not this user's alone, is left alone (the next run compiles again)."""
     try:
-        blob = json.dumps({"format": FORMAT, "key": key, "policy": encode_policy(policy)}, separators=(",", ":"))
+        body = json.dumps(encode_policy(policy), separators=(",", ":")).encode()
     except (TypeError, ValueError):
         return  # a value JSON cannot hold: do not cache this policy
-    if len(blob) > MAX_ENTRY_BYTES:
+    head = f'{{"format":"{FORMAT}","key":"{key}","sha256":"{_digest(key, body)}","policy":'.encode()
+    blob = head + body + b"}"
+    if len(blob) > MAX_ENTRY_BYTES or _HEAD.match(head) is None:
         return
     import tempfile  # only when writing: a read (every later run) does without it
 
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not owned_folder(folder):
+            return  # a folder others can write (or another user's): never write there
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".policy-", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            with os.fdopen(fd, "wb") as fh:
                 fh.write(blob)
             os.replace(tmp, _entry(folder, key))  # replaces a FIFO or a bad file planted there
         except OSError:

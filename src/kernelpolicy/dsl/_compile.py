@@ -117,6 +117,10 @@ class Compiler:
         self.unsupported: list[Unsupported] = []
         self.models: list[CatalogModel] = []
         self.gpus: list[GpuProduct] = []
+        #: catalog names (folded) -> the file that defined them: defined once, as rule ids
+        self.gpu_names: dict[str, str] = {}
+        self.model_ids: dict[str, str] = {}
+        self.engine_names: dict[str, str] = {}
         self.engines: dict[str, EngineMap] = {}
         self.seen_ids: dict[str, str] = {}
         self.partial_ids: set[str] = set()  #: ids of entries not compiled because of a field error
@@ -575,15 +579,51 @@ class Compiler:
                     )
                 )
 
+    def _first(self, table: dict[str, str], names: Iterable[str], f: _File) -> tuple[str, str] | None:
+        """The first of *names* an earlier entry defined (and where), else record them all."""
+        folded = [(n, " ".join(n.casefold().split())) for n in names]
+        for n, key in folded:
+            if key in table:
+                return n, table[key]
+        for _, key in folded:
+            table[key] = f.src.display
+        return None
+
     def model_section(self, f: _File) -> None:
-        """``models``: the shipped model catalog."""
+        """``models``: the shipped model catalog; an id defined twice is an error (an operator
+        file cannot silently redefine a catalog model, as it cannot reuse a rule id)."""
+        kept = []
         for i, m in enumerate(f.spec.models):
+            clash = self._first(self.model_ids, [m.id], f)
+            if clash is not None:
+                self.add(
+                    f,
+                    ("models", i, "id"),
+                    f"duplicate model id `{clash[0]}` (first in {clash[1]})",
+                    rule=m.id,
+                    code="duplicate",
+                    help="a catalog model cannot be redefined; give its facts with --fact, or another id",
+                )
+                continue
             self._fact_values(f, m.facts, ("models", i, "facts"), m.id)
-        self.models += parse_catalog([m.model_dump() for m in f.spec.models])
+            kept.append(m)
+        self.models += parse_catalog([m.model_dump() for m in kept])
 
     def gpu_section(self, f: _File) -> None:
-        """``gpus``: the shipped GPU catalog."""
+        """``gpus``: the shipped GPU catalog; a name or alias defined twice (ignoring case and
+        blanks) is an error: an operator file cannot make `GB10` mean another GPU."""
         for i, g in enumerate(f.spec.gpus):
+            clash = self._first(self.gpu_names, [g.name, *g.aliases], f)
+            if clash is not None:
+                self.add(
+                    f,
+                    ("gpus", i, "name"),
+                    f"duplicate GPU name `{clash[0]}` (first in {clash[1]})",
+                    rule=g.name,
+                    code="duplicate",
+                    help="a catalog GPU cannot be redefined; name a new product with names of its own",
+                )
+                continue
             if g.sm not in GPU_SMS:
                 self.add(
                     f,
@@ -599,6 +639,17 @@ class Compiler:
         """``engine``: an engine's names, flags and environment variables."""
         e = f.spec.engine
         if e is None:
+            return
+        clash = self._first(self.engine_names, [e.name], f)
+        if clash is not None:  # a second table would replace the first one's names and flags
+            self.add(
+                f,
+                ("engine", "name"),
+                f"duplicate engine `{clash[0]}` (first in {clash[1]})",
+                rule=e.name,
+                code="duplicate",
+                help="an engine's names and flags are defined once; an operator file cannot remap them",
+            )
             return
         for j, env in enumerate(e.env):
             rule = self._env_rule(f, e.name, env, ("engine", "env", j))

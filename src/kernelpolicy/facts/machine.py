@@ -123,8 +123,19 @@ def _mtimes(dg: Mapping[str, object]) -> list[int]:
 _GPU_IDENTITY = ("gpu.cc", "gpu.sm", "gpu.family")
 
 
-def _contradiction(stored: Mapping[str, ProviderResult], fresh: Mapping[str, object]) -> str | None:
-    """Pure: a cached GPU identity that contradicts what this run read itself, or ``None``."""
+def _contradiction(
+    stored: Mapping[str, ProviderResult], fresh: Mapping[str, object], devices: Sequence[str] = ("?",)
+) -> str | None:
+    """Pure: a cached GPU identity that contradicts what this run read itself, or ``None``.
+
+    A cached GPU is believed only when this run sees an NVIDIA device itself (NVML's ``gpu.cc``
+    or a PCI device in *devices*): a GPU-less machine is not made "a GB10" by a cache file.
+    """
+    if not devices and "gpu.cc" not in fresh:
+        for name, res in stored.items():
+            if "gpu.cc" in res.values or "gpu.sm" in res.values:
+                gpu = res.values.get("gpu.name") or res.values.get("gpu.sm") or res.values.get("gpu.cc")
+                return f"a cached GPU `{gpu}` from `{name}`: this machine shows no NVIDIA device (NVML, PCI)"
     for name, res in stored.items():
         for k in _GPU_IDENTITY:
             if k in res.values and k in fresh and res.values[k] != fresh[k]:
@@ -207,7 +218,8 @@ def gather(  # noqa: PLR0915 (predates the lint; split in a follow-up)
     else:
         read = read_cache(directory, key, {p.name: tuple(p.provides) for p in costly})
         stored, status = read.results, read.status
-        problem = read.problem or _contradiction(stored, values)
+        devices = parts.get("devices")
+        problem = read.problem or _contradiction(stored, values, devices if isinstance(devices, list) else ())
         if problem:
             stored, status = {}, "invalid" if read.status != "unreadable" else status
             notes.append(

@@ -88,19 +88,23 @@ def facts_from_config(config: Mapping[str, Any], *, file: str = "config.json") -
 
 def read_json(path: Path) -> Mapping[str, Any]:
     """A JSON object from *path*; one clear error naming the file otherwise."""
+    from .._files import ReadError, read_bounded
+
     name = str(path)
-    try:
-        if path.stat().st_size > MAX_CONFIG_BYTES:
-            raise ModelConfigError(name, "", f"larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB")
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ModelConfigError(name, "", f"cannot be read ({exc.strerror or exc.__class__.__name__})") from None
+    try:  # bounded: a FIFO or a device is refused at once, not waited on or read forever
+        data = json.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
+    except ReadError as exc:
+        if exc.too_large:
+            raise ModelConfigError(name, "", f"larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB") from None
+        raise ModelConfigError(name, "", f"cannot be read ({exc.reason})") from None
     except UnicodeDecodeError:
         raise ModelConfigError(name, "", "not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise ModelConfigError(name, "", f"not valid JSON: {exc.msg} at line {exc.lineno}") from None
     except RecursionError:
         raise ModelConfigError(name, "", "nested too deeply to be a model config") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise ModelConfigError(name, "", "holds a number too large to be a model's") from None
     if not isinstance(data, Mapping):
         raise ModelConfigError(name, "", "not a JSON object")
     return data

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Final, Literal, TypeVar
 
-from ..errors import KernelPolicyError
+from ..errors import FactError, KernelPolicyError
 from ._records import MISSING, Invalid, read, record, spec
 
 __all__ = [
@@ -343,6 +343,7 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     if text.hidden_size is not None:
         out["model.hidden_size"] = text.hidden_size
     counts = (text.num_experts, text.n_routed_experts, text.num_local_experts, text.moe_num_experts)
+    _check_sizes(text, counts, file, prefix)
     experts = next((n for n in map(_experts, counts) if n is not None), None)
     is_moe = bool(experts and experts > 1)
     out["model.is_moe"] = is_moe
@@ -377,7 +378,33 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     out.update(q)
     if "quant.scheme" in out and "quant.moe_scheme" not in out and is_moe:
         out["quant.moe_scheme"] = out["quant.scheme"]
+    for key, value in out.items():  # every value one its fact takes (sizes in range, ...)
+        from .record import normalise_value  # (record imports the vocabulary: late, as the pipeline does)
+
+        try:
+            normalise_value(key, value)
+        except FactError as exc:
+            raise ModelConfigError(file, "", f"gives fact `{key}`: {exc.message}") from None
     return out
+
+
+_SIZES: Final = ("hidden_size", "intermediate_size", "moe_intermediate_size", "num_experts_per_tok")
+_COUNTS: Final = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
+
+
+def _check_sizes(text: Any, counts: tuple[Any, ...], file: str, prefix: str) -> None:
+    """Sizes are positive and expert counts not negative (a negative or empty count is not a
+    dense model), each below 2**63: refused naming the field, never read as something else."""
+    for name in _SIZES:
+        n = getattr(text, name, None)
+        if isinstance(n, int) and not 0 < n < 2**63:
+            raise ModelConfigError(file, prefix + name, "expected a positive integer below 2**63")
+    for name, c in zip(_COUNTS, counts, strict=True):
+        items = c if isinstance(c, list) else [c] if c is not None else []
+        if isinstance(c, list) and not c:
+            raise ModelConfigError(file, prefix + name, "expected a count of experts, got an empty list")
+        if any(isinstance(v, int) and not 0 <= v < 2**63 for v in items):
+            raise ModelConfigError(file, prefix + name, "expected a count of experts (0 or more, below 2**63)")
 
 
 def _modelopt_file(data: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str, str]:

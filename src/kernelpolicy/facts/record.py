@@ -33,6 +33,21 @@ SOURCES: Final = (
 )
 
 
+#: The least value of an integer fact: sizes and counts are positive; a MoE layer's expert counts
+#: may be 0 (a dense model's config), GPTQ's ``group_size`` -1 (one group per channel).
+_INT_MIN: Final[dict[str, int]] = {"model.num_experts": 0, "model.experts_per_token": 0, "quant.group_size": -1}
+_INT_MAX: Final = 2**63 - 1
+
+
+def _in_range(key: str, value: int) -> int:
+    if value.bit_length() > 63:
+        raise FactError(key, f"a number too large (more than 63 bits, {value.bit_length()} here)")
+    least = _INT_MIN.get(key, 1)
+    if not least <= value <= _INT_MAX:
+        raise FactError(key, f"`{value}` is out of range (at least {least})")
+    return value
+
+
 def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predates the lint; split in a follow-up)
     """Check *value* against *key*'s kind and return its canonical form.
 
@@ -48,7 +63,7 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
             return value
     elif kind is Kind.INT:
         if isinstance(value, int) and not isinstance(value, bool):
-            return value
+            return _in_range(key, value)
     elif kind is Kind.INT_LIST:
         if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
             return tuple(value)

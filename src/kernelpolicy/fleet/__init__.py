@@ -34,6 +34,7 @@ __all__ = [
     "group_nodes",
     "path_summary",
     "render_text",
+    "short_ids",
 ]
 
 SCHEMA: Final = "kernelpolicy.fleet/1"
@@ -274,6 +275,25 @@ _COLUMNS: Final = (
 )  # fmt: skip
 
 
+_CONTROL: Final = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))}
+
+
+def _clean(text: str) -> str:
+    """*text* with control characters escaped (``\\x1b``): a facts file's GPU name or a node's
+    reason must not move the terminal's cursor or clear it."""
+    return text.translate(_CONTROL)
+
+
+def short_ids(ids: Sequence[str], least: int = 12) -> dict[str, str]:
+    """Each id cut to the shortest length (at least *least*) at which no two different ids look
+    the same: Ray's 56-digit node ids fit a table, two facts files never share a row name."""
+    unique = list(dict.fromkeys(ids))
+    width = least
+    while width < max((len(i) for i in unique), default=0) and len({i[:width] for i in unique}) < len(unique):
+        width += 1
+    return {i: i if len(i) <= width else i[:width] for i in unique}
+
+
 def render_text(report: FleetReport) -> str:
     """The report as text: a header, one row per node, the groups, the differing facts, the result."""
     c = report.cluster
@@ -286,12 +306,13 @@ def render_text(report: FleetReport) -> str:
     if isinstance(c.get("seconds"), (int, float)):
         head += f" in {c['seconds']:.1f}s"
     group_of = {n.node_id: g.label for g in report.groups for n in g.nodes}
+    short = short_ids([n.node_id for n in report.nodes])
     rows: list[list[str]] = [list(_COLUMNS)]
     for n in report.nodes:
         paths = n.decision.get("paths") or {}
         rows.append(
             [
-                n.node_id[:12] + ("*" if n.head else ""),
+                short[n.node_id] + ("*" if n.head else ""),
                 n.address or _NONE,
                 _gpu(n),
                 _fact(n, "driver.version"),
@@ -313,13 +334,13 @@ def render_text(report: FleetReport) -> str:
         lines.append("groups (by decision fingerprint):")
         for g in report.groups:
             count = f"{len(g.nodes)} node" + ("s" if len(g.nodes) != 1 else "")
-            ids = ", ".join(n.node_id[:12] for n in g.nodes)
+            ids = ", ".join(short[n.node_id] for n in g.nodes)
             lines.append(f"  {g.label}  {count} [{ids}]: {path_summary(g.decision)} [{g.fingerprint[:19]}]")
     if report.differing:
         lines.append("facts that differ between the groups:")
         lines += [f"  {d}" for d in report.differing]
     lines.append("result  " + _result(report))
-    return "\n".join(lines)
+    return "\n".join(_clean(line) for line in lines)  # each is one line: a newline in a value is escaped
 
 
 def _result(report: FleetReport) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from .._version import __version__
 from ..errors import KernelPolicyError, UsageError
 
-__all__ = ["decide", "machine_from_json", "node_payload"]
+__all__ = ["Deciding", "NoGpuError", "decide", "machine_from_json", "node_payload"]
 
 
 def machine_from_json(data: Mapping[str, Any], where: str) -> Any:
@@ -51,6 +51,30 @@ def _path(p: Any) -> dict[str, Any]:
     return out
 
 
+class NoGpuError(UsageError):
+    """A node (or facts file) with no NVIDIA GPU: there is no decision to make for it."""
+
+
+class Deciding:
+    """What every node's decision shares when they are decided in one process (``--from``): the
+    policy, its operator files, and the deployment's facts (read once, not once per file)."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        environ: Mapping[str, str] | None,
+        facts: Mapping[str, Any] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        from ..dsl.loader import discover, load_policy
+        from ..deployment import facts_for
+
+        self.policy = load_policy()
+        self.files = [s.display for s in discover() if s.layer != "shipped"]
+        self.deployment = facts_for(model=model, facts=facts, env=env, policy=self.policy, environ=environ)
+
+
 def decide(
     machine: Any,
     *,
@@ -58,24 +82,29 @@ def decide(
     environ: Mapping[str, str] | None,
     facts: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
+    shared: Deciding | None = None,
 ) -> dict[str, Any]:
     """The ``ok`` answer for *machine*'s facts and *model*, under the policy this process loads.
 
     :param environ: the node's environment (``None`` for a facts file: it recorded none).
+    :param shared: the policy and deployment facts already read (the same for every file).
     :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model, GPU
         facts that contradict each other, as ``explain`` refuses them).
+    :raises NoGpuError: the machine has no GPU (``explain --gpu auto`` refuses it too).
     """
-    from ..deployment import facts_for
     from ..deployment.build import on_machine
-    from ..dsl.loader import POLICY_ENV, discover, load_policy
+    from ..dsl.loader import POLICY_ENV
     from ..facts.machine import to_facts
     from ..resolver import resolve
 
-    policy = load_policy()
-    deployment = facts_for(model=model, facts=facts, env=env, policy=policy, environ=environ)
-    merged = on_machine(to_facts(machine), deployment, policy)  # as `explain --gpu auto` layers them
+    shared = shared or Deciding(model=model, environ=environ, facts=facts, env=env)
+    policy = shared.policy
+    machine_facts = to_facts(machine)
+    if machine_facts.merged(shared.deployment).get("gpu.sm") is None:
+        raise NoGpuError(f"no NVIDIA GPU: {machine.gpu_reason or 'the facts name none'}")
+    merged = on_machine(machine_facts, shared.deployment, policy)  # as `explain --gpu auto` layers them
     decision = resolve(merged, policy)
-    files = [s.display for s in discover() if s.layer != "shipped"]
+    files = shared.files
     return {
         "status": "ok",
         "kernelpolicy": __version__,

@@ -7,7 +7,15 @@ completed as it is defined, with nothing added to the start-up of ``kernelpolicy
 
 ``gpus``      catalog product names and aliases, and ``sm`` values;
 ``models``    catalog model ids and the models in the local Hugging Face cache;
-``backends``  backend ids; ``facts`` fact keys (``KEY=``); ``rules`` rule ids.
+``backends``  backend ids; ``facts`` fact keys (``KEY=``); ``rules`` rule ids;
+``engines``   ``vllm==X.Y.Z`` and ``sglang==X.Y.Z`` of the scanned releases;
+``quantizations`` vLLM ``--quantization`` methods; ``sizes`` parallel sizes (``-tp``, ``-dp``).
+
+Values are data, never shell code: the bash (and zsh) script reads them line by line, keeps
+those that start with the typed word (a plain string comparison) and inserts each quoted
+(``printf %q``: ``RTX\\ 5090``), so no value is expanded by the shell. Model ids from the
+Hugging Face cache are listed only when their folder name is a repo id (letters, digits,
+``-``, ``_``, ``.``): a folder named ``models--a--b$(touch x)`` is not a model.
 """
 
 from __future__ import annotations
@@ -20,10 +28,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
-__all__ = ["KINDS", "OPTION_VALUES", "SHELLS", "hf_cache_models", "script", "values"]
+__all__ = ["KINDS", "OPTION_VALUES", "SHELLS", "hf_cache_models", "is_repo_id", "script", "values"]
 
 SHELLS: Final = ("bash", "zsh", "fish")
-KINDS: Final = ("gpus", "models", "backends", "facts", "rules", "schemas")
+KINDS: Final = ("gpus", "models", "backends", "facts", "rules", "schemas", "engines", "quantizations", "sizes")
 #: Which values each option takes (options not named here complete files or nothing).
 OPTION_VALUES: Final[Mapping[str, str]] = {
     "--gpu": "gpus",
@@ -32,8 +40,29 @@ OPTION_VALUES: Final[Mapping[str, str]] = {
     "--linear-backend": "backends",
     "--fact": "facts",
     "--allow": "rules",
+    "--engine": "engines",
+    "--quantization": "quantizations",
+    "-q": "quantizations",
+    "--tensor-parallel-size": "sizes",
+    "-tp": "sizes",
+    "--data-parallel-size": "sizes",
+    "-dp": "sizes",
 }
-_HUB_DIR: Final = re.compile(r"models--(.+?)--(.+)\Z")
+#: one part of a Hugging Face repo id (the hub's own rule: letters, digits, ``-``, ``_``, ``.``;
+#: no ``--`` or ``..``; at most 96 characters)
+_REPO_PART: Final = r"[A-Za-z0-9](?:[A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_DIR: Final = re.compile(rf"models--(?:({_REPO_PART})--)?({_REPO_PART})\Z", re.ASCII)
+_PARALLEL_SIZES: Final = ("1", "2", "4", "8", "16")
+
+
+def is_repo_id(text: str) -> bool:
+    """*text* is a Hugging Face repo id (``org/name`` or ``name``) and nothing else."""
+    parts = text.split("/")
+    return (
+        0 < len(parts) <= 2
+        and all(re.fullmatch(_REPO_PART, p, re.ASCII) for p in parts)
+        and not any("--" in p or ".." in p for p in parts)
+    )
 
 
 def hf_cache_models(env: Mapping[str, str] | None = None) -> list[str]:
@@ -50,7 +79,8 @@ def hf_cache_models(env: Mapping[str, str] | None = None) -> list[str]:
         names = sorted(p.name for p in hub.iterdir() if p.is_dir())
     except OSError:
         return []
-    return [f"{m.group(1)}/{m.group(2)}" for n in names if (m := _HUB_DIR.match(n))]
+    ids = (f"{m.group(1)}/{m.group(2)}" if m.group(1) else m.group(2) for n in names if (m := _HUB_DIR.match(n)))
+    return [i for i in ids if is_repo_id(i)]
 
 
 def values(kind: str) -> list[str]:
@@ -65,6 +95,17 @@ def values(kind: str) -> list[str]:
         from .schemas import SCHEMA_NAMES
 
         return list(SCHEMA_NAMES)
+    if kind == "sizes":
+        return list(_PARALLEL_SIZES)
+    if kind == "engines":
+        from ..releases.sglang.versions import known_releases
+        from ..releases.vllm.versions import release_records
+
+        return [*(f"vllm=={v}" for v in release_records()), *(f"sglang=={v}" for v in known_releases())]
+    if kind == "quantizations":
+        from ..deployment.serve import QUANTIZATION_METHODS
+
+        return list(QUANTIZATION_METHODS)
     from ..dsl.loader import load_policy
 
     policy = load_policy(environ=False)
@@ -72,7 +113,7 @@ def values(kind: str) -> list[str]:
         names = [n for g in policy.gpus for n in (g.name, *g.aliases)]
         return list(dict.fromkeys([*GPU_SMS, *names, "auto"]))
     if kind == "models":
-        return list(dict.fromkeys([*(m.id for m in policy.models), *hf_cache_models()]))
+        return list(dict.fromkeys([*(m.id for m in policy.models if is_repo_id(m.id)), *hf_cache_models()]))
     if kind == "rules":
         return sorted(policy.by_id)
     raise ValueError(f"no completion kind `{kind}` (one of: {', '.join(KINDS)})")
@@ -94,7 +135,7 @@ def _commands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, tu
                     for a in sub._actions
                     if a.help != argparse.SUPPRESS
                     for o in a.option_strings
-                    if o.startswith("--")
+                    if o.startswith("--") or len(o) > 2  # -tp, -dp, -ep: vLLM's spellings
                 ]
                 out[key] = (opts, helps.get(name, ""))
                 out.update(_commands(sub, key))
@@ -128,6 +169,24 @@ def _option_choices(parser: argparse.ArgumentParser, prefix: str = "") -> dict[t
     return out
 
 
+def _option_kinds(parser: argparse.ArgumentParser, prefix: str = "") -> dict[tuple[str, str], str]:
+    """(command, option) -> the kind of value it takes (:data:`OPTION_VALUES`), for options that
+    take a value in that command (``test -q`` is a switch, ``explain -q`` a method)."""
+    out: dict[tuple[str, str], str] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                key = f"{prefix} {name}".strip()
+                for a in sub._actions:
+                    if a.nargs == 0 or a.help == argparse.SUPPRESS:
+                        continue
+                    for o in a.option_strings:
+                        if o in OPTION_VALUES:
+                            out[(key, o)] = OPTION_VALUES[o]
+                out.update(_option_kinds(sub, key))
+    return out
+
+
 def _bash(parser: argparse.ArgumentParser) -> str:
     cmds = _commands(parser)
     top = " ".join(k for k in cmds if " " not in k)
@@ -135,7 +194,10 @@ def _bash(parser: argparse.ArgumentParser) -> str:
     for key, (opts, _) in cmds.items():
         subs = " ".join(k.split()[-1] for k in cmds if k.startswith(key + " ") and k.count(" ") == key.count(" ") + 1)
         cases.append(f"        {shlex.quote(key)}) opts={shlex.quote(' '.join(opts))}; subs={shlex.quote(subs)} ;;")
-    prev = "\n".join(f"        {o}) _kernelpolicy_values {k}; return ;;" for o, k in OPTION_VALUES.items())
+    prev = "\n".join(
+        f"        {shlex.quote(c + '|' + o)}) _kernelpolicy_values {k}; return ;;"
+        for (c, o), k in _option_kinds(parser).items()
+    )
     fixed = "\n".join(
         f'        {shlex.quote(c)}) [[ -z "$pos" ]] && fixed={shlex.quote(" ".join(v))} ;;'
         for c, v in _positional_values(parser).items()
@@ -146,9 +208,17 @@ def _bash(parser: argparse.ArgumentParser) -> str:
     )
     return f"""# bash completion for kernelpolicy (generated by `kernelpolicy completion bash`)
 _kernelpolicy_values() {{
-    local IFS=$'\\n'
-    COMPREPLY=($(compgen -W "$(kernelpolicy completion --list "$1" 2>/dev/null)" -- "$cur"))
+    # values are data: compared as strings and inserted quoted, never expanded by the shell
+    local v q c="${{cur//\\\\/}}"
+    c=${{c#[\\\"\\\']}}
+    COMPREPLY=()
+    while IFS= read -r v; do
+        [[ "$v" == "$c"* ]] || continue
+        printf -v q '%q' "$v"
+        COMPREPLY+=("$q")
+    done < <(kernelpolicy completion --list "$1" 2>/dev/null)
     [[ "$1" == facts ]] && compopt -o nospace 2>/dev/null
+    return 0
 }}
 _kernelpolicy() {{
     local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}"
@@ -165,10 +235,8 @@ _kernelpolicy() {{
             *) pos="$w" ;;
         esac
     done
-    case "$prev" in
-{prev}
-    esac
     case "$cmd|$prev" in
+{prev}
 {chosen}
     esac
     case "$cmd" in
@@ -191,6 +259,7 @@ complete -o default -F _kernelpolicy kernelpolicy
 def _fish(parser: argparse.ArgumentParser) -> str:
     cmds = _commands(parser)
     choices = _option_choices(parser)
+    kinds = _option_kinds(parser)
     lines = [
         "# fish completion for kernelpolicy (generated by `kernelpolicy completion fish`)",
         "complete -c kernelpolicy -f",
@@ -206,12 +275,14 @@ def _fish(parser: argparse.ArgumentParser) -> str:
             f"complete -c kernelpolicy -n {shlex.quote(cond)} -a {shlex.quote(words[-1])} -d {shlex.quote(help_[:60])}"
         )
         seen = f"__fish_seen_subcommand_from {words[-1]}"
-        for o in opts:
-            kind = OPTION_VALUES.get(o)
+        shorts = [o for (c, o) in kinds if c == key and len(o) == 2 and o not in opts]
+        for o in [*opts, *shorts]:
+            kind = kinds.get((key, o))
             extra = f" -x -a {shlex.quote(f'(kernelpolicy completion --list {kind} 2>/dev/null)')}" if kind else ""
             if (key, o) in choices:
                 extra = f" -x -a {shlex.quote(' '.join(choices[(key, o)]))}"
-            lines.append(f"complete -c kernelpolicy -n {shlex.quote(seen)} -l {o[2:]}{extra}")
+            flag = f"-l {o[2:]}" if o.startswith("--") else f"-o {o[1:]}" if len(o) > 2 else f"-s {o[1:]}"
+            lines.append(f"complete -c kernelpolicy -n {shlex.quote(seen)} {flag}{extra}")
     for cmd, fixed in _positional_values(parser).items():
         lines.append(
             f"complete -c kernelpolicy -n {shlex.quote('__fish_seen_subcommand_from ' + cmd)}"

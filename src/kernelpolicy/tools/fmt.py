@@ -7,11 +7,16 @@
   when they are flat and short, lists of scalars (``refs``, ``paths``, ``deny``) in flow style
   when short, everything else in block style, indented by two;
 - a ``# yaml-language-server: $schema=...`` first line naming the rules schema, so editors
-  complete and check the file: kept when present, else added when a ``schemas/`` folder with
-  the schema is found above the file, or when one is given.
+  complete and check the file: kept when present, else added: the ``schemas/`` folder found
+  above the file (a relative path), else the schema this install ships (an absolute path), or
+  the one given.
 
-:func:`format_text` is idempotent: formatting its output changes nothing. It needs
-``ruamel.yaml`` (``pip install 'kernelpolicy[fmt]'``), the YAML library that keeps comments.
+:func:`format_text` is idempotent: formatting its output changes nothing. It never loses
+content: the data must read the same after, every comment must still be there (a comment
+inside a flow collection, ``{a: b,  # why``, which the YAML library cannot keep, makes it
+refuse the file with the comment's line), and a file with no YAML document (only comments) is
+left as it is. It needs ``ruamel.yaml`` (``pip install 'kernelpolicy[fmt]'``), the YAML library
+that keeps comments.
 """
 
 from __future__ import annotations
@@ -84,13 +89,28 @@ def _is_flat(node: Any) -> bool:
     return True
 
 
-def _style(node: Any, key: str | None = None, condition: bool = False) -> None:
+def _commented_flow(parent: Any, where: object, child: Any) -> bool:
+    """Whether *child* (at *where* in *parent*) is a flow collection with a comment after it,
+    held by *parent*: ruamel.yaml cannot turn such a one into block style (it would write the
+    comment where the first key goes), so it keeps its style."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if not isinstance(child, (CommentedMap, CommentedSeq)) or not child.fa.flow_style():
+        return False
+    ca = getattr(parent, "ca", None)
+    entry = ca.items.get(where) if ca is not None else None
+    # the comment on the child's own line: slot 0 of a sequence item, slot 2 of a mapping value
+    slot = 0 if isinstance(parent, CommentedSeq) else 2
+    return bool(entry and len(entry) > slot and entry[slot] is not None)
+
+
+def _style(node: Any, key: str | None = None, condition: bool = False, keep: bool = False) -> None:
     """Flow style for flat, short conditions (and the parts of ``all``/``any``/``not``) and
     short lists of scalars; block style for everything else."""
     from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
     condition = condition or key in _FLOW_KEYS
-    keep = _has_comments(node)  # a node with comments keeps its style: the comments stay where they are
+    keep = keep or _has_comments(node)  # a node with comments keeps its style: the comments stay where they are
     if isinstance(node, CommentedMap):
         flow = condition and _is_flat(node) and not keep and _flow_len(node) <= _MAX_FLOW
         if flow:
@@ -98,7 +118,7 @@ def _style(node: Any, key: str | None = None, condition: bool = False) -> None:
         elif not keep:
             node.fa.set_block_style()
         for k, v in node.items():
-            _style(v, str(k), condition)
+            _style(v, str(k), condition, _commented_flow(node, k, v))
             if flow and isinstance(v, (CommentedMap, CommentedSeq)):
                 v.fa.set_flow_style()
     elif isinstance(node, CommentedSeq):
@@ -110,8 +130,8 @@ def _style(node: Any, key: str | None = None, condition: bool = False) -> None:
         else:
             node.fa.set_block_style()
         if not (scalars and node.fa.flow_style()):
-            for v in node:
-                _style(v, None, condition)
+            for i, v in enumerate(node):
+                _style(v, None, condition, _commented_flow(node, i, v))
 
 
 def _yaml() -> Any:
@@ -135,6 +155,43 @@ def _same_data(a: str, b: str) -> bool:
         return False
 
 
+def _comments(text: str) -> list[tuple[int, str]]:
+    """Pure: every comment of the YAML *text*, as (line, text without trailing blanks): a ``#``
+    at a line's start or after a blank that no scalar (quoted, plain or block) holds."""
+    import bisect
+
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    spans: list[tuple[int, int]] = []
+    try:
+        for tok in yaml.scan(text, Loader=loader):
+            if isinstance(tok, yaml.ScalarToken):
+                spans.append((tok.start_mark.index, tok.end_mark.index))
+    except yaml.YAMLError:
+        return []  # not YAML: the caller's own load says where
+    starts = [a for a, _ in spans]
+    out: list[tuple[int, str]] = []
+    for m in re.finditer(r"(?:^|(?<=[ \t]))#[^\n]*", text, re.M):
+        i = bisect.bisect_right(starts, m.start()) - 1
+        if i >= 0 and spans[i][0] <= m.start() < spans[i][1]:
+            continue  # inside a scalar: `a#b`, "x # y", a literal block
+        out.append((text.count("\n", 0, m.start()) + 1, m.group().rstrip()))
+    return out
+
+
+def _lost_comment(before: str, after: str) -> tuple[int, str] | None:
+    """The first comment of *before* that *after* no longer has, or ``None``."""
+    from collections import Counter
+
+    left = Counter(c for _, c in _comments(after))
+    for line, c in _comments(before):
+        if left[c] <= 0:
+            return line, c
+        left[c] -= 1
+    return None
+
+
 def find_schema(file: Path) -> Path | None:
     """``schemas/rules.schema.json`` in the nearest folder above *file* that has one."""
     for folder in file.resolve().parents:
@@ -151,8 +208,42 @@ def _header_for(file: Path | None, schema: str | None) -> str | None:
         return None
     found = find_schema(file)
     if found is None:
-        return None
+        from .schemas import shipped_path
+
+        shipped = shipped_path("rules")
+        return shipped.resolve().as_posix() if shipped.is_file() else None
     return Path(os.path.relpath(found, file.resolve().parent)).as_posix()
+
+
+_SCHEMA_URI: Final = re.compile(r"[^\s\x00-\x1f\x7f]{1,2000}\Z")
+
+
+def _check_schema(uri: str) -> str:
+    if not _SCHEMA_URI.match(uri):
+        raise FormatError(f"--schema `{uri!r}`: a URI or path on one line, without blanks or control characters")
+    return uri
+
+
+def _layout(y: Any, data: Any, body: str) -> str:
+    """One formatting pass over the loaded *data* of *body* (see :func:`format_text`)."""
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+
+    if isinstance(data, CommentedMap):
+        orders = _orders()
+        _reorder(data, orders[""])
+        for section, value in data.items():
+            entries = value if isinstance(value, CommentedSeq) else [value]
+            for entry in entries:
+                if isinstance(entry, CommentedMap) and section in orders:
+                    _reorder(entry, orders[section])
+            _style(value, str(section))
+    out = io.StringIO()
+    y.dump(data, out)
+    dumped = out.getvalue().rstrip("\n") + "\n"
+    result = re.sub(r"[ \t]+\n", "\n", dumped)
+    if result != dumped and not _same_data(body, result):
+        result = dumped  # the blanks were inside a scalar (a literal block's line ends): keep them
+    return result
 
 
 def format_text(text: str, *, file: Path | None = None, schema: str | None = None) -> str:
@@ -164,10 +255,11 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     :raises PolicyError: naming the file, line and column when *text* is not YAML.
     :raises FormatError: when ruamel.yaml is missing, or formatting would change the data.
     """
-    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    y = _yaml()  # first: without ruamel.yaml, the install line
     from ruamel.yaml.error import MarkedYAMLError
 
-    y = _yaml()
+    if schema is not None:
+        _check_schema(schema)
     lines = text.splitlines()
     header = lines[0][len(SCHEMA_HEADER) :].strip() if lines and lines[0].startswith(SCHEMA_HEADER) else None
     body = "\n".join(lines[1:]) + "\n" if header is not None else text
@@ -180,22 +272,28 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
         column = mark.column + 1 if mark is not None else 0
         diag = Diagnostic(f"not valid YAML: {exc.problem}", file=where, line=line, column=column, code="yaml")
         raise PolicyError([diag]) from None
+    if data is None:
+        return text  # no YAML document (only comments, or nothing): nothing to lay out
     header = schema if schema is not None else header or _header_for(file, None)
-    if isinstance(data, CommentedMap):
-        orders = _orders()
-        _reorder(data, orders[""])
-        for section, value in data.items():
-            entries = value if isinstance(value, CommentedSeq) else [value]
-            for entry in entries:
-                if isinstance(entry, CommentedMap) and section in orders:
-                    _reorder(entry, orders[section])
-            _style(value, str(section))
-    out = io.StringIO()
-    if data is not None:
-        y.dump(data, out)
-    result = re.sub(r"[ \t]+\n", "\n", out.getvalue()).rstrip("\n") + "\n"
+    result = _layout(y, data, body)
+    for _ in range(2):  # where the YAML library moved a comment, a second pass settles the layout
+        if not _same_data(body, result):
+            break  # said below
+        again = _layout(y, y.load(result), result)
+        if again == result:
+            break
+        result = again
+    else:
+        raise FormatError(f"{where}: the layout does not settle (a kernelpolicy bug): left as it is")
     if not _same_data(body, result):  # never change what a file says, only how it looks
         raise FormatError(f"{where}: formatting would change its data (a kernelpolicy bug): left as it is")
+    lost = _lost_comment(body, result)
+    if lost is not None:
+        line = lost[0] + (header is not None and lines[0].startswith(SCHEMA_HEADER))
+        raise FormatError(
+            f"{where}:{line}: formatting would drop the comment `{lost[1]}`: left as it is",
+            help="put the comment on a line of its own, outside `{...}` and `[...]`",
+        )
     if header:
         result = f"{SCHEMA_HEADER}{header}\n" + result
     return result

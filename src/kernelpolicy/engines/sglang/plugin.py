@@ -121,9 +121,19 @@ def _warn(message: str) -> None:
         _logger().warning("kernelpolicy: %s", message)
 
 
+def _strict() -> bool:
+    """``KERNELPOLICY_STRICT`` is on; a value that is neither on nor off was meant to turn it on."""
+    from ...errors import UsageError
+
+    try:
+        return is_strict(os.environ)
+    except UsageError:
+        return True
+
+
 def _fail(message: str) -> None:
     """A problem applying the decision: a warning, or (``KERNELPOLICY_STRICT=1``) an error."""
-    if is_strict(os.environ):
+    if _strict():
         raise AdapterError(f"kernelpolicy: {message}")
     _warn(message + "; SGLang's own choice stands")
 
@@ -401,7 +411,7 @@ def register() -> None:
         if _STATE.registered:
             return
         _STATE.registered = True
-        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        if _disabled():
             _logger().info("kernelpolicy: %s is set; the SGLang plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = _deployment_environ()
@@ -414,7 +424,7 @@ def register() -> None:
                 f"kernelpolicy: SGLang {version or '(not found)'} is not a release this plugin knows "
                 f"({known}); nothing is patched, SGLang decides on its own"
             )
-            if is_strict(os.environ):
+            if _strict():
                 raise AdapterError(message)
             _logger().warning(message)
             _STATE.warnings.append(message)
@@ -464,3 +474,15 @@ def status() -> dict[str, Any]:
         )
     )
     return out
+
+
+def _disabled() -> bool:
+    """``KERNELPOLICY_DISABLE`` is on; a value that is neither on nor off is said, and read as off."""
+    from ..._flags import env_flag
+    from ...errors import UsageError
+
+    try:
+        return env_flag(os.environ, DISABLE_ENV)
+    except UsageError as exc:
+        _logger().warning("kernelpolicy: %s; the plugin runs", exc)
+        return False

@@ -109,7 +109,14 @@ Resolver = Callable[[Any], DecisionLike]
 
 
 def _strict() -> bool:
-    return is_strict(os.environ)
+    """``KERNELPOLICY_STRICT`` is on; a value that is neither on nor off (``2``, ``enabled``) was
+    meant to turn it on: read as on (the plugin stops rather than guess)."""
+    from ...errors import UsageError
+
+    try:
+        return is_strict(os.environ)
+    except UsageError:
+        return True
 
 
 @dataclasses.dataclass
@@ -618,7 +625,7 @@ def _patch_moe_oracles(points: VllmPatchPoints) -> None:
         try:
             mod = importlib.import_module(oracle.module)
         except Exception as exc:  # one oracle failing to import must not cost the others
-            _fail(f"could not import the {oracle.scheme} MoE oracle: {exc!r}")
+            _fail(f"could not import the {oracle.scheme} MoE oracle: {_message(exc)}")
             continue
         for fn_name in oracle.functions:
             original = getattr(mod, fn_name, None)
@@ -744,7 +751,7 @@ def register() -> None:
     with _STATE.lock:
         if _STATE.registered:
             return
-        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("1", "true", "yes", "on"):
+        if _disabled():
             logger.info("kernelpolicy: %s is set; the vLLM plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = dict(os.environ)
@@ -767,7 +774,7 @@ def register() -> None:
             try:
                 patch(points)
             except Exception as exc:
-                message = f"kernelpolicy: could not patch the {label} selection point: {exc!r}"
+                message = f"kernelpolicy: could not patch the {label} selection point: {_message(exc)}"
                 if _strict():
                     unpatch()
                     raise AdapterError(message) from exc
@@ -804,3 +811,15 @@ def status() -> dict[str, Any]:
         "fallbacks": [dict(f) for f in _STATE.fallbacks],
         "warnings": list(_STATE.warnings),
     }
+
+
+def _disabled() -> bool:
+    """``KERNELPOLICY_DISABLE`` is on; a value that is neither on nor off is said, and read as off."""
+    from ..._flags import env_flag
+    from ...errors import UsageError
+
+    try:
+        return env_flag(os.environ, DISABLE_ENV)
+    except UsageError as exc:
+        logger.warning("kernelpolicy: %s; the plugin runs", exc)
+        return False

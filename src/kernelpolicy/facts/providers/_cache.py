@@ -6,8 +6,9 @@ and builds, and the Python; any change makes the stored results stale, and they 
 again. Every cached value is checked on read: it must be a valid value of a fact key the
 provider that stored it provides, from a known source; an entry that fails is ignored (status
 ``invalid``, with the reason) and rewritten. The file is read only if it is a regular file of
-at most :data:`MAX_BYTES`. A cache that cannot be read or written is ignored (and said so),
-never an error.
+at most :data:`MAX_BYTES`, in a folder this user owns and no one else may write (a shared
+``0777`` folder, or another user's, is neither read nor written: the facts it would give could
+be anyone's). A cache that cannot be read or written is ignored (and said so), never an error.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
-from ..._files import ReadError, read_bounded
+from ..._files import ReadError, owned_folder, read_bounded, read_owned
 from ..._paths import cache_subdir
 from ...errors import FactError
 from ..record import SOURCES, normalise_value
@@ -117,7 +118,7 @@ def read_cache(cache_dir: Path, key: str, provides: Mapping[str, tuple[str, ...]
     """
     path = cache_dir / _FILE
     try:
-        data = json.loads(read_bounded(path, MAX_BYTES))
+        data = json.loads(read_owned(cache_dir, _FILE, MAX_BYTES))
     except ReadError as exc:
         if exc.errno == errno.ENOENT:
             return CacheRead({}, "missing")
@@ -155,7 +156,9 @@ def write_cache(
         "results": {name: r.to_json() for name, r in results.items()},
     }
     try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
+        cache_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not owned_folder(cache_dir):
+            return f"cache: not written to `{cache_dir}` (the folder is not this user's alone)"
         fd, tmp = tempfile.mkstemp(dir=cache_dir, prefix=".machine-facts-", suffix=".json")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:

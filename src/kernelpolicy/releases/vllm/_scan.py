@@ -400,12 +400,25 @@ class _Release:
             "cublas_capable_gate": "_router_gemm_cublas_capable" in src,
         }
 
-    def env(self) -> list[str]:
+    def _env_table(self) -> ast.Dict:
         value = _assigned(self.files.tree(_ENVS), "environment_variables")
         if not isinstance(value, ast.Dict):
             raise ScanError(f"`{self.files.path}`: {_ENVS} has no `environment_variables` dict")
+        return value
+
+    def env(self) -> list[str]:
+        value = self._env_table()
         names = (k.value for k in value.keys if isinstance(k, ast.Constant) and isinstance(k.value, str))
         return sorted(n for n in names if _KERNEL_ENV.search(n))
+
+    def env_parsers(self) -> dict[str, dict[str, Any]]:
+        """How this release parses each variable of :meth:`env` (see :func:`_env_parser`)."""
+        table = self._env_table()
+        out: dict[str, dict[str, Any]] = {}
+        for k, v in zip(table.keys, table.values, strict=True):
+            if isinstance(k, ast.Constant) and isinstance(k.value, str) and _KERNEL_ENV.search(k.value):
+                out[k.value] = _env_parser(v)
+        return dict(sorted(out.items()))
 
     def deep_gemm(self) -> dict[str, Any]:
         init = _assigned(self.files.tree(_VENDORED + "__init__.py"), "__version__")
@@ -413,6 +426,83 @@ class _Release:
             "version": init.value if isinstance(init, ast.Constant) and isinstance(init.value, str) else None,
             "sm120_fp8_gemm": self.files.exists(_SM120_GEMM),
         }
+
+
+def _env_read(node: ast.expr) -> tuple[bool, list[str]]:
+    """Whether *node* reads the variable's text (``os.getenv``, ``os.environ.get`` or
+    ``os.environ[...]``), and the string methods applied to it, innermost first."""
+    methods: list[str] = []
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("strip", "lower", "upper")
+        and not node.args
+    ):
+        methods.insert(0, node.func.attr)
+        node = node.func.value
+    text = ast.unparse(node)
+    read = re.match(r"os\.(getenv|environ\.get)\(|os\.environ\[", text) is not None
+    return read, methods
+
+
+def _literal_strs(node: ast.expr | None) -> list[str] | None:
+    if isinstance(node, ast.List | ast.Tuple | ast.Set) and all(
+        isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts
+    ):
+        return [e.value for e in node.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return None
+
+
+def _call_parser(node: ast.Call) -> dict[str, Any] | None:
+    """``bool(int(text))``, ``int(text)`` or ``env_with_choices(...)``; ``None`` for other calls."""
+    if not isinstance(node.func, ast.Name):
+        return None
+    name, args = node.func.id, node.args
+    if name in ("bool", "int") and len(args) == 1:
+        inner = args[0]
+        if name == "bool":
+            if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) and inner.func.id == "int"):
+                return None
+            if len(inner.args) != 1:
+                return None
+            inner = inner.args[0]
+        read, methods = _env_read(inner)
+        return {"kind": "int_flag" if name == "bool" else "int"} if read and not methods else None
+    if name == "env_with_choices" and len(args) >= 3:
+        choices = _literal_strs(args[2])
+        keyword = next((kw.value for kw in node.keywords if kw.arg == "case_sensitive"), None)
+        case = args[3] if len(args) > 3 else keyword
+        sensitive = True if case is None else case.value if isinstance(case, ast.Constant) else None
+        if choices is not None and isinstance(sensitive, bool):
+            return {"kind": "choices", "choices": choices, "case_sensitive": sensitive}
+    return None
+
+
+def _env_parser(node: ast.expr) -> dict[str, Any]:
+    """How ``vllm.envs`` turns a variable's text into its value, from the table entry *node*:
+
+    ``{"kind": "int_flag"}`` ``bool(int(text))`` (``int()`` refuses what is not an integer);
+    ``{"kind": "int"}`` ``int(text)``; ``{"kind": "choices", "choices": [...],
+    "case_sensitive": bool}`` ``env_with_choices`` (refuses any other value);
+    ``{"kind": "truthy", "true": [...], "methods": [...]}`` ``text.strip().lower() in (...)``
+    (also ``text == "1"``); ``{"kind": "text", "methods": [...]}`` the text itself (lowered
+    where vLLM lowers it); ``{"kind": "other"}`` any other form (the value is taken as written).
+    """
+    if isinstance(node, ast.Lambda):
+        node = node.body
+    if isinstance(node, ast.IfExp):  # `bool(int(os.environ[X])) if X in os.environ else default`
+        node = node.body
+    if isinstance(node, ast.Call) and (found := _call_parser(node)) is not None:
+        return found
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        read, methods = _env_read(node.left)
+        op, right = node.ops[0], node.comparators[0]
+        if read and isinstance(op, ast.In) and (true := _literal_strs(right)) is not None:
+            return {"kind": "truthy", "true": true, "methods": methods}
+        if read and isinstance(op, ast.Eq) and isinstance(right, ast.Constant) and isinstance(right.value, str):
+            return {"kind": "truthy", "true": [right.value], "methods": methods}
+    read, methods = _env_read(node)
+    return {"kind": "text", "methods": methods} if read else {"kind": "other"}
 
 
 def _name_map(tree: ast.Module) -> list[str]:
@@ -454,6 +544,7 @@ def scan_release(path: Path, sdist: Path | None = None) -> dict[str, Any]:
         "warmup": rel.warmup(),
         "router": rel.router(),
         "env": rel.env(),
+        "env_parsers": rel.env_parsers(),
         "deep_gemm": rel.deep_gemm(),
     }
     if sdist is not None:
@@ -519,6 +610,10 @@ def write_releases(records: list[dict[str, Any]], path: Path = RELEASES_FILE) ->
     data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     releases = dict(data.get("releases", {}))
     for r in records:
+        old = releases.get(r["version"], {}).get("deep_gemm", {})
+        new = r.get("deep_gemm")
+        if isinstance(new, dict) and "commit" not in new:  # scanned without its source tarball: keep the pin
+            r = {**r, "deep_gemm": {**new, **{k: old[k] for k in ("repo", "commit") if k in old}}}  # noqa: PLW2901
         releases[r["version"]] = r
     out = {
         "generated_by": "python -m kernelpolicy.adapters.vllm._scan (do not edit)",
