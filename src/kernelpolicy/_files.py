@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+import tempfile
 from pathlib import Path
 
 __all__ = ["ReadError", "is_regular", "owned_folder", "read_bounded", "read_owned", "write_text_at_once"]
@@ -174,7 +175,6 @@ def write_text_at_once(path: Path, text: str) -> None:
     :raises ReadError: *path* is not a regular file (saying what it is).
     :raises OSError: the folder cannot be written.
     """
-    import tempfile
 
     try:
         st = os.stat(path)

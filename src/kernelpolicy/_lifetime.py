@@ -9,7 +9,10 @@ the pool's initializer: on Linux the kernel sends the worker ``SIGKILL`` when it
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
+import signal
 import sys
 import threading
 import time
@@ -31,13 +34,9 @@ def _watch(parent: int) -> None:
 def die_with_parent(parent: int) -> None:
     """Make this (worker) process end when the process *parent* ends (see the module docstring)."""
     if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-            import signal
-
+        # no prctl here: the watching thread below still ends the worker
+        with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL))
-        except (OSError, AttributeError):
-            pass  # no prctl here: the watching thread below still ends the worker
     if os.getppid() != parent:
         os._exit(1)  # the parent ended before the hook was in place
     threading.Thread(target=_watch, args=(parent,), name="kernelpolicy-die-with-parent", daemon=True).start()

@@ -17,11 +17,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kernelpolicy as kp
-from kernelpolicy.releases.vllm.env import EnvValueError, engine_env_value, env_parser
-from kernelpolicy.releases.vllm._scan import _env_parser
-from kernelpolicy.releases.vllm.versions import release_records
-from kernelpolicy.errors import FactError
 from kernelpolicy.deployment.pipeline import build_facts
+from kernelpolicy.errors import FactError
+from kernelpolicy.releases.vllm._scan import _env_parser
+from kernelpolicy.releases.vllm.env import EnvValueError, engine_env_value, env_parser
+from kernelpolicy.releases.vllm.versions import release_records
 
 from .helpers import cli, one_error_line
 

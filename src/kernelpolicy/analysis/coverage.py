@@ -50,6 +50,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, Final
 
+from .._lifetime import die_with_parent
 from ..decision import Candidate, Decision
 from ..dsl.conditions import Test, evaluate, tests_of
 from ..facts.record import Facts
@@ -865,8 +866,6 @@ def verify(
     else:
         _WORKER["walker"] = walker
         try:
-            from .._lifetime import die_with_parent
-
             with ctx.Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
                 # the MoE walks take longest: start them first, keep the results in task order
                 order = sorted(range(len(tasks)), key=lambda i: tasks[i][0] != "moe")

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final
 
+from .._files import ReadError, read_bounded
 from .._paths import expand_user
 from ..errors import UnknownModelError
 from .hub import HubOptions, fetch_metadata, is_repo_id, read_cached
@@ -88,7 +89,6 @@ def facts_from_config(config: Mapping[str, Any], *, file: str = "config.json") -
 
 def read_json(path: Path) -> Mapping[str, Any]:
     """A JSON object from *path*; one clear error naming the file otherwise."""
-    from .._files import ReadError, read_bounded
 
     name = str(path)
     try:  # bounded: a FIFO or a device is refused at once, not waited on or read forever

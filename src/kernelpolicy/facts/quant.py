@@ -18,6 +18,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from ..errors import FactError, KernelPolicyError
 from ._records import MISSING, Invalid, read, record, spec
+from .record import normalise_value
 
 __all__ = [
     "KNOWN_METHODS",
@@ -379,8 +380,6 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     if "quant.scheme" in out and "quant.moe_scheme" not in out and is_moe:
         out["quant.moe_scheme"] = out["quant.scheme"]
     for key, value in out.items():  # every value one its fact takes (sizes in range, ...)
-        from .record import normalise_value  # (record imports the vocabulary: late, as the pipeline does)
-
         try:
             normalise_value(key, value)
         except FactError as exc:

@@ -67,8 +67,8 @@ class Deciding:
         facts: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
     ) -> None:
-        from ..dsl.loader import discover, load_policy
         from ..deployment import facts_for
+        from ..dsl.loader import discover, load_policy
 
         self.policy = load_policy()
         self.files = [s.display for s in discover() if s.layer != "shipped"]

@@ -3,7 +3,7 @@
 Registered as ``vllm.general_plugins: kernelpolicy = kernelpolicy.engines.vllm.plugin:register``.
 vLLM calls :func:`register` once per process (front end, engine core, every worker, the
 model-inspection subprocess). It installs wrappers at the selection points of the installed
-release (:mod:`._versions`); the decision itself is resolved lazily, at the first selection
+release (:mod:`.versions`); the decision itself is resolved lazily, at the first selection
 point that needs it, from vLLM's own config, platform, environment and installed packages, and
 cached per process. Where:
 

@@ -2,7 +2,7 @@
 
 ``python -m kernelpolicy.adapters.vllm._scan [--download VERSION ...] [WHEEL ...]`` scans each
 release and writes the records into ``releases.json`` beside this module, the one source of
-vLLM's per-release facts: the plugin's patch tables (:mod:`._versions`) are built from it, and
+vLLM's per-release facts: the plugin's patch tables (:mod:`.versions`) are built from it, and
 ``python -m kernelpolicy._docs`` generates ``rules/implies/vllm_releases.yaml`` and
 ``rules/backends/dense.vllm.yaml`` from it (``tests/tools`` fail when they drift).
 
@@ -558,7 +558,7 @@ def scan_release(path: Path, sdist: Path | None = None) -> dict[str, Any]:
 
 # -- the command: scan releases into releases.json
 
-#: the data file this module writes and :mod:`._versions` reads
+#: the data file this module writes and :mod:`.versions` reads
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
 _PYPI: Final = "https://pypi.org/pypi/vllm/{version}/json"
 

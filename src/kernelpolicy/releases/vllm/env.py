@@ -29,7 +29,7 @@ class EnvValueError(ValueError):
 @functools.lru_cache(maxsize=1)
 def _parsers() -> tuple[tuple[str, Mapping[str, Mapping[str, Any]]], ...]:
     """(release, its variable -> parser table), oldest release first."""
-    from ._versions import release_records
+    from .versions import release_records
 
     return tuple((v, rec.get("env_parsers") or {}) for v, rec in release_records().items())
 

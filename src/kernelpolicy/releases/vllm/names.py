@@ -105,7 +105,7 @@ MOE_CLI_NAMES: Final[dict[str, str]] = {
 
 #: scheme -> moe id -> the ``moe_backend`` value that scheme's oracle (``oracle/<scheme>.py``)
 #: maps to that backend. A release accepts a value only when it is in
-#: :attr:`._versions.MoeOracle.names` (``b12x`` for MXFP4, for instance, from 0.29).
+#: :attr:`.versions.MoeOracle.names` (``b12x`` for MXFP4, for instance, from 0.29).
 MOE_ORACLE_NAMES: Final[dict[str, dict[str, str]]] = {
     "mxfp4": {  # map_mxfp4_backend
         "deep_gemm": "deep_gemm",  # DEEPGEMM_MXFP4 (FP8xFP4 grouped GEMM)
