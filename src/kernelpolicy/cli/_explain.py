@@ -29,7 +29,9 @@ def add_parser(sub: Any) -> None:
     out = p.add_mutually_exclusive_group()
     out.add_argument("--json", action="store_true", help="print the decision as JSON")
     out.add_argument(
-        "--summary", action="store_true", help="print the one line the vLLM plugin logs at start-up for this decision"
+        "--summary",
+        action="store_true",
+        help="print the one line the engine's plugin (vLLM or SGLang) logs at start-up for this decision",
     )
     p.set_defaults(run=run)
 
@@ -62,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _startup_line(decision: Decision) -> str:
-    """The line the vLLM plugin logs once per process for this decision."""
+    """The line the deployment's engine plugin (vLLM's or SGLang's, ``deploy.engine``) logs
+    once per process for this decision."""
     from ..adapters.summary import startup_summary  # the plugins' own rendering of the paths
 
     values = decision.facts.values
-    version, sm = values.get("vllm.version") or "?", values.get("gpu.sm") or "gpu=?"
-    return f"kernelpolicy: vllm {version} {sm} {startup_summary(decision)} fingerprint={decision.fingerprint}"
+    engine = str(values.get("deploy.engine") or "vllm")
+    version, sm = values.get(f"{engine}.version") or "?", values.get("gpu.sm") or "gpu=?"
+    return f"kernelpolicy: {engine} {version} {sm} {startup_summary(decision)} fingerprint={decision.fingerprint}"
