@@ -40,7 +40,11 @@ class PathOut(_Open):
     rule: str | None = Field(default=None, description="the rule that decided, when the first candidate lost")
     rules: list[str] = []
     reason: str | None = None
-    explicit: str | None = None
+    explicit: str | None = Field(default=None, description="where an explicit choice for this path came from")
+    explicit_refused: bool = Field(
+        default=False,
+        description="true: the explicit choice was refused (a crash rule or a requirement) and `backend` is another",
+    )
     candidates: list[CandidateOut]
 
 

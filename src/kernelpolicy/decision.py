@@ -133,6 +133,12 @@ class PathDecision:
         """False when the model has no such path (no MoE layers, say)."""
         return self.present
 
+    @property
+    def explicit_refused(self) -> bool:
+        """An explicit choice was made for this path and refused (a crash rule or a requirement
+        it may not override): the backend is another one."""
+        return self.explicit is not None and any(c.verdict == "refused" for c in self.candidates)
+
     def rejection(self, backend: str) -> str | None:
         """Why the decision rejects *backend* on this path (its first rule and reason), else None."""
         for c in self.candidates:
@@ -154,6 +160,8 @@ class PathDecision:
             out["reason"] = self.reason
         if self.explicit:
             out["explicit"] = self.explicit
+            if self.explicit_refused:
+                out["explicit_refused"] = True
         out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
 
@@ -216,6 +224,11 @@ class Decision:
     def ok(self) -> bool:
         """Every path the model has got a backend."""
         return all(p.backend is not None for name, p in self.paths.items() if name != "warmup" and p.applicable)
+
+    @property
+    def refused(self) -> tuple[Override, ...]:
+        """The explicit choices the decision refused (their paths run another backend)."""
+        return tuple(o for o in self.overrides if not o.accepted)
 
     @property
     def fingerprint(self) -> str:

@@ -115,7 +115,9 @@ def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
     if not p.applicable:
         return [f"{name:<7} n/a: {p.reason}"]
     head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
-    if p.explicit:
+    if p.explicit and p.explicit_refused:
+        head += f"   explicit `{p.explicit}` REFUSED (" + ", ".join(p.rules or ("?",)) + ")"
+    elif p.explicit:
         head += f"   explicit: `{p.explicit}`"
     elif p.rules:
         head += "   decided by " + ", ".join(p.rules)

@@ -16,6 +16,9 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 EXIT_NO_BACKEND = 3
+#: An explicit choice (a backend flag, an engine variable, a policy `use`) was refused: the
+#: decision names another backend on that path (docs/design.md, "Exit status").
+EXIT_REFUSED = 5
 
 
 def add_parser(sub: Any) -> None:
@@ -60,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         missing = [n for n, p in decision.paths.items() if n != "warmup" and p.applicable and p.backend is None]
         print(f"kernelpolicy: no valid backend for path(s): {', '.join(missing)}", file=sys.stderr)
         return EXIT_NO_BACKEND
+    if decision.refused:
+        refused = ", ".join(f"`{o.source}` ({o.path}: {', '.join(o.rules) or '?'})" for o in decision.refused)
+        print(f"kernelpolicy: explicit choice refused, another backend decided: {refused}", file=sys.stderr)
+        return EXIT_REFUSED
     return 0
 
 
