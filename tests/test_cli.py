@@ -36,7 +36,7 @@ def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_seed_human(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, *SEED)
+    code, out, _ = run(capsys, *SEED, "--explain=full")  # the whole trace (the default is the notes)
     assert code == 0
     assert "dense   cutlass   decided by deep_gemm-e8m0-qwen3_5" in out
     assert "vllm#37804" in out and "vllm#50332" in out
@@ -237,6 +237,9 @@ def test_refused_explicit_choice_exits_5_and_says_so(capsys: pytest.CaptureFixtu
     """`--linear-backend cutlass` cannot run NVFP4: the decision takes another backend and must
     not look as if the flag was honoured, in the text, the JSON or the exit status."""
     assert main(REFUSED) == 5
+    notes = capsys.readouterr().out
+    assert "dense   flashinfer_trtllm   (`--linear-backend cutlass` REFUSED)" in notes.splitlines()
+    assert main([*REFUSED, "--explain=full"]) == 5
     out, err = capsys.readouterr()
     dense = next(line for line in out.splitlines() if line.startswith("dense "))
     assert "explicit `--linear-backend cutlass` REFUSED (catalog.dense.cutlass)" in dense, dense

@@ -30,6 +30,13 @@ def add_parser(sub: Any) -> None:
     add_fact_options(p)
     add_vllm_options(p)
     out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--explain",
+        choices=("notes", "full"),
+        default="notes",
+        help="how much to print: `notes` (default: each path's backend and the rules that decided it,"
+        " in 80 columns) or `full` (every candidate and why it lost, refs, rule places)",
+    )
     out.add_argument("--json", action="store_true", help="print the decision as JSON")
     out.add_argument(
         "--summary",
@@ -41,7 +48,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
-    from ..explain import render
+    from ..explain import render, render_notes
     from ..resolver import resolve
 
     policy = load_policy_from_args(args)
@@ -58,7 +65,8 @@ def run(args: argparse.Namespace) -> int:
     elif args.json:
         sys.stdout.write(decision.to_json() + "\n")
     else:
-        sys.stdout.write(render(decision, policy, model=args.model or args.model_type) + "\n")
+        text = render if args.explain == "full" else render_notes
+        sys.stdout.write(text(decision, policy, model=args.model or args.model_type) + "\n")
     if not decision.ok:
         missing = [n for n, p in decision.paths.items() if n != "warmup" and p.applicable and p.backend is None]
         print(f"kernelpolicy: no valid backend for path(s): {', '.join(missing)}", file=sys.stderr)
