@@ -251,6 +251,9 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
         words = [f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()]
         words += [*launch.split(), shlex.quote(model) if model else "MODEL", *map(shlex.quote, flags["args"])]
         out += ["", f"{label} without the plugin, where flags can:", *_command_lines(words)]
+        plugin = policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+        if plugin:
+            out += ["with the plugin, every path follows this decision:", *_wrap(plugin, "  ", "    ")]
     out += [
         "",
         f"fingerprint {decision.fingerprint[:19]}  (--json: all of it)",
