@@ -37,19 +37,24 @@ def test_explain_level_excludes_json(capsys: pytest.CaptureFixture[str]) -> None
     assert "not allowed with" in capsys.readouterr().err
 
 
+def _deployments(policy: kp.Policy) -> list[tuple[str, str, dict[str, str]]]:
+    """Every catalog model on a GPU of each family, on vLLM and on SGLang 0.5.12.post1 (where a
+    refusal leaves MoE layers without any backend)."""
+    engines: tuple[dict[str, str], ...] = ({}, {"deploy.engine": "sglang", "sglang.version": "0.5.12.post1"})
+    return [(g, m.id, e) for g in ("sm90", "sm100", "sm121", "sm89") for m in policy.models for e in engines]
+
+
 def test_notes_of_every_catalog_model_fit(policy: kp.Policy) -> None:
-    """Every catalog model on a GPU of each family: no line of the notes is wider than 80
-    columns, and every rule that decided a path is named."""
-    for gpu in ("sm90", "sm100", "sm121", "sm89"):
-        for model in policy.models:
-            try:
-                d = kp.resolve(kp.facts_for(gpu=gpu, model=model.id, policy=policy), policy)
-            except kp.KernelPolicyError:
-                continue
-            text = render_notes(d, policy, model=model.id)
-            wide = [line for line in text.splitlines() if len(line) > NOTES_WIDTH]
-            assert wide == [], (gpu, model.id, wide)
-            for p in d.paths.values():
-                for rule in p.rules:
-                    assert rule in text, (gpu, model.id, rule)
-            assert len(text.splitlines()) < len(render(d, policy, model=model.id).splitlines()) + 4
+    """No line of the notes is wider than 80 columns, and every rule that decided a path is named."""
+    for gpu, model, engine in _deployments(policy):
+        try:
+            d = kp.resolve(kp.facts_for(gpu=gpu, model=model, facts=engine, policy=policy), policy)
+        except kp.KernelPolicyError:
+            continue
+        text = render_notes(d, policy, model=model)
+        wide = [line for line in text.splitlines() if len(line) > NOTES_WIDTH]
+        assert wide == [], (gpu, model, engine, wide)
+        for p in d.paths.values():
+            for rule in p.rules:
+                assert rule in text, (gpu, model, rule)
+        assert len(text.splitlines()) < len(render(d, policy, model=model).splitlines()) + 4

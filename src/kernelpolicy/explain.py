@@ -210,9 +210,13 @@ def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
         mark = "!" if any(c.verdict == "refused" for c in hit) else "x"
         sev = f" ({first.severity})" if first.severity and first.severity != "catalog" else ""
         backends = ", ".join(c.backend for c in hit)
+        if len(hit) > 1 and len(hit) == len(p.candidates):
+            backends = f"every backend ({len(hit)})"
         why = "as above" if rule in shown else first.reason
+        if p.backend is None and p.reason and first.reason and first.reason in p.reason:
+            why = "as below"  # the path's reason says it
         shown.add(rule)
-        out += _wrap(f"{rule}{sev}: {why}", f"  {mark} {backends}: ", "      ")
+        out += _wrap(f"{mark} {backends}: {rule}{sev}: {why}", "  ", "      ")
     if p.backend is None and p.reason:
         out += _wrap(p.reason, "  = ", "    ")
     return out
