@@ -36,7 +36,7 @@ def test_seed_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_seed_human(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(capsys, *SEED)
+    code, out, _ = run(capsys, *SEED, "--explain=full")  # the whole trace (the default is the notes)
     assert code == 0
     assert "dense   cutlass   decided by deep_gemm-e8m0-qwen3_5" in out
     assert "vllm#37804" in out and "vllm#50332" in out
@@ -226,3 +226,35 @@ def test_example_policy_loads_and_pins(capsys: pytest.CaptureFixture[str]) -> No
     assert code == 0
     assert d["paths"]["moe"]["backend"] == "deep_gemm"
     assert d["paths"]["moe"]["explicit"] == "fleet-deepseek-v3-deep_gemm"
+
+
+# -- an explicit choice the decision refused (issue 25) --------------------------------------------
+
+REFUSED = ["explain", "--no-env", "--gpu", "B200", "--model", "nvidia/DeepSeek-R1-FP4", "--linear-backend", "cutlass"]
+
+
+def test_refused_explicit_choice_exits_5_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--linear-backend cutlass` cannot run NVFP4: the decision takes another backend and must
+    not look as if the flag was honoured, in the text, the JSON or the exit status."""
+    assert main(REFUSED) == 5
+    notes = capsys.readouterr().out
+    assert "dense   flashinfer_trtllm   (`--linear-backend cutlass` REFUSED)" in notes.splitlines()
+    assert main([*REFUSED, "--explain=full"]) == 5
+    out, err = capsys.readouterr()
+    dense = next(line for line in out.splitlines() if line.startswith("dense "))
+    assert "explicit `--linear-backend cutlass` REFUSED (catalog.dense.cutlass)" in dense, dense
+    assert "explicit: `--linear-backend cutlass`" not in out
+    assert err == (
+        "kernelpolicy: explicit choice refused, another backend decided:"
+        " `--linear-backend cutlass` (dense: catalog.dense.cutlass)\n"
+    )
+    assert main([*REFUSED, "--json"]) == 5
+    dense_json = json.loads(capsys.readouterr().out)["paths"]["dense"]
+    assert dense_json["explicit_refused"] is True and dense_json["backend"] != "cutlass"
+
+
+def test_honoured_explicit_choice_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["explain", "--no-env", "--json", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"]
+    assert main([*argv, "--moe-backend", "triton"]) == 0
+    moe = json.loads(capsys.readouterr().out)["paths"]["moe"]
+    assert moe["explicit"] == "--moe-backend triton" and "explicit_refused" not in moe

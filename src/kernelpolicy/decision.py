@@ -11,7 +11,7 @@ import hashlib
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, overload
 
 from ._version import __version__
 from .facts.record import Facts
@@ -34,6 +34,8 @@ __all__ = [
 ]
 
 SCHEMA = "kernelpolicy.decision/1"
+#: Facts that describe and decide nothing, left out of :attr:`Decision.fingerprint`.
+_UNHASHED: Final = frozenset({"gpu.name"})
 Verdict = Literal["chosen", "rejected", "viable", "refused"]
 
 _T = TypeVar("_T")
@@ -131,6 +133,12 @@ class PathDecision:
         """False when the model has no such path (no MoE layers, say)."""
         return self.present
 
+    @property
+    def explicit_refused(self) -> bool:
+        """An explicit choice was made for this path and refused (a crash rule or a requirement
+        it may not override): the backend is another one."""
+        return self.explicit is not None and any(c.verdict == "refused" for c in self.candidates)
+
     def rejection(self, backend: str) -> str | None:
         """Why the decision rejects *backend* on this path (its first rule and reason), else None."""
         for c in self.candidates:
@@ -152,6 +160,8 @@ class PathDecision:
             out["reason"] = self.reason
         if self.explicit:
             out["explicit"] = self.explicit
+            if self.explicit_refused:
+                out["explicit_refused"] = True
         out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
 
@@ -216,12 +226,21 @@ class Decision:
         return all(p.backend is not None for name, p in self.paths.items() if name != "warmup" and p.applicable)
 
     @property
+    def refused(self) -> tuple[Override, ...]:
+        """The explicit choices the decision refused (their paths run another backend)."""
+        return tuple(o for o in self.overrides if not o.accepted)
+
+    @property
     def fingerprint(self) -> str:
-        """``sha256:`` of the facts, the policy digest and every path's outcome."""
+        """``sha256:`` of the facts, the policy digest and every path's outcome.
+
+        ``gpu.name`` is left out: it only describes the GPU whose ``gpu.*`` facts are hashed,
+        so one GPU named ``H100``, ``NVIDIA H100 80GB HBM3`` or ``sm90`` gives one fingerprint."""
         cached: str | None = self.__dict__.get("_fp")
         if cached is None:
+            facts = {k: v for k, v in self.facts.to_json_dict().items() if k not in _UNHASHED}
             core = {
-                "facts": self.facts.to_json_dict(),
+                "facts": facts,
                 "policy": self.policy_digest,
                 "paths": {k: v.kernels if v.kernels is not None else v.backend for k, v in sorted(self.paths.items())},
             }

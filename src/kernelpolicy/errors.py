@@ -130,12 +130,15 @@ class FactError(KernelPolicyError, ValueError):
 class UnknownGPUError(KernelPolicyError, ValueError):
     """A GPU spec that names no known compute capability or product."""
 
-    def __init__(self, spec: str, suggestions: Iterable[str] = ()) -> None:
+    def __init__(self, spec: str, suggestions: Iterable[str] = (), *, reason: str | None = None) -> None:
         self.spec = spec
         self.suggestions = tuple(suggestions)
+        self.reason = reason
         super().__init__(spec)
 
     def __str__(self) -> str:
+        if self.reason:
+            return f"unknown GPU `{self.spec}`: {self.reason}"
         text = f"unknown GPU `{self.spec}`: expected a compute capability such as `sm121` or `12.1`, or a product name"
         if self.suggestions:
             text += f" (did you mean `{self.suggestions[0]}`?)"

@@ -128,7 +128,7 @@ def _explain(*argv: str, env: dict[str, str] | None = None) -> subprocess.Comple
 def test_explain_reads_the_shell_environment_and_no_env_ignores_it() -> None:
     shell = {"VLLM_USE_DEEP_GEMM": "1", FACTS_ENV: '{"triton.version": "3.5.0"}'}
     with_env = _explain("--json", env=shell)
-    assert with_env.returncode in (0, 3), with_env.stderr
+    assert with_env.returncode in (0, 3, 5), with_env.stderr  # 5: a crash rule refuses VLLM_USE_DEEP_GEMM=1
     data = json.loads(with_env.stdout)
     assert data["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "1"
     assert data["sources"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "env"

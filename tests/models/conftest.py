@@ -35,6 +35,11 @@ class HubServer:
     url: str
     repos: dict[str, Repo] = field(default_factory=dict)
     requests: list[tuple[str, str]] = field(default_factory=list)
+    #: answer an unknown repository as the Hub does on file URLs today: a bare 401, without
+    #: ``X-Error-Code`` (huggingface_hub 2.x raises a plain ``HfHubHTTPError`` for it)
+    bare_401: bool = False
+    #: tokens the Hub does not know: refused with ``X-Error-Message: Invalid credentials ...``
+    bad_tokens: tuple[str, ...] = ()
 
     def add(self, repo_id: str, files: Mapping[str, Any], **kw: Any) -> None:
         self.repos[repo_id] = Repo({k: _bytes(v) for k, v in files.items()}, **kw)
@@ -60,8 +65,12 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 return self._error(404, "RepoNotFound")
             repo_id, revision, name = f"{parts[0]}/{parts[1]}", parts[3], "/".join(parts[4:])
             repo = server.repos.get(repo_id)
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            if token and token in server.bad_tokens:
+                return self._error(401, None, "Invalid credentials in Authorization header")
             if repo is None:
-                return self._error(401, "RepoNotFound")  # the Hub answers 401 for unknown repos
+                # the Hub answers 401 for unknown repos
+                return self._error(401, None if server.bare_401 else "RepoNotFound")
             if repo.gated_token is not None and self.headers.get("Authorization") != f"Bearer {repo.gated_token}":
                 return self._error(401, "GatedRepo")
             if revision not in repo.revisions and revision != COMMIT:
@@ -79,9 +88,12 @@ def _handler(server: HubServer) -> type[BaseHTTPRequestHandler]:
                 self.wfile.write(data)
             return None
 
-        def _error(self, code: int, error_code: str) -> None:
+        def _error(self, code: int, error_code: str | None, message: str | None = None) -> None:
             self.send_response(code)
-            self.send_header("X-Error-Code", error_code)
+            if error_code is not None:
+                self.send_header("X-Error-Code", error_code)
+            if message is not None:
+                self.send_header("X-Error-Message", message)
             self.send_header("Content-Length", "0")
             self.end_headers()
 

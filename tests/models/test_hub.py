@@ -180,3 +180,131 @@ def test_revision_reads_the_real_files_of_a_catalog_id(hub: HubServer, policy: k
     assert hub.requests == []  # the catalog answers without the network
     f = kp.facts_for(gpu="sm90", model=catalog_id, policy=policy, hub=HubOptions.from_env(revision="main"))
     assert f.sources["model.type"] == "hub" and f.get("model.num_experts") == 128
+
+
+# -- what an operator meets on day one (issue 25) -------------------------------------------------
+
+
+def test_missing_repo_without_token_does_not_blame_a_token(hub: HubServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """The Hub's bare 401 for a repository that does not exist (no ``X-Error-Code``):
+    huggingface_hub 2.x raises a plain ``HfHubHTTPError``, which must not read as a refused token."""
+    hub.bare_401 = True
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", "nobody/nothing"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "refused the token" not in err
+    assert "no such repository on `http://127.0.0.1:" in err
+    assert "(401); if it is private or gated, set HF_TOKEN" in err
+
+
+def test_missing_repo_with_a_token_says_either(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.bare_401 = True
+    monkeypatch.setenv("HF_TOKEN", "hf_valid")
+    with pytest.raises(
+        UnknownModelError, match=r"no such repository .*\(401\), or the token in HF_TOKEN has no access"
+    ):
+        locate_model("nobody/nothing", ())
+
+
+def test_an_invalid_token_is_named(hub: HubServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    hub.add(NEW_ID, {"config.json": c.QWEN3_30B_A3B_FP8})
+    hub.bad_tokens = ("hf_expired",)
+    monkeypatch.setenv("HF_TOKEN", "hf_expired")
+    with pytest.raises(UnknownModelError, match=r"refused the token in HF_TOKEN \(401\): it is not valid"):
+        locate_model(NEW_ID, ())
+
+
+def test_catalog_id_with_a_missing_revision_online(hub: HubServer, capsys: pytest.CaptureFixture[str]) -> None:
+    catalog_id = "Qwen/Qwen3.6-35B-A3B-FP8"
+    hub.add(catalog_id, {"config.json": c.QWEN3_30B_A3B_FP8})
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", catalog_id, "--revision", "v9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "no revision `v9` on" in err and "without --revision the shipped catalog answers" in err
+    assert "did you mean" not in err  # the id is right as typed
+
+
+def test_catalog_id_with_a_revision_offline(capsys: pytest.CaptureFixture[str]) -> None:
+    catalog_id = "Qwen/Qwen3.6-35B-A3B-FP8"
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", catalog_id, "--revision", "v9"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "revision `v9` is not in the Hugging Face cache" in err and "HF_HUB_OFFLINE is set" in err
+    assert "without --revision the shipped catalog answers" in err and "did you mean" not in err
+
+
+def test_missing_revision_of_a_cached_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_cache(tmp_path, NEW_ID, {"config.json": c.QWEN3_30B_A3B_FP8})
+    write_cache(tmp_path, NEW_ID, {"config.json": c.QWEN3_30B_CT_NVFP4}, ref="nvfp4", commit="1" * 40)
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    hub = HubOptions.from_env(revision="v9")
+    with pytest.raises(UnknownModelError) as info:
+        locate_model(NEW_ID, (), hub)
+    assert info.value.reason == (
+        f"revision `v9` is not in the Hugging Face cache `{tmp_path}` (cached: `main`, `nvfp4`) and HF_HUB_OFFLINE is set"
+    )
+
+
+@pytest.mark.parametrize(
+    "typo",
+    [
+        "Qwen/Qwen3.6-35B-A3B-FP9",  # one character off, in a number
+        "Qwen/Qwen3.6-35B-A38-FP8",
+        "Qwen/Qwen3.6-35B-A3B-FP",
+        "Qwen3.6-35B-A3B-FP8",  # without its organisation
+    ],
+)
+def test_catalog_id_one_character_off_is_suggested(typo: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", typo])
+    assert code == 2
+    assert "did you mean `Qwen/Qwen3.6-35B-A3B-FP8`?" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("how", ["env", "serve-line", "--env"])
+def test_modelscope_is_refused_not_ignored(
+    how: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = "Qwen/Qwen3.6-35B-A3B-FP8"
+    argv = ["explain", "--no-env", "--gpu", "H100"]
+    if how == "env":
+        monkeypatch.setenv("VLLM_USE_MODELSCOPE", "1")
+        argv += ["--model", model]
+    elif how == "--env":
+        argv += ["--model", model, "--env", "VLLM_USE_MODELSCOPE=True"]
+    else:
+        argv += ["--", "VLLM_USE_MODELSCOPE=1", "vllm", "serve", model]
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "VLLM_USE_MODELSCOPE is set" in err and "ModelScope" in err
+
+
+def test_modelscope_with_a_local_folder_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(c.QWEN3_30B_A3B_FP8))
+    monkeypatch.setenv("VLLM_USE_MODELSCOPE", "1")
+    assert locate_model(str(tmp_path), ()).source == "config.json"
+
+
+def test_mistral_folder_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "params.json").write_text('{"dim": 4096}')
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "a Mistral-format folder (`params.json`, no `config.json`)" in err
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_gguf_path_is_named(exists: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "Qwen3-8B-Q4_K_M.gguf"
+    if exists:
+        path.write_bytes(b"GGUF\x03\x00\x00\x00")
+    code = main(["explain", "--no-env", "--gpu", "H100", "--model", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert "a GGUF file: vLLM runs GGUF weights with its own GGUF kernels" in err
+
+
+def test_folder_of_gguf_files_is_named(tmp_path: Path) -> None:
+    (tmp_path / "model-Q8_0.gguf").write_bytes(b"GGUF")
+    with pytest.raises(UnknownModelError, match="it holds GGUF files"):
+        locate_model(str(tmp_path), ())

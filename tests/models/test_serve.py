@@ -278,3 +278,35 @@ def test_engine_option_and_launch_line_disagree(capsys: pytest.CaptureFixture[st
     code, d, err = _run(capsys, "--gpu", "H100", "--engine", "sglang==0.5.23", "--", *line)
     assert code == 0, err
     assert (d["facts"]["deploy.engine"], d["facts"]["sglang.version"]) == ("sglang", "0.5.23")
+
+
+@pytest.mark.parametrize(
+    ("flags", "shown"),
+    [
+        (["--hf-overrides", '{"num_experts": 8}'], '`--hf-overrides {"num_experts": 8}`'),
+        (["--hf_overrides={}"], "`--hf-overrides {}`"),
+        (["--hf-config-path", "/models/other"], "`--hf-config-path /models/other`"),
+        (["--config-format", "mistral"], "`--config-format mistral`"),
+    ],
+)
+def test_flags_that_change_the_config_are_refused(
+    flags: list[str], shown: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """They change the config vLLM builds: never dropped as "flags that decide no kernel"."""
+    code, _decision, err = _run(capsys, "--gpu", "H100", "--", "vllm", "serve", MODEL, *flags)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"{shown} changes the model config vLLM builds, which kernelpolicy does not read" in err
+    assert "decide no kernel" not in err
+
+
+def test_config_format_of_hugging_face_is_read(capsys: pytest.CaptureFixture[str]) -> None:
+    code, decision, err = _run(capsys, "--gpu", "H100", "--", "vllm", "serve", MODEL, "--config-format", "hf")
+    assert code == 0 and "config-format" not in err, err
+    assert decision["facts"]["model.type"]
+
+
+def test_hf_overrides_in_a_config_file_are_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "serve.yaml"
+    config.write_text("hf_overrides:\n  num_experts: 8\n")
+    code, _decision, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--config", str(config))
+    assert code == 2 and "`--hf-overrides" in err and "changes the model config" in err, err

@@ -57,3 +57,17 @@ def test_the_plugin_logs_the_fingerprint_explain_prints(version: str) -> None:
     decided = [x for x in results if x.parity is not None]
     assert len(decided) > len(results) // 2
     assert [f"{x.model} on {x.family}" for x in decided if not x.parity] == []
+
+
+def test_audit_json_satisfies_its_schema(version: str) -> None:
+    """`sglang audit --json` (its cells, as the command writes them) fits `sglang-audit`."""
+    import json
+
+    jsonschema = pytest.importorskip("jsonschema")
+    from kernelpolicy.tools.schemas import generate
+
+    results, _section = _sweep(version)
+    data = {"schema": "kernelpolicy.sglang-audit/1", "sglang": version, "cells": [r.to_dict() for r in results]}
+    doc = json.loads(json.dumps(data, default=str))
+    validator = jsonschema.Draft202012Validator(generate("sglang-audit"))
+    assert [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(doc)] == []

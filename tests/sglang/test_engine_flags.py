@@ -56,7 +56,7 @@ def test_seed_sm121_turns_deep_gemm_off(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"])
+    code = main(["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--explain=full"])
     out, _ = capsys.readouterr()
     assert code == 0
     line = out.split("on SGLang without the plugin, where flags can:\n", 1)[1].splitlines()[0]

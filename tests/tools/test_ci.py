@@ -189,3 +189,35 @@ def test_the_action_check_step_runs(tmp_path: Path) -> None:
     assert any(ln.startswith("::error file=") and "tritn" in ln for ln in res.stdout.splitlines())
     doc = json.loads(sarif.read_text(encoding="utf-8"))
     assert _sarif_errors(doc) == [] and doc["runs"][0]["results"]
+
+
+@pytest.mark.parametrize(
+    ("version", "installs"),
+    [("", "<checkout>"), ("0.1.0", "kernelpolicy==0.1.0"), (">=0.1,<0.2", "kernelpolicy>=0.1,<0.2")],
+)
+def test_the_action_installs_the_version_asked_for(tmp_path: Path, version: str, installs: str) -> None:
+    """The `version` input picks a PyPI release; empty installs the action's own checkout."""
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    assert action["inputs"]["version"]["default"] == ""
+    step = next(s for s in action["runs"]["steps"] if s.get("name") == "install kernelpolicy")
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for name in ("python", "kernelpolicy"):  # record what pip would be asked to install
+        (shims / name).write_text(f'#!/bin/sh\necho "{name} $*" >> "{tmp_path}/calls"\n', encoding="utf-8")
+        (shims / name).chmod(0o755)
+    env = {**os.environ, "KP_VERSION": version, "KP_SOURCE": "<checkout>", "PATH": f"{shims}{os.pathsep}/usr/bin:/bin"}
+    res = subprocess.run(["bash", "-c", step["run"]], capture_output=True, text=True, env=env, check=False)
+    assert res.returncode == 0, res.stderr
+    calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
+    assert calls[0].endswith(f" {installs}") and calls[0].startswith("python -m pip install")
+    assert calls[1] == "kernelpolicy --version"
+
+
+def test_the_action_caches_pip_downloads() -> None:
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    steps = action["runs"]["steps"]
+    names = [s.get("name") for s in steps]
+    cache = steps[names.index("pip cache")]
+    assert cache["uses"].startswith("actions/cache@") and cache["with"]["path"] == "~/.cache/pip"
+    assert "inputs.version" in cache["with"]["key"] and "inputs.python-version" in cache["with"]["key"]
+    assert names.index("pip cache") < names.index("install kernelpolicy")

@@ -99,7 +99,7 @@ def test_bash(tmp_path: Path, policy: kp.Policy) -> None:
     ]
     rule = sorted(policy.by_id)[0]
     assert rule in _bash(tmp_path, ["kernelpolicy", "explain", "--allow", rule[:5]])
-    assert _bash(tmp_path, ["kernelpolicy", "schema", "d"]) == ["decision"]
+    assert _bash(tmp_path, ["kernelpolicy", "schema", "de"]) == ["decision"]
 
 
 @needs_cli

@@ -3,6 +3,7 @@ every engine variable the rules read, generated and in sync."""
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
@@ -85,3 +86,59 @@ def test_engine_variables_come_from_the_rules(tmp_path: Path) -> None:
 def test_markers_are_required() -> None:
     with pytest.raises(ValueError, match="markers"):
         replace_table("no table here", "x")
+
+
+def test_the_table_names_the_other_tools_variables_that_matter() -> None:
+    """Hugging Face, Ray and the engines' plugin lists change what kernelpolicy does: the README
+    table names each (issue 25)."""
+    from kernelpolicy._environment import BEGIN, END
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index(BEGIN) : readme.index(END)]
+    for name in (
+        "HF_HOME",
+        "HF_HUB_CACHE",
+        "HF_HUB_OFFLINE",
+        "TRANSFORMERS_OFFLINE",
+        "HF_TOKEN",
+        "HF_ENDPOINT",
+        "RAY_ADDRESS",
+        "XDG_CACHE_HOME",
+        "VLLM_PLUGINS",
+        "SGLANG_PLUGINS",
+        "VLLM_USE_MODELSCOPE",
+    ):
+        assert f"| `{name}` |" in table, name
+
+
+def test_a_deprecated_variable_is_one_kernelpolicy_line(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "KERNELPOLICY_CACHE": str(tmp_path / "old"), "HF_HUB_OFFLINE": "1"}
+    env.pop("KERNELPOLICY_CACHE_DIR", None)
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kernelpolicy",
+            "explain",
+            "--no-env",
+            "--gpu",
+            "sm90",
+            "--model-type",
+            "llama",
+            "--quant",
+            "fp8_block",
+            "--summary",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stderr.splitlines() == [
+        "kernelpolicy: warning: `KERNELPOLICY_CACHE` is deprecated: set `KERNELPOLICY_CACHE_DIR`"
+        " (the folder of every kernelpolicy cache)"
+    ]

@@ -144,3 +144,62 @@ def test_html_page_in_headless_chromium(
     browser.screenshot(out / "matrix.png")
     assert (out / "matrix.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     print(f"screenshots: {out}")  # kept by pytest under its base temp folder (-s shows the path)
+
+
+def _rgb(hex_colour: str) -> tuple[int, ...]:
+    return tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5))
+
+
+def _distance(a: str, b: str) -> float:
+    return float(sum((x - y) ** 2 for x, y in zip(_rgb(a), _rgb(b), strict=True)) ** 0.5)
+
+
+def test_no_backend_looks_like_no_backend() -> None:
+    """Every backend's colour is far from the "no backend" cell's (Triton's pink was 17 RGB
+    units from it) and from the white of an n/a cell."""
+    from kernelpolicy.facts import BACKENDS
+    from kernelpolicy.tools.matrix import NONE_COLOR
+
+    for backend in sorted({b for per_path in BACKENDS.values() for b in per_path}):
+        assert _distance(color(backend), NONE_COLOR) > 150, backend
+        assert _distance(color(backend), "#ffffff") > 40, backend
+    assert color(None) == NONE_COLOR
+    page = to_html([Cell("G", "sm90", "m", "fp8_block", "dense", None)])
+    assert "td.none{background:repeating-linear-gradient(45deg,#1f1f1f" in page
+
+
+def test_decided_by_names_only_rules_that_decided(policy: kp.Policy, cells: list[Cell]) -> None:
+    """A cell's rules each rejected a candidate ranked above the chosen one; a cell whose
+    higher-ranked candidates only the catalog's requirements rule out names no rule and does not
+    claim to be the path's first candidate; a cell without a backend names no deciding rule."""
+    for c in cells:
+        if not c.present:
+            continue
+        d = kp.resolve(kp.facts_for(gpu=c.gpu, model=c.model, policy=policy), policy)
+        p = d.paths[c.path]
+        names = [x.backend for x in p.candidates]
+        above = p.candidates[: names.index(p.backend)] if p.backend in names else p.candidates
+        if c.backend is None:
+            assert c.rule is None and c.rules == (), c
+            continue
+        assert c.rule == (c.rules[0] if c.rules else None)
+        for rule in c.rules:
+            assert any(rule in x.rules for x in above), (c, rule)
+        if above and not c.rules:
+            assert "first candidate" not in c.reason, c
+            assert "catalog's requirements" in c.reason
+
+
+def test_a_path_without_backend_names_its_reason_not_a_rule() -> None:
+    from kernelpolicy.decision import Candidate, PathDecision
+    from kernelpolicy.tools.matrix import _attribution
+
+    p = PathDecision(
+        "moe",
+        None,
+        (Candidate("triton", "rejected", ("r1",), "r1 says no"), Candidate("marlin", "rejected", ("r2",), "r2 too")),
+        rule="r1",
+        rules=("r1", "r2"),
+        reason="every backend is ruled out",
+    )
+    assert _attribution(p) == (None, "every backend is ruled out", (), ())

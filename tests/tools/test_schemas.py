@@ -107,7 +107,7 @@ DEPLOYMENTS = [
 @pytest.mark.parametrize("argv", DEPLOYMENTS, ids=lambda a: "-".join(a[1::2]))
 def test_decision_json_satisfies_its_schema(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
     code, d = _run_json(capsys, "explain", *argv, "--json")
-    assert code in (0, 3)
+    assert code in (0, 3, 5)  # 5: an explicit choice refused (VLLM_USE_DEEP_GEMM=1 on sm121)
     errors = [f"{list(e.absolute_path)}: {e.message}" for e in _validator("decision").iter_errors(d)]
     assert errors == []
     from kernelpolicy import __version__

@@ -33,9 +33,19 @@ def audit(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], s
     return go
 
 
+def _schema_errors(report: Any) -> list[str]:
+    """What `kernelpolicy schema vllm-audit` says is wrong with *report* (nothing, it must be)."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from kernelpolicy.tools.schemas import generate
+
+    validator = jsonschema.Draft202012Validator(generate("vllm-audit"))
+    return [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(report)]
+
+
 def test_026_audit_flags_the_seed_bug(audit: Any) -> None:
     code, report, err = audit("0.26.0")
     assert code == 1, err
+    assert _schema_errors(report) == []
     assert report["vllm"]["version"] == "0.26.0"
     assert report["paths"]["dense"] == {**report["paths"]["dense"], "vllm": "cutlass", "kernelpolicy": "cutlass"}
     assert report["paths"]["moe"]["vllm"] == "deep_gemm" and report["paths"]["moe"]["kernelpolicy"] == "triton"
@@ -56,6 +66,7 @@ def test_026_audit_flags_the_seed_bug(audit: Any) -> None:
 def test_026_audit_with_plugin_is_consistent(audit: Any) -> None:
     code, report, err = audit("0.26.0", "--plugin")
     assert code == 0, json.dumps(report, indent=1) + err
+    assert _schema_errors(report) == []
     assert report["plugin"] == {"enabled": True, "registered": True, "warnings": [], "fallbacks": []}
     assert report["divergences"] == [] and report["differences"] == []
     assert {p: row["vllm"] for p, row in report["paths"].items()} == {

@@ -7,6 +7,7 @@ the tests below (:func:`sweep`).
 
 from __future__ import annotations
 
+import json
 import platform
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -176,3 +177,17 @@ def test_golden_case_parity(release: str, venv: Any, releases: tuple[str, ...]) 
 
 def _norm(value: Any) -> Any:
     return list(value) if isinstance(value, (list, tuple)) else value
+
+
+def test_matrix_json_satisfies_its_schema(release: str, venv: Any, releases: tuple[str, ...]) -> None:
+    """`vllm audit --matrix --json` (its cells, as the command writes them) fits `vllm-matrix`."""
+    jsonschema = pytest.importorskip("jsonschema")
+    from kernelpolicy.tools.schemas import generate
+
+    cells = [r.to_dict() for r in sweep(release, venv, releases).results]
+    doc = json.loads(json.dumps({"schema": "kernelpolicy.vllm-matrix/1", "vllm": release, "cells": cells}, default=str))
+    errors = [
+        f"{list(e.absolute_path)}: {e.message}"
+        for e in jsonschema.Draft202012Validator(generate("vllm-matrix")).iter_errors(doc)
+    ]
+    assert errors == []

@@ -11,7 +11,7 @@ import importlib
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 from .._version import __version__
 from ..errors import KernelPolicyError
@@ -105,6 +105,30 @@ def _silence_stdout() -> None:
         pass
 
 
+def _one_line_warnings() -> None:
+    """kernelpolicy's own warnings (a deprecated variable) as one ``kernelpolicy: warning:``
+    line on stderr, not Python's two-line ``file:line: FutureWarning`` form."""
+    import warnings
+
+    shown = warnings.showwarning
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        if f"{os.sep}kernelpolicy{os.sep}" in filename and issubclass(category, FutureWarning | UserWarning):
+            print(one_line(f"kernelpolicy: warning: {message}"), file=sys.stderr)
+            return
+        shown(message, category, filename, lineno, file, line)
+
+    if getattr(shown, "__name__", "") != "show":
+        warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 findings, 2 bad input, 3 no backend).
 
@@ -114,6 +138,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _closed_stdout():
         print("kernelpolicy: error: standard output is closed: nowhere to write the result", file=sys.stderr)
         return 2
+    _one_line_warnings()
     parser = _parser()
     try:
         args = parser.parse_args(argv)

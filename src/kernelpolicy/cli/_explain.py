@@ -15,6 +15,9 @@ if TYPE_CHECKING:
 __all__ = ["add_parser", "run"]
 
 EXIT_NO_BACKEND = 3
+#: An explicit choice (a backend flag, an engine variable, a policy `use`) was refused: the
+#: decision names another backend on that path (docs/design.md, "Exit status").
+EXIT_REFUSED = 5
 
 
 def add_parser(sub: Any) -> None:
@@ -26,16 +29,25 @@ def add_parser(sub: Any) -> None:
     add_fact_options(p)
     add_vllm_options(p)
     out = p.add_mutually_exclusive_group()
+    out.add_argument(
+        "--explain",
+        choices=("notes", "full"),
+        default="notes",
+        help="how much to print: `notes` (default: each path's backend and the rules that decided it,"
+        " in 80 columns) or `full` (every candidate and why it lost, refs, rule places)",
+    )
     out.add_argument("--json", action="store_true", help="print the decision as JSON")
     out.add_argument(
-        "--summary", action="store_true", help="print the one line the vLLM plugin logs at start-up for this decision"
+        "--summary",
+        action="store_true",
+        help="print the one line the engine's plugin (vLLM or SGLang) logs at start-up for this decision",
     )
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
-    from ..render.explain import render
+    from ..render.explain import render, render_notes
     from ..render.flags import with_engine_flags
     from ..resolver import resolve
 
@@ -50,18 +62,25 @@ def run(args: argparse.Namespace) -> int:
     elif args.json:
         sys.stdout.write(decision.to_json() + "\n")
     else:
-        sys.stdout.write(render(decision, policy, model=args.model or args.model_type) + "\n")
+        text = render if args.explain == "full" else render_notes
+        sys.stdout.write(text(decision, policy, model=args.model or args.model_type) + "\n")
     if not decision.ok:
         missing = [n for n, p in decision.paths.items() if n != "warmup" and p.applicable and p.backend is None]
         print(f"kernelpolicy: no valid backend for path(s): {', '.join(missing)}", file=sys.stderr)
         return EXIT_NO_BACKEND
+    if decision.refused:
+        refused = ", ".join(f"`{o.source}` ({o.path}: {', '.join(o.rules) or '?'})" for o in decision.refused)
+        print(f"kernelpolicy: explicit choice refused, another backend decided: {refused}", file=sys.stderr)
+        return EXIT_REFUSED
     return 0
 
 
 def _startup_line(decision: Decision) -> str:
-    """The line the vLLM plugin logs once per process for this decision."""
+    """The line the deployment's engine plugin (vLLM's or SGLang's, ``deploy.engine``) logs
+    once per process for this decision."""
     from ..render.summary import startup_summary  # the plugins' own rendering of the paths
 
     values = decision.facts.values
-    version, sm = values.get("vllm.version") or "?", values.get("gpu.sm") or "gpu=?"
-    return f"kernelpolicy: vllm {version} {sm} {startup_summary(decision)} fingerprint={decision.fingerprint}"
+    engine = str(values.get("deploy.engine") or "vllm")
+    version, sm = values.get(f"{engine}.version") or "?", values.get("gpu.sm") or "gpu=?"
+    return f"kernelpolicy: {engine} {version} {sm} {startup_summary(decision)} fingerprint={decision.fingerprint}"

@@ -19,8 +19,10 @@ def add_parser(sub: Any) -> None:
         "schema",
         help="print the JSON Schema of rule files or of a JSON output",
         description="Print a JSON Schema: `rules` (rule and policy files, for editors), `decision` "
-        "(explain --json), `check` (check --json) or `facts` (facts --json). With --write DIR, write "
-        "every schema to DIR/NAME.schema.json (how schemas/ is made).",
+        "(explain --json), `check` (check --json), `facts` (facts --json), `fleet` (fleet --json), "
+        "`diff` (diff --json), `matrix` (matrix --format json), `vllm-audit` (vllm audit --json), "
+        "`vllm-matrix` (vllm audit --matrix --json) or `sglang-audit` (sglang audit --json). With "
+        "--write DIR, write every schema to DIR/NAME.schema.json (how schemas/ is made).",
     )
     p.add_argument("name", nargs="?", choices=SCHEMA_NAMES, metavar="NAME", help=", ".join(SCHEMA_NAMES))
     p.add_argument("--write", metavar="DIR", help="write every schema into DIR")

@@ -10,6 +10,7 @@ means the same wherever it is written. What each flag sets is in :func:`deployme
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -68,6 +69,16 @@ QUANTIZATION_METHODS: Final = tuple(
 _ENV_ASSIGN: Final = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=(.*)\Z", re.S)
 _ENTRYPOINTS: Final = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
 _MAX_CONFIG_BYTES: Final = 1024 * 1024
+#: vLLM flags that change the model config vLLM builds (and so the facts), which kernelpolicy
+#: does not apply: a serve line with one is refused, with what to do instead.
+_CONFIG_FLAGS: Final = {
+    "--hf-config-path": "decide from that config instead: `--model {value}`",
+    "--hf-overrides": "apply the overrides to a copy of the checkpoint's config.json and pass that folder as --model",
+    "--config-format": "a Mistral-format checkpoint (`params.json`) has no config.json kernelpolicy can read;"
+    " give its Hugging Face folder or id",
+}
+#: ``--config-format`` values that read the checkpoint's config.json, as kernelpolicy does.
+_HF_FORMATS: Final = ("auto", "hf")
 
 
 def add_vllm_options(p: argparse.ArgumentParser) -> None:
@@ -146,18 +157,22 @@ def _config_tokens(path: str) -> list[str]:
         raise UsageError(f"--config `{path}`: expected a mapping of vLLM flag names to values")
     tokens: list[str] = []
     for key, value in data.items():
-        flag = "--" + str(key).replace("_", "-")
         _check_config_value(path, str(key), value)
-        if isinstance(value, bool):
-            if value:
-                tokens.append(flag)
-        elif isinstance(value, list | tuple):
-            tokens += [flag, *map(str, value)]
-        elif isinstance(value, Mapping):
-            continue  # JSON-valued flags (--compilation-config ...) bear on no kernel choice
-        elif value is not None:
-            tokens += [flag, str(value)]
+        tokens += _flag_tokens("--" + str(key).replace("_", "-"), value)
     return tokens
+
+
+def _flag_tokens(flag: str, value: object) -> list[str]:
+    """One ``key: value`` of a vLLM YAML config as command-line tokens."""
+    if isinstance(value, bool):
+        return [flag] if value else []
+    if isinstance(value, list | tuple):
+        return [flag, *map(str, value)]
+    if isinstance(value, Mapping):
+        # a mapping that rewrites the model config is refused (_refuse_config_flags); other
+        # JSON-valued flags (--compilation-config ...) bear on no kernel choice
+        return [flag, json.dumps(value)] if flag in _CONFIG_FLAGS else []
+    return [] if value is None else [flag, str(value)]
 
 
 @dataclass(frozen=True)
@@ -230,8 +245,28 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
         unknown += unknown_file
     if positional is not None and values.setdefault("model", positional) != positional:
         raise UsageError(f"serve line: two models, `{positional}` and `--model {values['model']}`")
-    ignored = tuple(t for t in unknown if t.startswith("-"))
+    _refuse_config_flags(unknown)
+    ignored = tuple(t for t in unknown if t.startswith("-") and t.partition("=")[0] not in _CONFIG_FLAGS)
     return _Serve(values, env, ignored)
+
+
+def _refuse_config_flags(unknown: Sequence[str]) -> None:
+    """:raises UsageError: *unknown* (a serve line's unread tokens) has a flag of
+    :data:`_CONFIG_FLAGS` that changes the model config (``--config-format auto|hf`` does not)."""
+    for i, token in enumerate(unknown):
+        name, eq, value = token.partition("=")
+        if name not in _CONFIG_FLAGS:
+            continue
+        if not eq:
+            following = unknown[i + 1] if i + 1 < len(unknown) else ""
+            value = "" if following.startswith("-") else following
+        if name == "--config-format" and value.strip().lower() in _HF_FORMATS:
+            continue
+        shown = f"{name} {value}".strip() if len(value) <= 40 else name
+        raise UsageError(
+            f"serve line: `{shown}` changes the model config vLLM builds, which kernelpolicy does not read",
+            help=_CONFIG_FLAGS[name].format(value=value or "PATH"),
+        )
 
 
 @dataclass(frozen=True)
@@ -323,11 +358,18 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
 
 
 def hub_options(args: argparse.Namespace) -> HubOptions:
-    """Where the model id is looked up: the environment, ``--revision`` and ``--download-dir``."""
+    """Where the model id is looked up: the environment (with the deployment's ``--env`` and
+    serve-line assignments on top: ``VLLM_USE_MODELSCOPE=1 vllm serve ...``), ``--revision``
+    and ``--download-dir``."""
+    import os
+
     from ..facts.hub import HubOptions
 
+    given = dict(str(a).partition("=")[::2] for a in getattr(args, "env", None) or [] if "=" in str(a))
     return HubOptions.from_env(
-        revision=getattr(args, "revision", None), download_dir=getattr(args, "download_dir", None)
+        {**os.environ, **given},
+        revision=getattr(args, "revision", None),
+        download_dir=getattr(args, "download_dir", None),
     )
 
 

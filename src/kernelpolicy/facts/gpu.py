@@ -17,6 +17,7 @@ __all__ = [
     "facts_from_capability",
     "facts_from_spec",
     "parse_products",
+    "product_names",
 ]
 
 _CC_RE: Final = re.compile(r"\A(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d)|(\d))?([af])?\Z", re.I)
@@ -64,8 +65,30 @@ def facts_from_capability(major: int, minor: int, name: str | None = None) -> di
     return out
 
 
+#: Words NVML and ``nvidia-smi`` add to a product's name for its board, memory and power
+#: variant ("NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB", "H200 NVL", "NVIDIA RTX PRO 6000
+#: Blackwell Max-Q Workstation Edition", "NVIDIA B300 SXM6 AC"): none of them changes the chip.
+_VARIANT: Final = re.compile(
+    r"\b(?:\d+ ?gb?|hbm\d*e?|pcie|sxm\d*|nvl\d*|max q|(?:workstation|server) edition|laptop gpu|ac)\b"
+)
+#: Vendor words of AMD Instinct and Radeon parts (``MI300X``, ``gfx942``, ``AMD Instinct MI355X``).
+_AMD: Final = re.compile(r"\b(?:amd|instinct|radeon|mi\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)\b", re.I)
+
+
 def _norm(text: str) -> str:
-    return re.sub(r"[\s_\-]+", " ", text.strip().lower()).removeprefix("nvidia ").strip()
+    """A product name as the catalog keys it: case, separators, the ``NVIDIA``/``GeForce``
+    prefixes and the variant words of :data:`_VARIANT` left out."""
+    low = re.sub(r"[\s_\-]+", " ", text.strip().lower()).removeprefix("nvidia ").removeprefix("geforce ")
+    return re.sub(r" +", " ", _VARIANT.sub(" ", low)).strip() or low.strip()
+
+
+def product_names(products: Sequence[GpuProduct]) -> dict[str, GpuProduct]:
+    """Every name and alias of *products*, normalised (:func:`_norm`), to its product."""
+    names: dict[str, GpuProduct] = {}
+    for p in products:
+        for alias in (p.name, *p.aliases):
+            names[_norm(alias)] = p
+    return names
 
 
 def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str, object]:
@@ -86,12 +109,11 @@ def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str,
         except UnknownGPUError:
             raise UnknownGPUError(spec) from None
     want = _norm(text)
-    names: dict[str, GpuProduct] = {}
-    for p in products:
-        for alias in (p.name, *p.aliases):
-            names[_norm(alias)] = p
+    names = product_names(products)
     product = names.get(want)
     if product is None:
+        if _AMD.search(text):
+            raise UnknownGPUError(spec, reason="AMD GPUs are not supported (kernelpolicy decides NVIDIA CUDA kernels)")
         raise UnknownGPUError(spec, did_you_mean(want, names))
     out = facts_from_spec(product.sm)
     out["gpu.name"] = product.name
@@ -127,8 +149,7 @@ def _cc_of(sm: str) -> tuple[int, int]:
 
 
 def _product(name: str, products: Sequence[GpuProduct]) -> GpuProduct | None:
-    want = _norm(name)
-    return next((p for p in products if want in {_norm(a) for a in (p.name, *p.aliases)}), None)
+    return product_names(products).get(_norm(name))
 
 
 def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct]) -> list[tuple[str, str, str]]:

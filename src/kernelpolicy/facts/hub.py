@@ -4,7 +4,9 @@ Only the small metadata files a decision needs are ever read or fetched (:data:`
 never weights. The environment is read when a model is resolved, not at import, with the Hub
 client's meaning: ``HF_HUB_CACHE`` (else ``HF_HOME/hub``, else ``~/.cache/huggingface/hub``),
 ``HF_HUB_OFFLINE``, ``HF_ENDPOINT`` and ``HF_TOKEN``; vLLM's ``--download-dir`` and
-``--revision`` override the cache folder and the revision. ``huggingface_hub`` is imported only
+``--revision`` override the cache folder and the revision. ``VLLM_USE_MODELSCOPE`` (vLLM then
+downloads from ModelScope, which is not read here) is kept so that a model id is refused, not
+looked up on the wrong hub. ``huggingface_hub`` is imported only
 when a model id has to be looked up.
 """
 
@@ -20,7 +22,7 @@ from typing import Final
 from .._paths import expand_user
 from ..errors import UnknownModelError
 
-__all__ = ["METADATA_FILES", "HubOptions", "fetch_metadata", "is_repo_id", "read_cached"]
+__all__ = ["METADATA_FILES", "HubOptions", "cached_revisions", "fetch_metadata", "is_repo_id", "read_cached"]
 
 #: The files a decision reads: config.json (required) and ModelOpt's hf_quant_config.json.
 METADATA_FILES: Final = ("config.json", "hf_quant_config.json")
@@ -44,6 +46,7 @@ class HubOptions:
     endpoint: str = "https://huggingface.co"
     token: str | None = None
     revision: str | None = None
+    modelscope: bool = False  #: ``VLLM_USE_MODELSCOPE``: vLLM reads ids from ModelScope
 
     @classmethod
     def from_env(
@@ -68,7 +71,17 @@ class HubOptions:
             endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
             token=env.get("HF_TOKEN") or None,
             revision=revision,
+            modelscope=(env.get("VLLM_USE_MODELSCOPE") or "").strip().lower() in _TRUE,
         )
+
+
+def cached_revisions(repo_id: str, hub: HubOptions) -> list[str]:
+    """The branch and tag names (``refs/``) the cache holds for *repo_id*, sorted."""
+    refs = hub.cache_dir / ("models--" + repo_id.replace("/", "--")) / "refs"
+    try:
+        return sorted(p.name for p in refs.iterdir() if p.is_file())
+    except OSError:
+        return []
 
 
 def read_cached(repo_id: str, hub: HubOptions) -> dict[str, str] | None:
@@ -123,7 +136,11 @@ def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
             raise UnknownModelError(repo_id, f"a gated repository on `{hub.endpoint}` (401): {who}") from None
         except RepositoryNotFoundError as exc:
             code = _status(exc)
-            hint = "" if hub.token else "; if it is private or gated, set HF_TOKEN"
+            hint = (
+                ", or the token in HF_TOKEN has no access to it"
+                if hub.token
+                else "; if it is private or gated, set HF_TOKEN"
+            )
             raise UnknownModelError(repo_id, f"no such repository on `{hub.endpoint}` ({code}){hint}") from None
         except RevisionNotFoundError:
             raise UnknownModelError(repo_id, f"no revision `{hub.revision}` on `{hub.endpoint}` (404)") from None
@@ -133,10 +150,7 @@ def fetch_metadata(repo_id: str, hub: HubOptions) -> dict[str, str]:
             if name == "config.json":
                 raise UnknownModelError(repo_id, "the repository has no `config.json`") from None
         except HfHubHTTPError as exc:
-            code = _status(exc)
-            if code == 401:
-                raise UnknownModelError(repo_id, f"`{hub.endpoint}` refused the token in HF_TOKEN (401)") from None
-            raise UnknownModelError(repo_id, f"`{hub.endpoint}` answered {code} for `{name}`") from None
+            raise UnknownModelError(repo_id, _http_reason(exc, name, hub)) from None
         except unreachable as exc:
             raise _unreachable(repo_id, hub, exc) from None
     return found
@@ -164,6 +178,33 @@ def _unreachable(repo_id: str, hub: HubOptions, exc: Exception) -> UnknownModelE
         f"not in the Hugging Face cache `{hub.cache_dir}`, and `{hub.endpoint}` cannot be reached"
         f" ({cause.__class__.__name__})",
     )
+
+
+#: The Hub's ``X-Error-Message`` when it refuses the token itself (not the repository).
+_BAD_TOKEN: Final = "Invalid credentials in Authorization header"
+
+
+def _http_reason(exc: Exception, name: str, hub: HubOptions) -> str:
+    """What an HTTP error the Hub client did not classify means, from its status and headers.
+
+    The Hub answers 401 for a repository that does not exist as for one that is private or
+    gated; huggingface_hub 2.x raises a plain ``HfHubHTTPError`` for it on file URLs. Only an
+    explicit bad-credentials answer blames the token, and only when one was sent.
+    """
+    code = _status(exc)
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    message = headers.get("X-Error-Message") if hasattr(headers, "get") else None
+    where = f"`{hub.endpoint}`"
+    if code == 401 and hub.token and message == _BAD_TOKEN:
+        return f"{where} refused the token in HF_TOKEN (401): it is not valid"
+    if code in (401, 404):
+        if hub.token:
+            return f"no such repository on {where} ({code}), or the token in HF_TOKEN has no access to it"
+        return f"no such repository on {where} ({code}); if it is private or gated, set HF_TOKEN"
+    if code == 403:
+        return f"{where} forbids `{name}` (403): the token in HF_TOKEN lacks the permission"
+    return f"{where} answered {code} for `{name}`"
 
 
 def _status(exc: Exception) -> int | str:

@@ -18,7 +18,7 @@ from typing import Any, Final
 from .._files import ReadError, read_bounded
 from .._paths import expand_user
 from ..errors import UnknownModelError
-from .hub import HubOptions, fetch_metadata, is_repo_id, read_cached
+from .hub import HubOptions, cached_revisions, fetch_metadata, is_repo_id, read_cached
 from .quant import ModelConfigError, config_facts
 
 __all__ = [
@@ -122,13 +122,43 @@ def _from_files(files: Mapping[str, str], source: str) -> ModelSource:
     )
 
 
+#: What a local checkpoint without a Hugging Face config.json is, and what to do about it.
+_MISTRAL: Final = (
+    "a Mistral-format folder (`params.json`, no `config.json`): vLLM reads it with"
+    " `--config-format mistral`, which kernelpolicy does not; give the checkpoint's Hugging Face"
+    " folder (with `config.json`), or its id"
+)
+_GGUF: Final = (
+    "a GGUF file: vLLM runs GGUF weights with its own GGUF kernels, outside the FP8/FP4 paths kernelpolicy decides"
+)
+
+
 def _local(path: Path, spec: str) -> ModelSource:
+    if path.suffix.lower() == ".gguf":
+        raise UnknownModelError(spec, _GGUF)
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise UnknownModelError(spec, "the folder has no `config.json`")
+            if (path / "params.json").is_file():
+                raise UnknownModelError(spec, _MISTRAL)
+            if any(p.suffix.lower() == ".gguf" for p in _first_entries(path)):
+                raise UnknownModelError(spec, "the folder has no `config.json`; it holds GGUF files, " + _GGUF[8:])
+            raise UnknownModelError(spec, "the folder has no `config.json` (a Hugging Face checkpoint folder has one)")
         files = {name: str(path / name) for name in ("config.json", "hf_quant_config.json") if (path / name).is_file()}
         return _from_files(files, "config.json")
     return _from_files({"config.json": str(path)}, "config.json")
+
+
+def _first_entries(path: Path, limit: int = 200) -> list[Path]:
+    """At most *limit* entries of the folder *path* (none when it cannot be listed)."""
+    out: list[Path] = []
+    try:
+        for entry in path.iterdir():
+            out.append(entry)
+            if len(out) >= limit:
+                break
+    except OSError:
+        return []
+    return out
 
 
 def _distance(a: str, b: str) -> int:
@@ -146,14 +176,23 @@ def _distance(a: str, b: str) -> int:
 
 
 def typo_of(spec: str, names: Sequence[str]) -> list[str]:
-    """Known *names* that *spec* is a typo of: at most two edits, and the same numbers.
+    """Known *names* that *spec* is a typo of: one edit, or two with the same numbers; an id
+    written without its organisation (``Qwen3.6-35B-A3B-FP8``) is a typo of the full id.
 
     ``Qwen/Qwen3.6-35B-A3B-FP8`` is not suggested for ``Qwen/Qwen3-30B-A3B-FP8``: different
-    numbers name a different model, not a misspelling.
+    numbers name a different model, not a misspelling. *spec* itself is never suggested.
     """
     digits = re.findall(r"\d+", spec)
-    low = spec.lower()
-    return [n for n in names if re.findall(r"\d+", n) == digits and _distance(low, n.lower()) <= 2]
+    low = spec.strip().lower()
+    out = []
+    for n in names:
+        name = n.lower()
+        if name == low:
+            continue
+        d = min(_distance(low, name), _distance(low, name.split("/", 1)[-1]))
+        if d <= 1 or (d <= 2 and re.findall(r"\d+", n) == digits):
+            out.append(n)
+    return out
 
 
 def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | None = None) -> ModelSource:
@@ -166,9 +205,15 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
     :raises ModelConfigError: its config cannot be read or has a wrong field.
     """
     path = expand_user(spec)  # `~nouser/x` stays as written (no such home folder)
-    if path.exists():
+    if path.exists() or path.suffix.lower() == ".gguf":
         return _local(path, spec)
     hub = hub or HubOptions.from_env()
+    if hub.modelscope:
+        raise UnknownModelError(
+            spec,
+            "VLLM_USE_MODELSCOPE is set, so vLLM downloads it from ModelScope, which kernelpolicy does"
+            " not read (give the folder vLLM downloaded it to, or unset VLLM_USE_MODELSCOPE)",
+        )
     by_id = {m.id.lower(): m for m in catalog}
     hit = by_id.get(spec.strip().lower())
     extra = hit.facts if hit is not None else {}
@@ -182,7 +227,18 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
     typos = typo_of(spec, [m.id for m in catalog])
     if not repo:
         raise UnknownModelError(spec, "no such folder or config.json, and not a Hugging Face id (`org/name`)", typos)
+    if hit is not None:
+        typos = []  # a catalog id: the revision is what is missing, not the spelling
+    cached_refs = cached_revisions(spec, hub) if hub.revision is not None else []
     if hub.offline:
+        if hub.revision is not None and (cached_refs or hit is not None):
+            have = f" (cached: {', '.join(f'`{r}`' for r in cached_refs)})" if cached_refs else ""
+            also = "; without --revision the shipped catalog answers" if hit is not None else ""
+            raise UnknownModelError(
+                spec,
+                f"revision `{hub.revision}` is not in the Hugging Face cache `{hub.cache_dir}`{have}"
+                f" and HF_HUB_OFFLINE is set{also}",
+            )
         raise UnknownModelError(
             spec,
             f"not in the Hugging Face cache `{hub.cache_dir}` and HF_HUB_OFFLINE is set"
@@ -192,7 +248,10 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
     try:
         files = fetch_metadata(spec, hub)
     except UnknownModelError as exc:
-        raise UnknownModelError(spec, exc.reason, typos) from None
+        reason = exc.reason
+        if hit is not None and hub.revision is not None and "revision" in reason:
+            reason += "; without --revision the shipped catalog answers"
+        raise UnknownModelError(spec, reason, typos) from None
     return replace(_from_files(files, "hub"), facts=extra)
 
 

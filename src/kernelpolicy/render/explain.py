@@ -4,6 +4,7 @@ was not, the assumptions it rests on, and the engine settings that reproduce it.
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +13,10 @@ if TYPE_CHECKING:
     from ..facts import Facts
     from ..policy import Policy
 
-__all__ = ["render"]
+__all__ = ["NOTES_WIDTH", "render", "render_notes"]
+
+#: The columns ``explain --explain=notes`` (the default) fits in.
+NOTES_WIDTH = 80
 
 _MARK = {"chosen": ">", "rejected": "x", "refused": "!", "viable": " "}
 
@@ -115,7 +119,9 @@ def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
     if not p.applicable:
         return [f"{name:<7} n/a: {p.reason}"]
     head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
-    if p.explicit:
+    if p.explicit and p.explicit_refused:
+        head += f"   explicit `{p.explicit}` REFUSED (" + ", ".join(p.rules or ("?",)) + ")"
+    elif p.explicit:
         head += f"   explicit: `{p.explicit}`"
     elif p.rules:
         head += "   decided by " + ", ".join(p.rules)
@@ -156,3 +162,105 @@ def _engine_lines(flags: Mapping[str, Any], engine: str, launch: str, model: str
         f"  {cmd}",
         *(f"  ({n})" for n in flags.get("notes", ())),
     ]
+
+
+# -- explain --explain=notes: the chosen backends and the rules that decided them ----------------
+
+
+def _wrap(text: str, first: str, rest: str, width: int = NOTES_WIDTH) -> list[str]:
+    """*text* wrapped to *width* columns, *first* before its first line and *rest* before the
+    others (words longer than a line stay whole)."""
+    return textwrap.wrap(
+        text, width, initial_indent=first, subsequent_indent=rest, break_long_words=False, break_on_hyphens=False
+    ) or [first.rstrip()]
+
+
+def _command_lines(words: list[str], width: int = NOTES_WIDTH) -> list[str]:
+    """A shell command over lines of at most *width* columns, continued with `` \\``."""
+    lines: list[str] = []
+    line = " "
+    for word in words:
+        if len(line) + 1 + len(word) + 2 > width and line.strip():
+            lines.append(line + " \\")
+            line = "   "
+        line += " " + word
+    return [*lines, line]
+
+
+def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
+    name = p.path
+    if not p.applicable:
+        return _wrap(f"n/a: {p.reason}", f"{name:<7} ", " " * 8)
+    head = f"{name:<7} {p.backend or 'NO VALID BACKEND'}"
+    if p.explicit and p.explicit_refused:
+        head += f"   (`{p.explicit}` REFUSED)"
+    elif p.explicit:
+        head += f"   (explicit: `{p.explicit}`)"
+    out = [head]
+    above: list[Candidate] = []
+    for c in p.candidates:
+        if c.verdict == "chosen":
+            break
+        above.append(c)
+    for rule in p.rules:
+        hit = [c for c in above if rule in c.rules] or [c for c in p.candidates if rule in c.rules]
+        if not hit:
+            continue
+        first = hit[0]
+        mark = "!" if any(c.verdict == "refused" for c in hit) else "x"
+        sev = f" ({first.severity})" if first.severity and first.severity != "catalog" else ""
+        backends = ", ".join(c.backend for c in hit)
+        if len(hit) > 1 and len(hit) == len(p.candidates):
+            backends = f"every backend ({len(hit)})"
+        why = "as above" if rule in shown else first.reason
+        if p.backend is None and p.reason and first.reason and first.reason in p.reason:
+            why = "as below"  # the path's reason says it
+        shown.add(rule)
+        out += _wrap(f"{mark} {backends}: {rule}{sev}: {why}", "  ", "      ")
+    if p.backend is None and p.reason:
+        out += _wrap(p.reason, "  = ", "    ")
+    return out
+
+
+def render_notes(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
+    """The explain text at its middle level (``--explain=notes``, the default): each path's
+    backend and the rules that decided it, the assumptions, the warnings and the deployment's
+    engine line, within :data:`NOTES_WIDTH` columns; :func:`render` has every candidate."""
+    gpu, desc = _header(decision.facts, model)
+    out = [*_wrap(gpu[8:], "gpu     ", " " * 8), *_wrap(desc[8:], "model   ", " " * 8), ""]
+    shown: set[str] = set()
+    for name in ("dense", "moe", "router"):
+        out += _notes_path(decision.paths[name], shown)
+    w = decision.paths["warmup"]
+    out += _wrap(", ".join(w.kernels) if w.kernels else "nothing to JIT-warm", "warmup  ", " " * 8)
+    if decision.assumptions:
+        out += ["", "assumed (settle with --fact KEY=VALUE):"]
+        for a in decision.assumptions:
+            out += _wrap(f"{a.effect} (rule `{a.rule}`)", "  - ", "    ")
+    if decision.warnings:
+        out += ["", "warnings:"]
+        for warning in decision.warnings:
+            out += _wrap(warning, "  - ", "    ")
+    engine = str(decision.facts.get("deploy.engine") or "vllm")
+    flags = decision.engine.get(engine)
+    if flags is not None:
+        label, launch = (
+            ("SGLang", "python -m sglang.launch_server --model-path")
+            if engine == "sglang"
+            else (
+                "vLLM",
+                "vllm serve",
+            )
+        )
+        words = [f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()]
+        words += [*launch.split(), shlex.quote(model) if model else "MODEL", *map(shlex.quote, flags["args"])]
+        out += ["", f"{label} without the plugin, where flags can:", *_command_lines(words)]
+        plugin = policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+        if plugin:
+            out += ["with the plugin, every path follows this decision:", *_wrap(plugin, "  ", "    ")]
+    out += [
+        "",
+        f"fingerprint {decision.fingerprint[:19]}  (--json: all of it)",
+        "every candidate, its refs and rule places: --explain=full",
+    ]
+    return "\n".join(out)

@@ -14,7 +14,17 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CheckOutput", "DecisionOutput", "FactsOutput"]
+__all__ = [
+    "AuditOutput",
+    "CheckOutput",
+    "DecisionOutput",
+    "DiffOutput",
+    "FactsOutput",
+    "FleetOutput",
+    "MatrixOutput",
+    "SglangAuditOutput",
+    "VllmMatrixOutput",
+]
 
 
 class _Open(BaseModel):
@@ -40,7 +50,11 @@ class PathOut(_Open):
     rule: str | None = Field(default=None, description="the rule that decided, when the first candidate lost")
     rules: list[str] = []
     reason: str | None = None
-    explicit: str | None = None
+    explicit: str | None = Field(default=None, description="where an explicit choice for this path came from")
+    explicit_refused: bool = Field(
+        default=False,
+        description="true: the explicit choice was refused (a crash rule or a requirement) and `backend` is another",
+    )
     candidates: list[CandidateOut]
 
 
@@ -146,3 +160,175 @@ class FactsOutput(_Open):
     providers: dict[str, dict[str, Any]]
     cache: dict[str, Any]
     raw: dict[str, dict[str, Any]]
+
+
+# -- fleet --json ---------------------------------------------------------------------------------
+
+
+class FleetNodeOut(_Open):
+    id: str = Field(description="the node id (Ray's, or the `--from` file's)")
+    address: str | None
+    status: Literal["ok", "missing", "error", "failed", "timeout", "dead"]
+    reason: str | None = Field(description="why a node gave no decision; null when `ok`")
+    head: bool = Field(description="the cluster's head node (or the `head-shell` row)")
+    facts: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    decision: dict[str, Any] = Field(default={}, description="fingerprint, ok, paths and warnings of its decision")
+
+
+class FleetGroupOut(_Open):
+    label: str = Field(description="A, B, ... in the order of the report")
+    fingerprint: str
+    nodes: list[str]
+    paths: dict[str, Any]
+
+
+class FleetOutput(_Open):
+    """``kernelpolicy fleet --json``: every node's facts and decision, grouped by fingerprint."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.fleet/1")
+
+    schema_: Literal["kernelpolicy.fleet/1"] = Field(alias="schema")
+    cluster: dict[str, Any]
+    nodes: list[FleetNodeOut]
+    groups: list[FleetGroupOut]
+    differing_facts: list[str] = Field(description="the facts that differ between groups, worded as the report")
+    exit: Literal[0, 1, 2, 3, 4] = Field(description="the exit status (docs/design.md)")
+
+
+# -- diff --json ----------------------------------------------------------------------------------
+
+
+class DiffGroupOut(_Open):
+    cells: str = Field(description="the cells of the group, as a condition")
+    count: int
+
+
+class DiffChangeOut(_Open):
+    path: str
+    old: str | None = Field(description="the backend before (null: none)")
+    new: str | None = Field(description="the backend after (null: none)")
+    cells: int
+    groups: list[DiffGroupOut]
+
+
+class DiffOutput(_Open):
+    """``kernelpolicy diff OLD NEW --json``: every domain cell whose decision the change moves."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.diff/1")
+
+    schema_: Literal["kernelpolicy.diff/1"] = Field(alias="schema")
+    old: str
+    new: str
+    cells: int = Field(description="the domain cells compared")
+    seconds: float
+    changes: list[DiffChangeOut]
+
+
+# -- matrix --format json -------------------------------------------------------------------------
+
+
+class MatrixCellOut(_Open):
+    gpu: str = Field(description="the catalog product name")
+    sm: str
+    model: str
+    quant: str
+    path: Literal["dense", "moe", "router"]
+    backend: str | None = Field(description="null: no valid backend (or the model has no such path)")
+    present: bool = Field(description="false: the model has no such path")
+    rule: str | None = Field(description="the first rule that rejected a candidate ranked above the chosen one")
+    reason: str
+    refs: list[str]
+    origin: str = Field(description="`file:line` of `rule`")
+    rules: list[str] = Field(default=[], description="every rule that decided the cell")
+
+
+class MatrixOutput(_Open):
+    """``kernelpolicy matrix --format json``: every catalog GPU x model x path."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.matrix/1")
+
+    schema_: Literal["kernelpolicy.matrix/1"] = Field(alias="schema")
+    cells: list[MatrixCellOut]
+
+
+# -- vllm audit --json, vllm audit --matrix --json, sglang audit --json -----------------------------
+
+
+class AuditPathOut(_Open):
+    vllm: str | None
+    vllm_label: str | None
+    kernelpolicy: str | None
+    kernelpolicy_label: str | None
+    same: bool
+    kind: str | None = Field(description="`conflict` or `preference` when not the same")
+    reason: str | None
+
+
+class AuditOutput(_Open):
+    """``kernelpolicy vllm audit --json``: vLLM's own choices beside the decision."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.vllm-audit/1")
+
+    schema_: Literal["kernelpolicy.vllm-audit/1"] = Field(alias="schema")
+    exit: Literal[0, 1]
+    consistent: bool
+    vllm: dict[str, Any]
+    gpu: dict[str, Any]
+    model: dict[str, Any]
+    plugin: dict[str, Any]
+    env: dict[str, str]
+    moe_backend: str | None
+    paths: dict[str, AuditPathOut]
+    divergences: list[str]
+    differences: list[dict[str, Any]]
+    probe_errors: dict[str, Any]
+    fingerprint: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    engine: dict[str, dict[str, Any]]
+
+
+class VllmMatrixCellOut(_Open):
+    model: str
+    family: str
+    option: str
+    vllm: dict[str, Any]
+    kernelpolicy: dict[str, str | None]
+    with_plugin: dict[str, Any]
+    result: str = Field(description="same, differs, conflict, refused, could not run")
+    reason: str | None
+    parity: bool | None
+    fingerprint: str
+
+
+class VllmMatrixOutput(_Open):
+    """``kernelpolicy vllm audit --matrix --json``: the conformance sweep of one vLLM release."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.vllm-matrix/1")
+
+    schema_: Literal["kernelpolicy.vllm-matrix/1"] = Field(alias="schema")
+    vllm: str
+    cells: list[VllmMatrixCellOut]
+
+
+class SglangAuditCellOut(_Open):
+    model: str
+    family: str
+    kernelpolicy: dict[str, str | None]
+    sglang: dict[str, Any]
+    with_plugin: dict[str, Any]
+    with_flags: dict[str, Any]
+    flags: dict[str, Any]
+    result: str = Field(description="same, differs, conflict, unsupported, could not run")
+    reason: str | None
+    parity: bool | None
+    fingerprint: str
+
+
+class SglangAuditOutput(_Open):
+    """``kernelpolicy sglang audit --json``: SGLang's own choices beside the decision, per cell."""
+
+    model_config = ConfigDict(extra="allow", title="kernelpolicy.sglang-audit/1")
+
+    schema_: Literal["kernelpolicy.sglang-audit/1"] = Field(alias="schema")
+    sglang: str
+    cells: list[SglangAuditCellOut]

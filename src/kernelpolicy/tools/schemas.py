@@ -9,7 +9,11 @@
 ``check``
     ``check --json`` (``kernelpolicy.check/1``);
 ``facts``
-    ``facts --json`` (``kernelpolicy.machine/1``).
+    ``facts --json`` (``kernelpolicy.machine/1``);
+``fleet``, ``diff``, ``matrix``
+    ``fleet --json``, ``diff --json``, ``matrix --format json`` (``kernelpolicy.fleet/1``, ...);
+``vllm-audit``, ``vllm-matrix``, ``sglang-audit``
+    ``vllm audit --json``, ``vllm audit --matrix --json``, ``sglang audit --json``.
 
 :func:`generate` builds a schema from the models and the fact vocabulary; the same schemas are
 checked in under ``schemas/`` and shipped in the wheel (:func:`shipped_path`); a test fails
@@ -26,7 +30,30 @@ __all__ = ["SCHEMA_NAMES", "SchemaName", "generate", "render", "shipped_path"]
 
 SchemaName = str
 #: The schemas ``kernelpolicy schema NAME`` prints.
-SCHEMA_NAMES: Final = ("rules", "decision", "check", "facts")
+SCHEMA_NAMES: Final = (
+    "rules",
+    "decision",
+    "check",
+    "facts",
+    "fleet",
+    "diff",
+    "matrix",
+    "vllm-audit",
+    "vllm-matrix",
+    "sglang-audit",
+)
+#: The output model of each JSON output's schema (``rules`` is built apart).
+_OUTPUTS: Final = {
+    "decision": "DecisionOutput",
+    "check": "CheckOutput",
+    "facts": "FactsOutput",
+    "fleet": "FleetOutput",
+    "diff": "DiffOutput",
+    "matrix": "MatrixOutput",
+    "vllm-audit": "AuditOutput",
+    "vllm-matrix": "VllmMatrixOutput",
+    "sglang-audit": "SglangAuditOutput",
+}
 _BASE_ID: Final = "urn:kernelpolicy:schema:"
 _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -132,12 +159,8 @@ def generate(name: SchemaName) -> dict[str, Any]:
 
     if name == "rules":
         body = _rules_schema()
-    elif name == "decision":
-        body = out.DecisionOutput.model_json_schema(by_alias=True)
-    elif name == "check":
-        body = out.CheckOutput.model_json_schema(by_alias=True)
-    elif name == "facts":
-        body = out.FactsOutput.model_json_schema(by_alias=True)
+    elif name in _OUTPUTS:
+        body = getattr(out, _OUTPUTS[name]).model_json_schema(by_alias=True)
     else:
         raise ValueError(f"no schema `{name}` (one of: {', '.join(SCHEMA_NAMES)})")
     return {"$schema": _DIALECT, "$id": f"{_BASE_ID}{name}", **body}
