@@ -1,11 +1,15 @@
 """Read an SGLang wheel and write what the adapter needs to know about that release.
 
-``python -m kernelpolicy.adapters.sglang._scan WHEEL... [--out FILE]`` parses the wheel's
-``.py`` files with :mod:`ast` (nothing is imported or extracted) and writes, per release: the
-values each backend flag accepts, the plugin entry-point group, how resolution can be hooked,
-and where each selection point the adapter patches is (module, qualified name, line). The
-committed output is ``releases.json`` beside this module; ``tests/sglang/test_releases.py``
-re-runs the scan on the cached wheels and compares.
+``python -m kernelpolicy.adapters.sglang._scan WHEEL... [--out FILE] [--published]`` parses the
+wheel's ``.py`` files with :mod:`ast` (nothing is imported or extracted) and writes, per release:
+the values each backend flag accepts and its default, the plugin entry-point group, how
+resolution can be hooked, where each selection point the adapter patches is (module, qualified
+name, line), the exact pins of the kernel packages (``Requires-Dist``) and what SGLang checks of
+the GPU before it turns DeepGEMM on. ``--published`` also lists the releases the package index
+has of SGLang and sgl-deep-gemm (``check`` warns on a bound naming none of them). The committed
+output is ``releases.json`` beside this module, and ``python -m kernelpolicy._docs`` generates
+``rules/implies/sglang_releases.yaml`` from its pins (:mod:`._generate`);
+``tests/sglang/test_releases.py`` re-runs the scan on the cached wheels and compares.
 """
 
 from __future__ import annotations
