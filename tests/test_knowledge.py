@@ -142,3 +142,35 @@ def test_the_command_lists_a_stale_rule_and_exits_1(tmp_path: Path, capsys: pyte
     assert [(s["rule"], s["package"], s["fixed_in"]) for s in doc["stale"]] == [
         ("triton-sglang-moe-bug", "sglang", "0.5.17")
     ]
+
+
+_PINS = """
+implies:
+  - id: a-pins
+    when: {{deploy.engine: sglang, sglang.version: ">=0.5.13,<0.5.15"}}
+    set: {{flashinfer.version: "0.6.12"}}
+  - id: b-pins
+    when: {{deploy.engine: sglang, sglang.version: "{b}"}}
+    set: {{flashinfer.version: "0.6.14"}}
+  - id: c-pins
+    when: {{vllm.version: ">=0.26,<0.27"}}
+    unless: {{deploy.engine: sglang}}
+    set: {{flashinfer.version: "0.6.14.post1"}}
+"""
+
+
+@pytest.mark.parametrize(("b", "conflict"), [(">=0.5.15,<0.5.16", False), (">=0.5.14,<0.5.16", True)])
+def test_implications_that_never_fire_together_are_not_a_conflict(tmp_path: Path, b: str, conflict: bool) -> None:
+    from kernelpolicy.analysis.domain import build_domain
+    from kernelpolicy.analysis.implications import _exclusive, implication_conflicts
+
+    policy = _policy(tmp_path, _PINS.format(b=b))
+    a, bb, c = policy.implications
+    domain = build_domain(policy)
+    key_dim = {k: d for d in domain.dims for k in d.keys}
+    set_keys = frozenset({"flashinfer.version"})
+    assert _exclusive(a, bb, key_dim, set_keys) is not conflict
+    assert _exclusive(a, c, key_dim, set_keys) and _exclusive(bb, c, key_dim, set_keys)  # the unless on the engine
+    found = implication_conflicts(policy, domain)
+    assert len(found) == (1 if conflict else 0)
+    assert all("a-pins" in f.message + (f.help or "") and "b-pins" in f.message + (f.help or "") for f in found)
