@@ -16,8 +16,6 @@ __all__ = ["main"]
 
 def main(root: Path | None = None) -> int:
     from ._environment import replace_table, table
-    from .adapters.sglang._generate import generated_files as sglang_generated_files
-    from .adapters.sglang._versions import release_records as sglang_records
     from .adapters.vllm._generate import generated_files, release_table, replace_release_table
     from .adapters.vllm._versions import release_records
     from .dsl.loader import load_policy
@@ -29,8 +27,6 @@ def main(root: Path | None = None) -> int:
         print(f"kernelpolicy: `{root}` is not a source checkout", file=sys.stderr)
         return 2
     for path, text in generated_files(release_records(), root).items():
-        path.write_text(text, encoding="utf-8")
-    for path, text in sglang_generated_files(sglang_records(), root).items():
         path.write_text(text, encoding="utf-8")
     policy = load_policy(environ=False)
     readme = root / "README.md"

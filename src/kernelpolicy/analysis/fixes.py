@@ -8,7 +8,7 @@ later (vLLM, SGLang) or pins that release or a later one (FlashInfer, sgl-deep-g
 it no longer acts: its ``when`` fails, its ``until`` holds, or (a requirement) its requirement is
 met. That is judged twice, each time three-valued with only the release's facts known: for the
 package's version fact at the fixed release, and for every scanned engine release that brings
-the fix, with everything that release implies (a rule bounded at ``vllm.version < 0.27`` bounds
+the fix, with what it pins and everything that implies (a rule bounded at ``vllm.version < 0.27`` bounds
 a FlashInfer fix that vLLM 0.27 is the first to pin; a rule that tests one engine's release is
 about that engine, and the other's releases are not asked). A rule that bounds neither way is listed:
 its fix has shipped, yet it still acts on the releases that have it.
@@ -111,8 +111,23 @@ def _brings(engine: str, release: str, pins: Mapping[str, str], fix: CitedFix) -
         return False
 
 
-def _engine_facts(engine: str, release: str) -> dict[str, Any]:
-    return {"deploy.engine": engine, f"{engine}.version": release}
+#: ``Requires-Dist`` name -> the fact an engine release's pin of it gives (SGLang's pins are data,
+#: not implications; vLLM's are implied too, by rules/implies/vllm_releases.yaml)
+_PIN_FACTS: Final[Mapping[str, str]] = {
+    "flashinfer-python": "flashinfer.version",
+    "sgl-deep-gemm": "deep_gemm.version",
+    "humming-kernels": "humming.version",
+    "torch": "torch.version",
+}
+
+
+def _engine_facts(engine: str, release: str, pins: Mapping[str, str]) -> dict[str, Any]:
+    """The facts of a scanned engine release: the release and what it pins."""
+    out: dict[str, Any] = {"deploy.engine": engine, f"{engine}.version": release}
+    out |= {fact: pins[dist] for dist, fact in _PIN_FACTS.items() if dist in pins}
+    if "sgl-deep-gemm" in pins:
+        out["deep_gemm.dist"] = "sgl-deep-gemm"
+    return out
 
 
 def _acts(when: Condition, until: Condition | None, require: Condition | None, facts: Facts) -> bool:
@@ -148,7 +163,7 @@ def stale_bounds(policy: Policy) -> list[StaleBound]:
     for rid, origin, when, until, require, texts in _entries(policy):
         for fix in cited_fixes(*texts):
             mine = _engines_of(when, until, require)
-            bringing = [(e, v) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix)]
+            bringing = [(e, v, pins) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix)]
             if not bringing:
                 continue  # the fix is in no scanned release: nothing to bound yet
             at_fix = apply_implications(Facts.from_values({fix.key: fix.version}, source="user"), policy)
@@ -157,12 +172,12 @@ def stale_bounds(policy: Policy) -> list[StaleBound]:
             # bounded through the engine releases that bring it (each with what it implies)?
             still = [
                 f"{e} {v}"
-                for e, v in bringing
+                for e, v, pins in bringing
                 if _acts(
                     when,
                     until,
                     require,
-                    apply_implications(Facts.from_values(_engine_facts(e, v), source="user"), policy),
+                    apply_implications(Facts.from_values(_engine_facts(e, v, pins), source="user"), policy),
                 )
             ]
             if still:

@@ -7,8 +7,7 @@ resolution can be hooked, where each selection point the adapter patches is (mod
 name, line), the exact pins of the kernel packages (``Requires-Dist``) and what SGLang checks of
 the GPU before it turns DeepGEMM on. ``--published`` also lists the releases the package index
 has of SGLang and sgl-deep-gemm (``check`` warns on a bound naming none of them). The committed
-output is ``releases.json`` beside this module, and ``python -m kernelpolicy._docs`` generates
-``rules/implies/sglang_releases.yaml`` from its pins (:mod:`._generate`);
+output is ``releases.json`` beside this module (``kernelpolicy knowledge stale`` reads the pins);
 ``tests/sglang/test_releases.py`` re-runs the scan on the cached wheels and compares.
 """
 

@@ -5,8 +5,8 @@ a committed file differs from what the data gives. Two files:
 
 - ``rules/implies/vllm_releases.yaml``: what each release brings along when it is installed
   (the DeepGEMM it vendors, with its commit, version and whether it has SM120 kernels; the
-  torch, FlashInfer and CUTLASS DSL it pins), except on SGLang (``deploy.engine: sglang``), whose
-  own pins ``rules/implies/sglang_releases.yaml`` sets;
+  torch, FlashInfer and CUTLASS DSL it pins), except on SGLang (``deploy.engine: sglang``), which
+  pins its own (``adapters/sglang/releases.json``);
 - ``rules/backends/dense.vllm.yaml``: vLLM's priority of dense FP8 and MXFP8 kernels, as the
   newest scanned release lists them for CUDA (the file sorts before ``dense.yaml``, whose
   catch-all ``order-dense`` applies to the other weight formats).
@@ -160,7 +160,7 @@ def _pins(records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
             {
                 "id": f"vllm-{_label(run)}-pins",
                 "when": {"vllm.version": _span(run)},
-                "unless": {"deploy.engine": "sglang"},  # SGLang's own pins hold there
+                "unless": {"deploy.engine": "sglang"},  # SGLang pins its own
                 "set": sets,
                 "because": f"vLLM {_releases(run)} requires exactly these releases (wheel METADATA `Requires-Dist`)",
                 "refs": [f"vllm@v{run[0]}:vllm-{run[0]}.dist-info/METADATA"],
