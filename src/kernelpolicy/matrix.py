@@ -128,7 +128,7 @@ def _given(engine: str | None) -> tuple[str, str]:
     """``(what is known, the command)`` of a matrix, for its introduction."""
     if engine is None:
         return "with nothing else known (no engine version, no flags", "`kernelpolicy explain --gpu GPU --model MODEL`)"
-    return f"on `{engine}` (its pins and vendored kernels implied, no flags", (
+    return f"on `{engine}` (with what the rules imply of that release, no flags", (
         f"`kernelpolicy explain --gpu GPU --model MODEL --engine {engine}`)"
     )
 
