@@ -34,6 +34,7 @@ EXPECTED: dict[str, tuple[str, str, list[tuple[int, int]], str]] = {
     "coverage-hole.yaml": ("no-backend", "error", [(5, 5)], "path `moe` has no valid backend in 16 cells"),
     "implies-conflict.yaml": ("implies-conflict", "error", [(6, 5)], "the decision would depend on the order"),
     "unsupported-unused.yaml": ("unsupported-unused", "warning", [(4, 5)], "covers no cell where path `dense`"),
+    "unknown-release.yaml": ("unknown-release", "warning", [(6, 5)], "vllm 0.21.1 was never published"),
 }
 
 

@@ -1,6 +1,6 @@
 """Regenerate the generated documentation of a source checkout: ``python -m kernelpolicy._docs``.
 
-Writes the rule files generated from vLLM's per-release data (``adapters/vllm/_generate.py``),
+Writes the rule files generated from vLLM's per-release data (``releases/vllm/generate.py``),
 then the README's environment table, ``docs/matrix.md`` and ``schemas/*.schema.json`` from
 the code and the shipped rules; the tests in ``tests/tools/`` fail until this has been run
 after a change to any of them.

@@ -10,6 +10,7 @@ file. ``uv`` builds it when it is on ``PATH`` (much faster), ``python -m venv`` 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,7 +23,7 @@ from typing import Final
 
 from .errors import UsageError
 
-__all__ = ["ENGINES", "MARKER", "VenvError", "build_commands", "ensure_venv", "venv_python"]
+__all__ = ["ENGINES", "MARKER", "OVERRIDES", "VenvError", "build_commands", "ensure_venv", "venv_python"]
 
 #: The engines a venv can hold (the package name is the engine's) -> how the engine is written.
 ENGINES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -37,6 +38,19 @@ _EXTRA: Final = ("nvidia-ml-py",)
 #: transformers/integrations/hub_kernels.py); 0.5.23 pins `kernels>=0.14.1,<0.15` itself.
 _PINS: Final[dict[tuple[str, str], tuple[str, ...]]] = {
     ("sglang", "0.5.12.post1"): ("kernels>=0.14.1,<0.15",),
+}
+#: Exact pins of a release that the package index cannot satisfy, each replaced by the nearest
+#: release it has: (engine, version) -> {distribution: (requirement installed instead, why)}. The
+#: engine is installed without its dependencies, then every requirement its metadata names (for
+#: this platform, no extras) with these replaced, so the rest of its pins hold as published.
+OVERRIDES: Final[dict[tuple[str, str], dict[str, tuple[str, str]]]] = {
+    ("vllm", "0.34.0"): {
+        "flashinfer-python": (
+            "flashinfer-python==0.7.4",
+            "vLLM 0.34.0 pins flashinfer-python 0.7.3, which the index lacks (it has 0.7.2.post1 and "
+            "0.7.4); 0.7.4 is the nearest release that is not older than the pin",
+        ),
+    },
 }
 #: Run in the new venv: the engine release it has (argv: engine, version), and the packages
 #: kernelpolicy's plugin imports there.
@@ -69,6 +83,28 @@ _CUDA_TORCH: Final = (
     "    sys.exit(subprocess.call([sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', *want]))\n"
 )
 
+#: Run in the new venv (argv: engine, version, the overrides as JSON, extra requirements): install
+#: the engine without its dependencies, then its requirements with the overridden ones replaced.
+_OVERRIDDEN: Final = (
+    "import importlib.metadata as md, json, subprocess, sys\n"
+    "from pip._vendor.packaging.requirements import Requirement\n"
+    "from pip._vendor.packaging.utils import canonicalize_name\n"
+    "engine, version, overrides, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]\n"
+    "pip = [sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check']\n"
+    "code = subprocess.call([*pip, '--no-deps', f'{engine}=={version}'])\n"
+    "if code:\n"
+    "    sys.exit(code)\n"
+    "reqs = []\n"
+    "for line in md.requires(engine) or ():\n"
+    "    r = Requirement(line)\n"
+    "    if r.marker is not None and not r.marker.evaluate({'extra': ''}):\n"
+    "        continue\n"
+    "    r.marker = None\n"
+    "    reqs.append(overrides.get(canonicalize_name(r.name), str(r)))\n"
+    "print('installing', engine, version, 'with', *overrides.values(), file=sys.stderr)\n"
+    "sys.exit(subprocess.call([*pip, *reqs, *extra]))\n"
+)
+
 Runner = Callable[[Sequence[str]], int]
 
 
@@ -93,6 +129,16 @@ def build_commands(
     """Pure: the commands that build the venv of *engine* *version* at *venv*."""
     python = str(venv / "bin" / "python")
     packages = [f"{engine}=={version}", *_EXTRA, *_PINS.get((engine, version), ())]
+    overrides = OVERRIDES.get((engine, version))
+    if overrides:  # pip in the venv installs it (uv's venv is seeded with pip)
+        spec = json.dumps({dist: req for dist, (req, _why) in overrides.items()}, sort_keys=True)
+        install = [python, "-c", _OVERRIDDEN, engine, version, spec, *packages[1:]]
+        create = (
+            [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)]
+            if uv
+            else [base_python, "-m", "venv", str(venv)]
+        )
+        return [create, install, [python, "-c", _CUDA_TORCH], [python, "-c", _CHECK, engine, version]]
     if uv:
         return [
             [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],
@@ -174,6 +220,8 @@ def ensure_venv(
             "checking the install",
         )
         commands = build_commands(version, venv, uv=uv, base_python=base, engine=engine)
+        for dist, (req, why) in OVERRIDES.get((engine, version), {}).items():
+            note(f"installing {req} instead of the pinned {dist}: {why}")
         for step, cmd in zip(steps, commands, strict=True):
             note(step)
             code = runner(cmd)

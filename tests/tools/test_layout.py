@@ -217,6 +217,9 @@ PRIVATE_EXCEPTIONS = {
     "kernelpolicy.cli._fleet -> kernelpolicy.fleet._node",
     "kernelpolicy.cli._fleet -> kernelpolicy.fleet._ray",
     "kernelpolicy.cli._fleet -> kernelpolicy.fleet._shim",
+    "kernelpolicy.cli._fleet -> kernelpolicy.fleet._files",
+    # both release scans ask the package index the same way (`--published`): one query, in the vLLM scan
+    "kernelpolicy.releases.sglang._scan -> kernelpolicy.releases.vllm._scan",
 }
 
 

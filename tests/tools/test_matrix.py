@@ -61,6 +61,30 @@ def test_command_formats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert "no such folder" in capsys.readouterr().err
 
 
+def test_an_engine_release_is_an_axis_of_the_matrix(policy: kp.Policy, capsys: pytest.CaptureFixture[str]) -> None:
+    # each cell is what explain decides with the release's facts (its pins and vendored DeepGEMM implied)
+    cells = build(policy, "vllm==0.34.0")
+    facts = {"deploy.engine": "vllm", "vllm.version": "0.34.0"}
+    for c in cells[:: max(len(cells) // 40, 1)]:
+        d = kp.resolve(kp.facts_for(gpu=c.gpu, model=c.model, facts=facts, policy=policy), policy)
+        p = d.paths[c.path]
+        assert (c.present, c.backend, c.rule) == (p.applicable, p.backend if p.applicable else None, p.rule)
+    # vLLM 0.34.0 vendors a DeepGEMM with SM120 kernels: the no-layout rule no longer decides anything there
+    assert any(c.rule == "deep_gemm-no-sm120-sf-layout" for c in build(policy))
+    assert not any(c.rule == "deep_gemm-no-sm120-sf-layout" for c in cells)
+    assert "on `vllm==0.34.0`" in to_markdown(cells, "vllm==0.34.0")
+    assert main(["matrix", "--engine", "sglang==0.5.19", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["engine"] == "sglang==0.5.19"
+    for bad, said in (
+        ("vllm==0.21.1", "not a vLLM release"),
+        ("sglang==0.5.24", "not an SGLang release"),
+        ("x", "form"),
+    ):
+        assert main(["matrix", "--engine", bad]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1
+
+
 def test_colours_are_stable_and_distinct(cells: list[Cell]) -> None:
     backends = sorted({c.backend for c in cells if c.backend})
     assert color("triton") == color("triton")

@@ -175,3 +175,55 @@ def test_the_install_check_against_a_real_cached_venv() -> None:
     assert bad.returncode == 1 and "installed vllm 0.26.0 with torch" in bad.stderr
     # the cached venv is found, not rebuilt (it carries the marker)
     assert _venvs.ensure_venv("0.26.0", runner=lambda cmd: pytest.fail(f"ran {cmd}")) == python
+
+
+def test_a_pin_the_index_lacks_is_overridden_with_its_reason() -> None:
+    # vLLM 0.34.0 pins flashinfer-python 0.7.3, which the index lacks: the engine is installed
+    # without its dependencies, then its requirements with that one replaced (the rest as published)
+    cmds = _venvs.build_commands("0.34.0", Path("/c/vllm-0.34.0"), uv=None, base_python="python3")
+    assert cmds[0] == ["python3", "-m", "venv", "/c/vllm-0.34.0"]
+    install = cmds[1]
+    assert install[:3] == ["/c/vllm-0.34.0/bin/python", "-c", _venvs._OVERRIDDEN]
+    assert install[3:6] == ["vllm", "0.34.0", '{"flashinfer-python": "flashinfer-python==0.7.4"}']
+    assert "nvidia-ml-py" in install[6:]
+    req, why = _venvs.OVERRIDES[("vllm", "0.34.0")]["flashinfer-python"]
+    assert req == "flashinfer-python==0.7.4" and "0.7.3" in why
+    with_uv = _venvs.build_commands("0.34.0", Path("/c/v"), uv="uv", base_python="python3")
+    assert with_uv[0][:3] == ["uv", "venv", "--quiet"] and with_uv[1][1:3] == ["-c", _venvs._OVERRIDDEN]
+    # a release without overrides keeps the plain install
+    assert "vllm==0.33.0" in _venvs.build_commands("0.33.0", Path("/c/v"), uv=None, base_python="python3")[1]
+
+
+def test_the_override_script_installs_the_requirements_with_the_pin_replaced(tmp_path: Path) -> None:
+    """The script run in the venv: a stand-in pip records what it is asked; the engine's metadata
+    is a fake dist-info (one pinned requirement, one with a marker that does not hold, one extra)."""
+    dist = tmp_path / "vllm-9.9.9.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: vllm\nVersion: 9.9.9\nRequires-Dist: flashinfer-python==0.7.3\n"
+        'Requires-Dist: torch==2.14.0\nRequires-Dist: pywin32; sys_platform == "win32"\n'
+        'Requires-Dist: b12x==1.5.1; extra == "b12x"\nRequires-Dist: nvidia-cutlass-dsl[cu13]==4.8.0\n'
+    )
+    log = tmp_path / "pip.log"
+    pip = tmp_path / "pip"
+    (pip / "_vendor").mkdir(parents=True)
+    (pip / "__init__.py").write_text("")
+    (pip / "__main__.py").write_text(f"import sys\nopen({str(log)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n")
+    import importlib.util
+
+    real = Path(importlib.util.find_spec("pip").origin).parent / "_vendor"  # type: ignore[arg-type,union-attr]
+    (pip / "_vendor" / "__init__.py").write_text("")
+    for entry in real.iterdir():  # pip's vendored packaging (and what it imports), as they are
+        if entry.name != "__init__.py":
+            (pip / "_vendor" / entry.name).symlink_to(entry)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    spec = '{"flashinfer-python": "flashinfer-python==0.7.4"}'
+    subprocess.run(
+        [sys.executable, "-c", _venvs._OVERRIDDEN, "vllm", "9.9.9", spec, "nvidia-ml-py"], env=env, check=True
+    )
+    first, second = log.read_text().splitlines()
+    assert first == "install --disable-pip-version-check --no-deps vllm==9.9.9"
+    assert second.split() == [
+        "install", "--disable-pip-version-check", "flashinfer-python==0.7.4", "torch==2.14.0",
+        "nvidia-cutlass-dsl[cu13]==4.8.0", "nvidia-ml-py",
+    ]  # fmt: skip

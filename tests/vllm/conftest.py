@@ -2,7 +2,7 @@
 
 The releases are those of ``tests/vllm/releases.txt``; their venvs come from
 ``scripts/vllm-venv.sh VERSION``; point at others with
-``KERNELPOLICY_VLLM_026_PYTHON``, ``KERNELPOLICY_VLLM_029_PYTHON`` or ``KERNELPOLICY_VLLM_033_PYTHON``.
+``KERNELPOLICY_VLLM_026_PYTHON``, ``KERNELPOLICY_VLLM_029_PYTHON`` or ``KERNELPOLICY_VLLM_034_PYTHON``.
 """
 
 from __future__ import annotations

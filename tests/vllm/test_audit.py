@@ -1,4 +1,4 @@
-"""``kernelpolicy vllm audit`` against real vLLM 0.26.0 and 0.33.0 on a simulated GPU."""
+"""``kernelpolicy vllm audit`` against real vLLM 0.26.0 and 0.34.0 on a simulated GPU."""
 
 from __future__ import annotations
 
@@ -77,18 +77,18 @@ def test_026_audit_with_plugin_is_consistent(audit: Any) -> None:
     }
 
 
-def test_033_audit_flags_the_explicit_deep_gemm_divergence(audit: Any) -> None:
-    code, report, err = audit("0.33.0", "--env", "VLLM_USE_DEEP_GEMM=1")
+def test_034_audit_flags_the_explicit_deep_gemm_divergence(audit: Any) -> None:
+    code, report, err = audit("0.34.0", "--env", "VLLM_USE_DEEP_GEMM=1")
     assert code == 1, err
-    assert report["vllm"]["version"] == "0.33.0"
+    assert report["vllm"]["version"] == "0.34.0"
     assert report["env"] == {"VLLM_USE_DEEP_GEMM": "1"}
     assert report["paths"]["dense"]["vllm"] == "cutlass"
     assert report["paths"]["moe"]["vllm"] == "deep_gemm"
     assert any("moe runs DEEPGEMM" in d for d in report["divergences"])
 
 
-def test_033_audit_with_plugin_shows_no_divergence(audit: Any) -> None:
-    code, report, err = audit("0.33.0", "--env", "VLLM_USE_DEEP_GEMM=1", "--plugin")
+def test_034_audit_with_plugin_shows_no_divergence(audit: Any) -> None:
+    code, report, err = audit("0.34.0", "--env", "VLLM_USE_DEEP_GEMM=1", "--plugin")
     assert code == 0, json.dumps(report, indent=1) + err
     assert report["divergences"] == []
     assert report["paths"]["dense"]["vllm"] == report["paths"]["moe"]["vllm"] == "deep_gemm"

@@ -1,4 +1,4 @@
-"""The non-FP8 MoE oracles (MXFP4 here) on real vLLM 0.33.0, on a simulated GB10 (sm121)."""
+"""The non-FP8 MoE oracles (MXFP4 here) on real vLLM 0.34.0, on a simulated GB10 (sm121)."""
 
 from __future__ import annotations
 
@@ -16,17 +16,17 @@ def _detail(r: Any) -> str:
     return f"moe={r.moe} errors={dict(r.errors)}\n{r.output[-3000:]}"
 
 
-def test_033_sm121_dsv4_mxfp4_experts_natively_run_deep_gemm(sim: Any) -> None:
+def test_034_sm121_dsv4_mxfp4_experts_natively_run_deep_gemm(sim: Any) -> None:
     """DeepSeek-V4-Flash's MXFP4 experts: vLLM's own MXFP4 oracle picks DeepGEMM FP8xFP4 on GB10,
     the grouped GEMM that fails there in scale packing (rule deep_gemm-mxfp4-gb10-scale-packing)."""
-    r = sim("0.33.0", "sm121", DSV4)
+    r = sim("0.34.0", "sm121", DSV4)
     assert r.ok, _detail(r)
     assert r.moe is not None and r.moe.scheme == "mxfp4" and r.moe.via == _ORACLE
     assert r.moe.backend == "DEEPGEMM_MXFP4" and r.moe.backend_id == "deep_gemm"
 
 
-def test_033_sm121_dsv4_mxfp4_experts_follow_the_decision_with_plugin(sim: Any) -> None:
-    r = sim("0.33.0", "sm121", DSV4, plugin=True)
+def test_034_sm121_dsv4_mxfp4_experts_follow_the_decision_with_plugin(sim: Any) -> None:
+    r = sim("0.34.0", "sm121", DSV4, plugin=True)
     assert r.ok, _detail(r)
     assert r.plugin is not None and not r.plugin["warnings"]
     assert "moe.mxfp4:select_deepseek_v4_mxfp4_moe_backend" in r.plugin["patched"]

@@ -1,4 +1,4 @@
-"""The seed cases on real vLLM 0.26.0 and 0.33.0 from PyPI, on a simulated GPU."""
+"""The seed cases on real vLLM 0.26.0 and 0.34.0 from PyPI, on a simulated GPU."""
 
 from __future__ import annotations
 
@@ -42,16 +42,16 @@ def test_026_sm121_qwen_with_plugin_is_consistent(sim: Any) -> None:
     assert r.router is not None and r.router.backend != "bf16x3"
 
 
-def test_033_env_deep_gemm_diverges_natively(sim: Any) -> None:
-    r = sim("0.33.0", "sm121", QWEN, env={"VLLM_USE_DEEP_GEMM": "1"})
+def test_034_env_deep_gemm_diverges_natively(sim: Any) -> None:
+    r = sim("0.34.0", "sm121", QWEN, env={"VLLM_USE_DEEP_GEMM": "1"})
     assert r.ok, _detail(r)
     assert r.dense is not None and r.dense.backend == "cutlass"
     assert r.moe is not None and r.moe.backend == "DEEPGEMM"
     assert r.divergences()
 
 
-def test_033_env_deep_gemm_agrees_with_plugin(sim: Any) -> None:
-    r = sim("0.33.0", "sm121", QWEN, env={"VLLM_USE_DEEP_GEMM": "1"}, plugin=True)
+def test_034_env_deep_gemm_agrees_with_plugin(sim: Any) -> None:
+    r = sim("0.34.0", "sm121", QWEN, env={"VLLM_USE_DEEP_GEMM": "1"}, plugin=True)
     assert r.ok, _detail(r)
     assert r.plugin is not None
     (decision,) = r.plugin["decisions"]
@@ -60,9 +60,9 @@ def test_033_env_deep_gemm_agrees_with_plugin(sim: Any) -> None:
     assert r.divergences() == []
 
 
-@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.26.0", "0.34.0"])
 def test_sm120_gemma_without_sm120_deep_gemm_selects_cutlass(sim: Any, version: str) -> None:
-    # 0.33.0 builds the catalog's gemma-4 config through transformers' Gemma4 config class; 0.26.0
+    # 0.34.0 builds the catalog's gemma-4 config through transformers' Gemma4 config class; 0.26.0
     # cannot build any gemma-4 ModelConfig with the transformers pip gives it (GEMMA4_STAND_IN in
     # conftest), so there the text model is a Llama of gemma-4's width carrying gemma-4's
     # compressed-tensors FP8-block quantization_config: the dense selection only reads the quant
@@ -71,7 +71,7 @@ def test_sm120_gemma_without_sm120_deep_gemm_selects_cutlass(sim: Any, version: 
     native = sim(version, "sm120", GEMMA)
     assert native.ok, _detail(native)
     assert native.dense is not None and native.dense.backend == "deep_gemm", "natively DeepGEMM: the #47130 crash"
-    if version == "0.33.0":
+    if version == "0.34.0":
         assert native.model_type == "gemma4_text"
     r = sim(version, "sm120", GEMMA, plugin=True, facts=facts)
     assert r.ok, _detail(r)
@@ -79,7 +79,7 @@ def test_sm120_gemma_without_sm120_deep_gemm_selects_cutlass(sim: Any, version: 
     assert r.warmup is not None and not r.warmup.dense
 
 
-@pytest.mark.parametrize("version", ["0.26.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.26.0", "0.34.0"])
 def test_router_never_bf16x3_on_sm121(sim: Any, version: str) -> None:
     r = sim(version, "sm121", QWEN, plugin=True)
     assert r.router is not None, _detail(r)

@@ -17,6 +17,7 @@ from .domain import build_domain
 from .findings import Finding, from_diagnostic
 from .implications import implication_conflicts
 from .locate import Locator
+from .releases import unknown_release_bounds
 from .static import analyse
 
 __all__ = ["CheckReport", "check", "violation_findings"]
@@ -76,6 +77,7 @@ def check(
     report.findings = [from_diagnostic(d) for d in policy.warnings]
     cov = verify(policy, explicit=explicit, jobs=jobs) if coverage else None
     report.findings += analyse(policy, cov, locator)
+    report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
     located = implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)

@@ -24,6 +24,7 @@ CODES: Final[dict[str, Level]] = {
     "shadowed": "warning",
     "contradiction": "error",
     "stale-rule": "warning",
+    "unknown-release": "warning",
     "no-backend": "error",
     "denied-chosen": "error",
     "unmet-requirement": "error",

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-from ..dsl.conditions import tests_of
+from ..dsl.conditions import All, Any_, Condition, Test, evaluate, tests_of
 from ..facts.record import Facts
 from ..policy import Implication, Policy
 from ..semantics import ImplicationConflict, imply
@@ -31,7 +31,10 @@ def implication_conflicts(policy: Policy, domain: Domain) -> list[Finding]:
     """One error per set of implications that contradict each other somewhere in *domain*."""
     found: dict[frozenset[str], Finding] = {}
     key_dim = {k: d for d in domain.dims for k in d.keys}
+    set_keys = frozenset(k for imp in policy.implications for k in imp.sets)
     for group in _suspects(policy.implications):
+        if len(group) == 2 and _exclusive(group[0], group[1], key_dim, set_keys):
+            continue
         dims = _dims_read(group, policy.implications, key_dim)
         for cell, label in _cells(dims):
             try:
@@ -53,6 +56,41 @@ def _suspects(implications: tuple[Implication, ...]) -> Iterator[tuple[Implicati
     for imp in implications:
         if imp.unless is not None and {t.key for t in tests_of(imp.unless)} & set_keys:
             yield (imp,)
+
+
+def _conjuncts(cond: Condition) -> Iterator[Condition]:
+    """The parts of *cond* that must all hold (an ``all`` flattened)."""
+    if isinstance(cond, All):
+        for c in cond.children:
+            yield from _conjuncts(c)
+    else:
+        yield cond
+
+
+def _allowed(imp: Implication, dim: Dimension, set_keys: frozenset[str]) -> frozenset[int]:
+    """The classes of *dim* on which *imp* may fire, judged by its tests on *dim*'s keys that no
+    implication sets: each test of its ``when`` must hold (an unknown fact fails it), and no
+    test its ``unless`` names alone or in an ``any`` may hold."""
+    keys = set(dim.keys) - set_keys
+    need = [t for t in _conjuncts(imp.when) if isinstance(t, Test) and t.key in keys]
+    blocks: list[Test] = []
+    if imp.unless is not None:
+        parts = imp.unless.children if isinstance(imp.unless, Any_) else (imp.unless,)
+        blocks = [t for t in parts if isinstance(t, Test) and t.key in keys]
+    return frozenset(
+        i
+        for i, v in enumerate(dim.values)
+        if all(evaluate(t, v.typed) is True for t in need) and not any(evaluate(t, v.typed) is True for t in blocks)
+    )
+
+
+def _exclusive(a: Implication, b: Implication, key_dim: dict[str, Dimension], set_keys: frozenset[str]) -> bool:
+    """Whether *a* and *b* never fire on one set of facts: on a fact no implication sets, the
+    domain has no value on which both may fire (``sglang.version`` ranges that do not meet, or
+    ``deploy.engine: sglang`` against an ``unless`` of it). Such a pair needs no cell checked."""
+    keys = {t.key for imp in (a, b) for c in (imp.when, imp.unless) if c is not None for t in tests_of(c)}
+    dims = {key_dim[k].name: key_dim[k] for k in keys - set_keys if k in key_dim}
+    return any(not (_allowed(a, d, set_keys) & _allowed(b, d, set_keys)) for d in dims.values())
 
 
 def _dims_read(

@@ -31,6 +31,7 @@ DESCRIPTIONS: Final[dict[str, str]] = {
     "shadowed": "A rule only ever acts where another rule already decided the same thing.",
     "contradiction": "Two rules of one layer ask for different things in the same cells.",
     "stale-rule": "A rule's `until` already holds for every release the tables know.",
+    "unknown-release": "A version bound names a release the scanned release data does not know.",
     "no-backend": "Some domain cells leave a path with no valid backend.",
     "denied-chosen": "A backend that a rule denies is chosen in some domain cells.",
     "unmet-requirement": "A backend is chosen where its requirements do not hold.",

@@ -25,20 +25,49 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--format", choices=("md", "html", "json"), default="md", help="md (default), html or json")
     p.add_argument("--out", metavar="FILE", type=Path, help="write to FILE instead of stdout")
     p.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
+    p.add_argument(
+        "--engine",
+        metavar="ENGINE==X.Y.Z",
+        help="the engine release to decide for (`vllm==0.34.0`, `sglang==0.5.23`): its facts and what it pins",
+    )
     p.set_defaults(run=run)
+
+
+def _engine(spec: str | None) -> str | None:
+    """*spec* normalised (``vllm==0.34.0``) once it names a scanned release, else a usage error."""
+    if spec is None:
+        return None
+    from ..deployment.pipeline import engine_facts
+
+    facts = engine_facts(spec)  # the form, with its one-line error
+    name = str(facts["deploy.engine"])
+    version = str(facts[f"{name}.version"])
+    if name == "vllm":
+        from ..deployment.serve import check_engine
+
+        check_engine(version)
+    else:
+        from ..releases.sglang.versions import known_releases, release_for
+
+        if release_for(version) is None:
+            known = ", ".join(known_releases())
+            raise UsageError(f"--engine `{spec}`: not an SGLang release kernelpolicy knows (known: {known})")
+    return f"{name}=={version}"
 
 
 def run(args: argparse.Namespace) -> int:
     from ..dsl.loader import load_policy
     from ..tools.matrix import build, to_html, to_markdown
 
-    cells = build(load_policy(args.policy, environ=False))
+    engine = _engine(args.engine)
+    cells = build(load_policy(args.policy, environ=False), engine)
     if args.format == "md":
-        text = to_markdown(cells)
+        text = to_markdown(cells, engine)
     elif args.format == "html":
-        text = to_html(cells)
+        text = to_html(cells, engine)
     else:
-        text = json.dumps({"schema": "kernelpolicy.matrix/1", "cells": [asdict(c) for c in cells]}, indent=1) + "\n"
+        doc = {"schema": "kernelpolicy.matrix/1", "engine": engine, "cells": [asdict(c) for c in cells]}
+        text = json.dumps(doc, indent=1) + "\n"
     if args.out is None:
         sys.stdout.write(text)
         return 0

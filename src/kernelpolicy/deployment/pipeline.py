@@ -250,7 +250,7 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
 
 def _with_engine_env_values(facts: Facts) -> Facts:
     """*facts* with each ``deploy.env.*`` value as the vLLM release parses it (``00`` -> ``0``
-    for a ``bool(int(...))`` flag; :func:`~kernelpolicy.adapters.vllm._env.engine_env_value`).
+    for a ``bool(int(...))`` flag; :func:`~kernelpolicy.releases.vllm.env.engine_env_value`).
 
     :raises FactError: naming the variable, for a value the release refuses (vLLM stops there).
     """

@@ -136,7 +136,7 @@ def _check_config_value(path: str, key: str, value: object) -> None:
 def _config_tokens(path: str) -> list[str]:
     """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
     from .._files import ReadError, read_bounded
-    from ..dsl._yaml import YamlError, load_located
+    from ..dsl.files import YamlError, load_located
 
     file = expand_user(path)
     try:  # bounded (a FIFO or /dev/zero is refused at once), then the rule files' safe YAML

@@ -56,18 +56,22 @@ class Cell:
         return self.backend or "NONE"
 
 
-def build(policy: Policy) -> list[Cell]:
-    """The matrix of *policy*'s GPU and model catalogs, in catalog order."""
+def build(policy: Policy, engine: str | None = None) -> list[Cell]:
+    """The matrix of *policy*'s GPU and model catalogs, in catalog order; *engine*
+    (``vllm==0.34.0``, ``sglang==0.5.23``) adds the facts that release names, as
+    ``explain --engine`` does (what it pins and vendors follows through the implications)."""
     from ..decision import rule_origin
     from ..deployment import facts_for
+    from ..deployment.pipeline import engine_facts
     from ..errors import KernelPolicyError
     from ..resolver import resolve
 
+    given = engine_facts(engine) if engine else None
     cells: list[Cell] = []
     for model in policy.models:
         for gpu in policy.gpus:
             try:
-                facts = facts_for(gpu=gpu.name, model=model.id, policy=policy)
+                facts = facts_for(gpu=gpu.name, model=model.id, facts=given, policy=policy)
                 decision = resolve(facts, policy)
             except KernelPolicyError as exc:
                 for path in PATHS:
@@ -142,18 +146,29 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(cells: Sequence[Cell]) -> str:
-    """``docs/matrix.md``: per model, a row per GPU and a column per path."""
+def _given(engine: str | None) -> tuple[str, str]:
+    """``(what is known, the command)`` of a matrix, for its introduction."""
+    if engine is None:
+        return "with nothing else known (no engine version, no flags", "`kernelpolicy explain --gpu GPU --model MODEL`)"
+    return f"on `{engine}` (with what the rules imply of that release, no flags", (
+        f"`kernelpolicy explain --gpu GPU --model MODEL --engine {engine}`)"
+    )
+
+
+def to_markdown(cells: Sequence[Cell], engine: str | None = None) -> str:
+    """``docs/matrix.md``: per model, a row per GPU and a column per path (*engine*: the release
+    the cells were built for, named in the introduction)."""
     gpus = list(dict.fromkeys(c.gpu for c in cells))
     models = list(dict.fromkeys(c.model for c in cells))
     by = {(c.model, c.gpu, c.path): c for c in cells}
+    known, command = _given(engine)
     lines = [
         _HEADER,
         "",
         "# Support matrix",
         "",
         f"What the shipped rules decide for each catalog model ({len(models)}) on each catalog GPU ({len(gpus)}), "
-        "with nothing else known (no engine version, no flags: `kernelpolicy explain --gpu GPU --model MODEL`). "
+        f"{known}: {command}. "
         "A cell is the chosen backend, and the rule that moved the path off its first candidate. "
         "`n/a`: the model has no such path; `NONE`: no valid backend. "
         "The same matrix as a page with filters: `kernelpolicy matrix --format html --out matrix.html`.",
@@ -250,9 +265,10 @@ def _title(c: Cell) -> str:
     return "\n".join(parts)
 
 
-def to_html(cells: Sequence[Cell]) -> str:
+def to_html(cells: Sequence[Cell], engine: str | None = None) -> str:
     """A self-contained page: a row per (model, path), a column per GPU, a colour per backend."""
     esc = html.escape
+    known = "with nothing else known" if engine is None else f"on {engine}"
     gpus = list(dict.fromkeys(c.gpu for c in cells))
     sms = {c.gpu: c.sm for c in cells}
     rows = list(dict.fromkeys((c.model, c.path) for c in cells))
@@ -286,7 +302,7 @@ def to_html(cells: Sequence[Cell]) -> str:
 <html lang="en"><head><meta charset="utf-8"><title>kernelpolicy support matrix</title>
 <style>{_CSS}</style></head><body>
 <h1>kernelpolicy support matrix</h1>
-<p>What the shipped rules decide for each catalog model on each catalog GPU, with nothing else known.
+<p>What the shipped rules decide for each catalog model on each catalog GPU, {esc(known)}.
 Hover a cell for the deciding rule, its reason and refs. Select several entries with Ctrl or Shift.</p>
 <div class="filters">
 <label>GPU<select id="f-gpu" multiple size="6">{options(gpus, gpu_labels)}</select></label>

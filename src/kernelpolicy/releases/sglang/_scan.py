@@ -1,11 +1,14 @@
 """Read an SGLang wheel and write what the adapter needs to know about that release.
 
-``python -m kernelpolicy.adapters.sglang._scan WHEEL... [--out FILE]`` parses the wheel's
-``.py`` files with :mod:`ast` (nothing is imported or extracted) and writes, per release: the
-values each backend flag accepts, the plugin entry-point group, how resolution can be hooked,
-and where each selection point the adapter patches is (module, qualified name, line). The
-committed output is ``releases.json`` beside this module; ``tests/sglang/test_releases.py``
-re-runs the scan on the cached wheels and compares.
+``python -m kernelpolicy.releases.sglang._scan WHEEL... [--out FILE] [--published]`` parses the
+wheel's ``.py`` files with :mod:`ast` (nothing is imported or extracted) and writes, per release:
+the values each backend flag accepts and its default, the plugin entry-point group, how
+resolution can be hooked, where each selection point the adapter patches is (module, qualified
+name, line), the exact pins of the kernel packages (``Requires-Dist``) and what SGLang checks of
+the GPU before it turns DeepGEMM on. ``--published`` also lists the releases the package index
+has of SGLang and sgl-deep-gemm (``check`` warns on a bound naming none of them). The committed
+output is ``releases.json`` beside this module (``kernelpolicy knowledge stale`` reads the pins);
+``tests/sglang/test_releases.py`` re-runs the scan on the cached wheels and compares.
 """
 
 from __future__ import annotations
@@ -19,9 +22,11 @@ import zipfile
 from pathlib import Path
 from typing import Any, Final
 
+from packaging.version import Version
+
 from .versions import RELEASES_FILE
 
-__all__ = ["RELEASES_FILE", "SELECTION_POINTS", "main", "scan_wheel"]
+__all__ = ["PINNED", "PUBLISHED", "RELEASES_FILE", "SELECTION_POINTS", "main", "scan_wheel"]
 
 
 #: The choice lists of the backend flags: constant name -> flag.
@@ -48,6 +53,25 @@ SELECTION_POINTS: Final = {
 }
 #: Resolution steps the adapter wraps, when the release lets plugins wrap them.
 _HOOK_STEPS: Final = ("handle_model_specific_adjustments", "handle_moe_kernel_config")
+#: The packages whose exact pins (``Requires-Dist: NAME==X``) the rules read, as PyPI normalises them.
+PINNED: Final = (
+    "torch",
+    "flashinfer-python",
+    "flashinfer-cubin",
+    "nvidia-cutlass-dsl",
+    "sgl-deep-gemm",
+    "sglang-kernel",
+    "humming-kernels",
+)
+#: The ``ServerArgs`` fields of the backend flags: field -> flag (their defaults are read).
+_FLAG_FIELDS: Final = {
+    "fp8_gemm_runner_backend": "--fp8-gemm-backend",
+    "fp4_gemm_runner_backend": "--fp4-gemm-backend",
+    "moe_runner_backend": "--moe-runner-backend",
+}
+#: Where ``ServerArgs`` declares its fields: the class body, or (0.5.20+) the field groups.
+_FIELD_FILES: Final = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/fields/")
+_DG_SWITCH: Final = "sglang/srt/layers/deep_gemm_wrapper/configurer.py"
 _ENV_NAMES: Final = (
     "SGLANG_ENABLE_JIT_DEEPGEMM",
     "SGLANG_JIT_DEEPGEMM_PRECOMPILE",
@@ -93,6 +117,75 @@ def _string_set(tree: ast.Module, name: str) -> list[str]:
             strings = {c.value for c in ast.walk(value) if isinstance(c, ast.Constant) and isinstance(c.value, str)}
             return sorted(strings)
     return []
+
+
+def _requires(names: list[str], z: zipfile.ZipFile) -> dict[str, str]:
+    """The exact pins of :data:`PINNED` in the wheel's ``Requires-Dist`` (extras' lines left out)."""
+    meta = next(n for n in names if re.fullmatch(r"sglang-[^/]+\.dist-info/METADATA", n))
+    pins: dict[str, str] = {}
+    for line in z.read(meta).decode().splitlines():
+        m = re.fullmatch(r"Requires-Dist: ([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*==\s*([^;\s]+)\s*(;.*)?", line)
+        if m is None or "extra ==" in (m.group(3) or ""):
+            continue
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+        if name in PINNED:
+            pins[name] = m.group(2)
+    return dict(sorted(pins.items()))
+
+
+def _defaults(trees: list[ast.Module]) -> dict[str, str]:
+    """Flag -> the default of its ``ServerArgs`` field (a string constant)."""
+    out: dict[str, str] = {}
+    for tree in trees:
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+                continue
+            flag = _FLAG_FIELDS.get(node.target.id)
+            if flag and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+                out.setdefault(flag, node.value.value)
+    return dict(sorted(out.items()))
+
+
+def _deep_gemm_switch(tree: ast.Module | None) -> dict[str, Any] | None:
+    """What ``_compute_enable_deep_gemm`` says about the GPU before it imports DeepGEMM: the
+    lowest CUDA capability (``sm_version < N``), the capabilities it turns off outright
+    (``if sm_version == N: return False``) and those it probes for a DeepGEMM entry point."""
+    fn = _defs(tree).get("_compute_enable_deep_gemm") if tree is not None else None
+    if not isinstance(fn, ast.FunctionDef):
+        return None
+    low: int | None = None
+    off: list[int] = []
+    probed: dict[str, list[str]] = {}
+    for node in fn.body:
+        if not isinstance(node, ast.If):
+            continue
+        cuda_tests = [
+            v
+            for b in ast.walk(node.test)
+            if isinstance(b, ast.BoolOp) and any(isinstance(x, ast.Name) and x.id == "_is_cuda" for x in b.values)
+            for v in b.values
+        ]
+        for cmp in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+            left, (op,), (right,) = cmp.left, cmp.ops, cmp.comparators
+            if not (isinstance(left, ast.Name) and left.id == "sm_version"):
+                continue
+            if isinstance(op, ast.Lt) and isinstance(right, ast.Constant) and isinstance(right.value, int):
+                if cmp in cuda_tests:  # ``_is_cuda and sm_version < N`` (not MUSA's own floor)
+                    low = int(right.value)
+                continue
+            elts = right.elts if isinstance(op, ast.In) and isinstance(right, ast.Tuple) else [right]
+            sms = [int(e.value) for e in elts if isinstance(e, ast.Constant) and isinstance(e.value, int)]
+            if not isinstance(op, ast.Eq | ast.In) or not sms:
+                continue
+            # a probe: an import under the test, or a call in it (``and not _apis_available()``)
+            names = {a.name for b in ast.walk(node) if isinstance(b, ast.ImportFrom) for a in b.names}
+            calls = (c for c in ast.walk(node.test) if isinstance(c, ast.Call))
+            names |= {c.func.id for c in calls if isinstance(c.func, ast.Name)}
+            if names:
+                probed.update({str(sm): sorted(names) for sm in sms})
+            else:
+                off += sms
+    return {"min_sm": low, "off_sm": off, "probed_sm": probed}
 
 
 def _version(names: list[str], z: zipfile.ZipFile) -> str:
@@ -156,8 +249,18 @@ def scan_wheel(path: Path) -> dict[str, Any]:
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
                 if isinstance(t, ast.Name)
             }
+        field_trees = [
+            t
+            for f in names
+            if f.endswith(".py") and any(f == p or (p.endswith("/") and f.startswith(p)) for p in _FIELD_FILES)
+            for t in (tree(f),)
+            if t is not None
+        ]
         return {
             "version": _version(names, z),
+            "requires": _requires(names, z),
+            "defaults": _defaults(field_trees),
+            "deep_gemm_switch": _deep_gemm_switch(tree(_DG_SWITCH)),
             "flags": flags,
             "plugin_group": group,
             "resolution": "hooks" if hookable else "post_init",
@@ -167,11 +270,31 @@ def scan_wheel(path: Path) -> dict[str, Any]:
         }
 
 
+#: the packages whose published releases the SGLang data file lists (bounds on them are checked)
+PUBLISHED: Final = ("sglang", "sgl-deep-gemm")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m kernelpolicy.adapters.sglang._scan", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m kernelpolicy.releases.sglang._scan", description=__doc__)
     p.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
     p.add_argument("--out", type=Path, default=RELEASES_FILE)
+    p.add_argument(
+        "--published",
+        action="store_true",
+        help=f"also list the releases the package index has of {', '.join(PUBLISHED)} (`check` reads them)",
+    )
     args = p.parse_args(argv)
+    published: dict[str, list[str]] = {}
+    if args.published:
+        from ..vllm._scan import ScanError, index_versions
+
+        try:
+            published = {name: index_versions(name) for name in PUBLISHED}
+        except ScanError as exc:
+            print(f"kernelpolicy: error: {exc}", file=sys.stderr)
+            return 2
+    elif args.out.is_file():
+        published = json.loads(args.out.read_text()).get("published", {})
     releases: dict[str, Any] = {}
     for wheel in args.wheels:
         try:
@@ -180,7 +303,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"kernelpolicy: error: {wheel}: not a readable sglang wheel: {exc}", file=sys.stderr)
             return 2
         releases[data["version"]] = data
-    doc = {"generated_by": "python -m kernelpolicy.adapters.sglang._scan", "releases": dict(sorted(releases.items()))}
+    doc: dict[str, Any] = {
+        "generated_by": "python -m kernelpolicy.releases.sglang._scan",
+        "releases": dict(sorted(releases.items(), key=lambda kv: Version(kv[0]))),
+    }
+    if published:
+        doc["published"] = dict(sorted(published.items()))
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
     return 0
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -19,7 +19,7 @@ from packaging.version import InvalidVersion, Version
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
 
 
-__all__ = ["SglangRelease", "known_releases", "latest_release", "release_for"]
+__all__ = ["SglangRelease", "known_releases", "latest_release", "release_for", "release_records"]
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,13 @@ class SglangRelease:
     hookable_steps: tuple[str, ...]
     selection_points: Mapping[str, Mapping[str, Any]]  #: role -> module, name, line, params
     env: tuple[str, ...]
+    #: the exact pins of the kernel packages (``Requires-Dist``): PyPI name -> version
+    requires: Mapping[str, str] = field(default_factory=dict)
+    #: flag -> its ``ServerArgs`` default (``auto``: SGLang's selection decides)
+    defaults: Mapping[str, str] = field(default_factory=dict)
+    #: what SGLang checks of the GPU before it turns DeepGEMM on (``min_sm``; ``off_sm``: turned
+    #: off outright; ``probed_sm``: on only where a DeepGEMM entry point is importable)
+    deep_gemm_switch: Mapping[str, Any] | None = None
 
     def accepts(self, flag: str, value: str) -> bool:
         """Whether *flag* takes *value* in this release."""
@@ -40,9 +47,16 @@ class SglangRelease:
 
 
 @functools.cache
+def release_records() -> Mapping[str, Mapping[str, Any]]:
+    """Every scanned release's record as ``releases.json`` holds it (version -> record), oldest first."""
+    raw: dict[str, Any] = json.loads(RELEASES_FILE.read_text())["releases"]
+    return dict(sorted(raw.items(), key=lambda kv: Version(kv[0])))
+
+
+@functools.cache
 def known_releases() -> Mapping[str, SglangRelease]:
     """Version -> release, oldest first."""
-    raw = json.loads(RELEASES_FILE.read_text())["releases"]
+    raw = release_records()
     out = {
         v: SglangRelease(
             version=v,
@@ -52,6 +66,9 @@ def known_releases() -> Mapping[str, SglangRelease]:
             hookable_steps=tuple(d["hookable_steps"]),
             selection_points=d["selection_points"],
             env=tuple(d["env"]),
+            requires=dict(d.get("requires", {})),
+            defaults=dict(d.get("defaults", {})),
+            deep_gemm_switch=d.get("deep_gemm_switch"),
         )
         for v, d in raw.items()
     }

@@ -1,6 +1,6 @@
 """Read what one vLLM release decides about FP8 kernels from its wheel, without importing it.
 
-``python -m kernelpolicy.adapters.vllm._scan [--download VERSION ...] [WHEEL ...]`` scans each
+``python -m kernelpolicy.releases.vllm._scan [--download VERSION ...] [WHEEL ...]`` scans each
 release and writes the records into ``releases.json`` beside this module, the one source of
 vLLM's per-release facts: the plugin's patch tables (:mod:`.versions`) are built from it, and
 ``python -m kernelpolicy._docs`` generates ``rules/implies/vllm_releases.yaml`` and
@@ -23,7 +23,16 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-__all__ = ["DENSE_TABLES", "RELEASES_FILE", "ScanError", "main", "scan_release", "write_releases"]
+__all__ = [
+    "DENSE_TABLES",
+    "PUBLISHED",
+    "RELEASES_FILE",
+    "ScanError",
+    "index_versions",
+    "main",
+    "scan_release",
+    "write_releases",
+]
 
 _LINEAR: Final = "vllm/model_executor/kernels/linear/__init__.py"
 _DG_KERNEL: Final = "vllm/model_executor/kernels/linear/scaled_mm/deep_gemm.py"
@@ -601,8 +610,37 @@ def _sdist_beside(wheel: Path) -> Path | None:
     return p if p.is_file() else None
 
 
-def write_releases(records: list[dict[str, Any]], path: Path = RELEASES_FILE) -> None:
-    """Merge *records* into the data file at *path* (one entry per release, oldest first)."""
+#: the packages whose published releases the vLLM data file lists (bounds on them are checked)
+PUBLISHED: Final = ("vllm", "flashinfer-python")
+
+
+def index_versions(package: str) -> list[str]:
+    """Every release of *package* the package index lists (``pip index versions``), oldest first."""
+    import subprocess
+    import sys
+
+    from packaging.version import InvalidVersion, Version
+
+    cmd = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", package]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("Available versions:")), None)
+    if out.returncode != 0 or line is None:
+        raise ScanError(f"`pip index versions {package}` listed no releases (exit status {out.returncode})")
+    versions: list[str] = []
+    for v in line.split(":", 1)[1].split(","):
+        try:
+            Version(v.strip())
+        except InvalidVersion:
+            continue
+        versions.append(v.strip())
+    return sorted(versions, key=Version)
+
+
+def write_releases(
+    records: list[dict[str, Any]], path: Path = RELEASES_FILE, published: dict[str, list[str]] | None = None
+) -> None:
+    """Merge *records* into the data file at *path* (one entry per release, oldest first);
+    *published* (package -> releases on the index) replaces the lists of those packages."""
     import json
 
     from packaging.version import Version
@@ -616,9 +654,12 @@ def write_releases(records: list[dict[str, Any]], path: Path = RELEASES_FILE) ->
             r = {**r, "deep_gemm": {**new, **{k: old[k] for k in ("repo", "commit") if k in old}}}  # noqa: PLW2901
         releases[r["version"]] = r
     out = {
-        "generated_by": "python -m kernelpolicy.adapters.vllm._scan (do not edit)",
+        "generated_by": "python -m kernelpolicy.releases.vllm._scan (do not edit)",
         "releases": {v: releases[v] for v in sorted(releases, key=Version)},
     }
+    listed = {**data.get("published", {}), **(published or {})}
+    if listed:
+        out["published"] = dict(sorted(listed.items()))
     path.write_text(json.dumps(out, indent=1, sort_keys=False) + "\n", encoding="utf-8")
 
 
@@ -629,12 +670,17 @@ def main(argv: list[str] | None = None) -> int:
     from ..._paths import cache_subdir
 
     ap = argparse.ArgumentParser(
-        prog="python -m kernelpolicy.adapters.vllm._scan", description=__doc__.split("\n\n")[0]
+        prog="python -m kernelpolicy.releases.vllm._scan", description=__doc__.split("\n\n")[0]
     )
     ap.add_argument("paths", nargs="*", type=Path, help="a vLLM wheel, or a folder holding the vllm/ package")
     ap.add_argument("--download", nargs="+", default=[], metavar="VERSION", help="fetch these releases from PyPI first")
     ap.add_argument("--sdist", type=Path, help="the source tarball of the one release given (found beside a wheel)")
     ap.add_argument("--out", type=Path, default=RELEASES_FILE, help="the data file to update (%(default)s)")
+    ap.add_argument(
+        "--published",
+        action="store_true",
+        help=f"also list the releases the package index has of {', '.join(PUBLISHED)} (`check` reads them)",
+    )
     args = ap.parse_args(argv)
     pairs: list[tuple[Path, Path | None]] = []
     try:
@@ -643,8 +689,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.sdist is not None and len(args.paths) != 1:
             raise ScanError("--sdist goes with exactly one wheel")
         pairs += [(p, args.sdist or _sdist_beside(p)) for p in args.paths]
-        if not pairs:
-            ap.error("name a wheel or folder, or --download VERSION")
+        if not pairs and not args.published:
+            ap.error("name a wheel or folder, or --download VERSION, or --published")
+        published = {p: index_versions(p) for p in PUBLISHED} if args.published else None
         records = []
         for wheel, sdist in pairs:
             records.append(scan_release(wheel, sdist))
@@ -653,7 +700,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ScanError, OSError) as exc:
         print(f"kernelpolicy: {exc}", file=sys.stderr)
         return 2
-    write_releases(records, args.out)
+    write_releases(records, args.out, published)
     print(f"wrote {args.out}; now run `python -m kernelpolicy._docs` to regenerate the rules", file=sys.stderr)
     return 0
 

@@ -26,6 +26,7 @@ __all__ = [
     "GATE_LINEAR_MODULE",
     "KERNEL_WARMUP_MODULE",
     "MOE_ORACLE_MODULE",
+    "RELEASES_FILE",
     "SUPPORTED",
     "WARMUP_MODULE",
     "MoeOracle",

@@ -1,0 +1,193 @@
+"""Rules whose cited fix has shipped in a scanned release they do not bound (``kernelpolicy knowledge stale``).
+
+A rule cites its fix in its ``because`` or ``help`` as ``fixed in <package> <version>`` (or
+``fixed by <package> PR N (in <version>``): ``fixed in FlashInfer 0.6.16``, ``fixed in SGLang
+0.5.17``. The fix is *in a scanned release* when a scanned engine release is that release or
+later (vLLM, SGLang) or pins that release or a later one (FlashInfer, sgl-deep-gemm, humming:
+``adapters/*/releases.json``). The rule *bounds* the fix when, with the fixed release installed,
+it no longer acts: its ``when`` fails, its ``until`` holds, or (a requirement) its requirement is
+met. That is judged twice, each time three-valued with only the release's facts known: for the
+package's version fact at the fixed release, and for every scanned engine release that brings
+the fix, with what it pins and everything that implies (a rule bounded at ``vllm.version < 0.27`` bounds
+a FlashInfer fix that vLLM 0.27 is the first to pin; a rule that tests one engine's release is
+about that engine, and the other's releases are not asked). A rule that bounds neither way is listed:
+its fix has shipped, yet it still acts on the releases that have it.
+
+Pure functions of a policy and the scanned data; the command is :mod:`kernelpolicy.cli._knowledge`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from packaging.version import InvalidVersion, Version
+
+from ..dsl.conditions import TRUE, Condition, evaluate, tests_of
+from ..facts.record import Facts
+from ..policy import Origin, Policy
+from ..releases.sglang.versions import release_records as sglang_records
+from ..releases.vllm.versions import release_records as vllm_records
+from ..resolver import apply_implications
+
+__all__ = ["CitedFix", "StaleBound", "cited_fixes", "stale_bounds"]
+
+#: how rules name a package -> (the package as the scanned data names it, its version fact)
+_PACKAGES: Final[Mapping[str, tuple[str, str]]] = {
+    "vllm": ("vllm", "vllm.version"),
+    "sglang": ("sglang", "sglang.version"),
+    "flashinfer": ("flashinfer-python", "flashinfer.version"),
+    "flashinfer-python": ("flashinfer-python", "flashinfer.version"),
+    "sgl-deep-gemm": ("sgl-deep-gemm", "deep_gemm.version"),
+    "humming": ("humming-kernels", "humming.version"),
+    "humming-kernels": ("humming-kernels", "humming.version"),
+}
+_FIX: Final = re.compile(
+    r"\bfixed (?:in|by) (?P<package>vLLM|SGLang|FlashInfer(?:-python)?|sgl-deep-gemm|humming(?:-kernels)?)\b"
+    r"(?: PR \d+ \(in)? v?(?P<version>\d+\.\d+(?:\.\d+)?(?:\.post\d+)?)\b",
+    re.IGNORECASE,
+)
+
+
+@dataclass(frozen=True)
+class CitedFix:
+    """A release a rule says fixed its incident."""
+
+    package: str  #: as the scanned data names it (``flashinfer-python``)
+    key: str  #: its version fact
+    version: str  #: as written
+
+
+@dataclass(frozen=True)
+class StaleBound:
+    """A rule whose cited fix is in a scanned release it does not bound."""
+
+    rule: str
+    origin: Origin
+    fix: CitedFix
+    #: the scanned engine releases that bring the fix (``vllm 0.27.0``), oldest first
+    shipped_in: tuple[str, ...]
+
+    def message(self) -> str:
+        fix = f"{self.fix.package} {self.fix.version}"
+        return (
+            f"rule `{self.rule}` cites a fix in {fix}, which {', '.join(self.shipped_in)} bring, "
+            f"yet still acts there: bound it (`{self.fix.key}` in `when` or `until`) or correct the citation"
+        )
+
+
+def cited_fixes(*texts: str | None) -> list[CitedFix]:
+    """The fixes ``fixed in <package> <version>`` names in *texts*, in order, once each."""
+    out: list[CitedFix] = []
+    for text in texts:
+        for m in _FIX.finditer(text or ""):
+            package, key = _PACKAGES[m.group("package").lower()]
+            fix = CitedFix(package, key, m.group("version"))
+            if fix not in out:
+                out.append(fix)
+    return out
+
+
+def _engine_releases() -> list[tuple[str, str, Mapping[str, str]]]:
+    """``(engine, release, pins)`` of every scanned engine release, oldest first per engine."""
+    out: list[tuple[str, str, Mapping[str, str]]] = []
+    for engine, records in (("vllm", vllm_records()), ("sglang", sglang_records())):
+        out += [(engine, v, r.get("requires", {})) for v, r in records.items()]
+    return out
+
+
+def _brings(engine: str, release: str, pins: Mapping[str, str], fix: CitedFix) -> bool:
+    """Whether the scanned *engine* *release* has *fix* (is it, or pins it or a later one)."""
+    try:
+        want = Version(fix.version)
+        if fix.package == engine:
+            return Version(release) >= want
+        pinned = pins.get(fix.package)
+        return pinned is not None and Version(pinned) >= want
+    except InvalidVersion:
+        return False
+
+
+#: ``Requires-Dist`` name -> the fact an engine release's pin of it gives (SGLang's pins are data,
+#: not implications; vLLM's are implied too, by rules/implies/vllm_releases.yaml)
+_PIN_FACTS: Final[Mapping[str, str]] = {
+    "flashinfer-python": "flashinfer.version",
+    "sgl-deep-gemm": "deep_gemm.version",
+    "humming-kernels": "humming.version",
+    "torch": "torch.version",
+}
+
+
+def _engine_facts(engine: str, release: str, pins: Mapping[str, str]) -> dict[str, Any]:
+    """The facts of a scanned engine release: the release and what it pins."""
+    out: dict[str, Any] = {"deploy.engine": engine, f"{engine}.version": release}
+    out |= {fact: pins[dist] for dist, fact in _PIN_FACTS.items() if dist in pins}
+    if "sgl-deep-gemm" in pins:
+        out["deep_gemm.dist"] = "sgl-deep-gemm"
+    return out
+
+
+def _acts(when: Condition, until: Condition | None, require: Condition | None, facts: Facts) -> bool:
+    """Whether an entry may still act with *facts* (three-valued: unknown may act)."""
+    typed = facts.typed()
+    if evaluate(when, typed) is False:
+        return False
+    if until is not None and evaluate(until, typed) is True:
+        return False
+    return not (require is not None and evaluate(require, typed) is True)
+
+
+def _entries(policy: Policy) -> Iterator[tuple[str, Origin, Condition, Condition | None, Condition | None, list[str]]]:
+    for r in policy.rules:
+        require = r.require if r.kind == "require" and r.require is not TRUE else None
+        yield r.id, r.origin, r.when, r.until, require, [r.because, r.help or ""]
+    for u in policy.unsupported:
+        yield u.id, u.origin, u.when, None, None, [u.because, u.help or ""]
+
+
+def _engines_of(*conds: Condition | None) -> set[str]:
+    """The engines an entry concerns: one whose conditions test only vLLM's release (or only
+    SGLang's) is about that engine; the others about both."""
+    keys = {t.key for c in conds if c is not None for t in tests_of(c)}
+    named = {e for e in ("vllm", "sglang") if f"{e}.version" in keys}
+    return named if len(named) == 1 else {"vllm", "sglang"}
+
+
+def stale_bounds(policy: Policy) -> list[StaleBound]:
+    """Every rule (and ``unsupported`` entry) whose cited fix is in a scanned release it does not bound."""
+    engines = _engine_releases()
+    out: list[StaleBound] = []
+    for rid, origin, when, until, require, texts in _entries(policy):
+        for fix in cited_fixes(*texts):
+            mine = _engines_of(when, until, require)
+            bringing = [(e, v, pins) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix)]
+            if not bringing:
+                continue  # the fix is in no scanned release: nothing to bound yet
+            at_fix = apply_implications(Facts.from_values({fix.key: fix.version}, source="user"), policy)
+            if not _acts(when, until, require, at_fix):
+                continue
+            # bounded through the engine releases that bring it (each with what it implies)?
+            still = [
+                f"{e} {v}"
+                for e, v, pins in bringing
+                if _acts(
+                    when,
+                    until,
+                    require,
+                    apply_implications(Facts.from_values(_engine_facts(e, v, pins), source="user"), policy),
+                )
+            ]
+            if still:
+                out.append(StaleBound(rid, origin, fix, tuple(_ranges(still))))
+    return out
+
+
+def _ranges(releases: list[str]) -> list[str]:
+    """``["vllm 0.27.1", "vllm 0.28.0", "sglang 0.5.23"]`` -> ``["vllm 0.27.1-0.28.0", "sglang 0.5.23"]``."""
+    by: dict[str, list[str]] = {}
+    for item in releases:
+        engine, version = item.split(" ", 1)
+        by.setdefault(engine, []).append(version)
+    return [f"{e} {vs[0]}" if len(vs) == 1 else f"{e} {vs[0]}-{vs[-1]}" for e, vs in by.items()]

@@ -1,0 +1,68 @@
+"""``kernelpolicy knowledge stale``: rules whose cited fix has shipped in a scanned release they do not bound."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "knowledge",
+        help="reports on the rules' knowledge against the scanned engine releases",
+        description="Reports on the rules against the releases scanned from the engines' wheels "
+        "(src/kernelpolicy/adapters/*/releases.json).",
+    )
+    reports = p.add_subparsers(dest="report", metavar="REPORT")
+    reports.required = True
+    stale = reports.add_parser(
+        "stale",
+        help="rules whose cited fix (`fixed in <package> <version>`) is in a scanned release they do not bound",
+        description="List every rule whose `because` or `help` cites its fix (`fixed in FlashInfer 0.6.16`, "
+        "`fixed in SGLang 0.5.17`) in a release that a scanned engine release is or pins, and that still "
+        "acts on those releases: no `when` bound, `until` or met requirement retires it there. "
+        "Exit status: 0 none, 1 some, 2 bad input.",
+    )
+    stale.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
+    stale.add_argument("--json", action="store_true", help="print JSON (`kernelpolicy.stale/1`)")
+    stale.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..analysis.fixes import cited_fixes, stale_bounds
+    from ..dsl.loader import load_policy
+
+    policy = load_policy(args.policy, environ=False)
+    found = stale_bounds(policy)
+    cited = sum(len(cited_fixes(r.because, r.help)) for r in policy.rules)
+    cited += sum(len(cited_fixes(u.because, u.help)) for u in policy.unsupported)
+    if args.json:
+        doc = {
+            "schema": "kernelpolicy.stale/1",
+            "cited_fixes": cited,
+            "stale": [
+                {
+                    "rule": s.rule,
+                    "file": s.origin.file,
+                    "line": s.origin.line,
+                    "package": s.fix.package,
+                    "fixed_in": s.fix.version,
+                    "shipped_in": list(s.shipped_in),
+                    "message": s.message(),
+                }
+                for s in found
+            ],
+        }
+        sys.stdout.write(json.dumps(doc, indent=1) + "\n")
+    else:
+        for s in found:
+            sys.stdout.write(f"{s.origin.file}:{s.origin.line}: {s.message()}\n")
+        sys.stdout.write(
+            f"{len(found)} stale of {cited} cited fixes "
+            f"({len(policy.rules) + len(policy.unsupported)} rules and unsupported entries read)\n"
+        )
+    return 1 if found else 0
