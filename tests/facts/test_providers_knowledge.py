@@ -167,3 +167,14 @@ def test_disabled_version_check_passes(monkeypatch: pytest.MonkeyPatch) -> None:
     res = PackagesProvider().collect(Context(env={"FLASHINFER_DISABLE_VERSION_CHECK": "1"}))
     assert res.values["flashinfer.cubin_matches"] is True
     assert any("FLASHINFER_DISABLE_VERSION_CHECK=1" in n for n in res.notes)
+
+
+def test_packages_report_the_optional_kernel_packages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`humming.version` comes from the `humming-kernels` wheel vLLM pins, `b12x.version` from `b12x`."""
+    installed = {"humming-kernels": "0.1.12", "b12x": "1.5.1"}
+    monkeypatch.setattr(_packages, "dist_version", installed.get)
+    monkeypatch.setattr(_packages, "module_dir", lambda name: None)
+    res = PackagesProvider().collect(Context(env={}))
+    assert res.values["humming.version"] == "0.1.12"
+    assert res.values["b12x.version"] == "1.5.1"
+    assert res.raw["humming.dist"] == "humming-kernels"

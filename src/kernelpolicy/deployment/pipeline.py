@@ -9,7 +9,9 @@
    reads (:func:`env_names`, derived from the policy, not listed by hand), then the JSON object
    in ``KERNELPOLICY_FACTS``; both with source ``env``;
 3. explicit choices of the caller (``--fact``, ``--env``, ``--moe-backend``; source ``user``);
-4. defaults (tensor and expert parallel size 1) where nothing above set them.
+4. defaults (tensor and expert parallel size 1) where nothing above set them;
+5. layer-shape facts derived from the model's widths and the parallelism (``_shapes``), where
+   nothing above stated them.
 
 Problems in ``KERNELPOLICY_FACTS`` are one-line :class:`~kernelpolicy.errors.UsageError` messages
 that start with the variable's name. A key the vocabulary does not know is a warning (the key is ignored), or an
@@ -27,6 +29,7 @@ from ..errors import FactError, UsageError, did_you_mean
 from ..facts.gpu import check_gpu_facts
 from ..facts.keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
 from ..facts.record import Facts, normalise_value
+from ._shapes import shape_facts
 
 if TYPE_CHECKING:
     from ..dsl.conditions import Condition
@@ -324,6 +327,10 @@ def build_facts(
                 sources={"quant.moe_scheme": out.sources["quant.scheme"]},
             )
         )
+    shapes = shape_facts(out.values)
+    if shapes:  # each derived shape fact takes the source of the width it was computed from
+        width_source = out.sources.get("model.intermediate_size", "default")
+        out = out.merged(Facts.from_values(shapes, source=width_source))
     check_gpu_facts(out.values, out.sources, policy.gpus)  # derived GPU facts must agree
     return BuiltFacts(out, warnings)
 

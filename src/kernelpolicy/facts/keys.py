@@ -23,6 +23,7 @@ __all__ = [
     "PATHS",
     "PROBE_OUTCOMES",
     "QUANT_SCHEMES",
+    "SHAPE_ALIGNS",
     "Canonical",
     "FactKey",
     "Kind",
@@ -544,6 +545,31 @@ _ALL += [
     ),
 ]
 # --- end of model configs -----------------------------------------------------------------
+
+# --- layer shapes (issue #24): what kernels' alignment limits read, per rank ----------------
+#: How far the per-rank MoE intermediate size is aligned: the largest of these powers of two that
+#: divides it (``other``: none does). A finite domain, so the exhaustive check can walk it.
+SHAPE_ALIGNS: Final = ("128", "64", "32", "16", "other")
+_ALL += [
+    FactKey(
+        "deploy.moe_intermediate_per_rank",
+        Kind.INT,
+        "each rank's slice of the expert FFN width: `model.intermediate_size` divided by the MoE's"
+        " tensor-parallel degree (`deploy.tp` over `deploy.ep`, at least 1: expert parallelism keeps"
+        " experts whole); derived when the facts are assembled, unknown when the split is uneven",
+        (),
+        "176",
+    ),
+    FactKey(
+        "deploy.moe_intermediate_align",
+        _E,
+        "the largest of 128, 64, 32, 16 dividing `deploy.moe_intermediate_per_rank` (`other`: none"
+        " does); the gate+up GEMM has twice as many rows, so `64` means those rows are 128-aligned",
+        SHAPE_ALIGNS,
+        "16",
+    ),
+]
+# --- end of layer shapes -------------------------------------------------------------------
 
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}

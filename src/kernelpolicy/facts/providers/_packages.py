@@ -21,6 +21,8 @@ PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
     "flashinfer_cubin": ("flashinfer-cubin",),
     "flashinfer_jit_cache": ("flashinfer-jit-cache",),
     "cudnn": ("nvidia-cudnn-cu13", "nvidia-cudnn-cu12"),
+    "humming": ("humming-kernels",),  # vLLM's cuda.txt pins it (0.1.6 in 0.24, 0.1.19 in 0.33)
+    "b12x": ("b12x",),  # the optional `vllm[b12x]` extra
 }
 _PTXAS_ENV = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 #: FlashInfer skips its companion-version check when this is `1`.
