@@ -74,19 +74,16 @@ def run(args: argparse.Namespace) -> int:
 
     own = [f.display for f in files if f.layer != "shipped"]
     subject = None if args.bare or args.all_findings or not args.files else own
-    with progress("checking"):
-        report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs, subject=subject)
-    cov = report.coverage
-    summary: dict[str, Any] = {}
-    if cov is not None:
-        summary = {
-            "cells": cov.cells,
-            "groups": cov.groups,
-            "resolves": cov.resolves,
-            "seconds": round(cov.seconds, 3),
-            "dimensions": [d.name for d in cov.domain.dims],
-            "pruned": len(cov.domain.pruned),
-        }
+    with progress("checking") as shown:
+        report = check(
+            files,
+            coverage=not args.no_coverage,
+            explicit=args.explicit,
+            jobs=args.jobs,
+            subject=subject,
+            progress=shown.fraction,
+        )
+    summary: dict[str, Any] = report.summary or {}
     if args.format == "sarif":
         sys.stdout.write(json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n")
     elif args.format == "github":
@@ -103,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
             "warnings": len(report.warnings),
             "findings": [f.to_dict() for f in report.findings],
             "coverage": summary,
+            "certificate": "reused" if report.reused else "computed",
             "seconds": round(report.seconds, 3),
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -110,13 +108,26 @@ def run(args: argparse.Namespace) -> int:
         for f in report.findings:
             sys.stdout.write(f.render() + "\n")
         if summary:
-            per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items())
-            sys.stdout.write(
-                f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
-                f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s\n"
-            )
+            sys.stdout.write(_verified(summary, report.reused) + "\n")
         sys.stdout.write(
             f"{len(files)} files: {len(report.errors)} errors, {len(report.warnings)} warnings "
             f"in {report.seconds:.2f} s\n"
         )
     return 1 if report.failed(args.strict) else 0
+
+
+def _verified(summary: dict[str, Any], reused: bool) -> str:
+    """The line saying what the walk verified, and where its proof came from."""
+    per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items()) or "no"
+    line = (
+        f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
+        f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s"
+    )
+    if summary.get("certificate"):
+        line += (
+            f"; walked only where FILES can change a decision ({summary['skipped']:,} groups of cells "
+            f"from the certificate of the files they stand on)"
+        )
+    if reused:
+        line += " (certificate of these files reused)"
+    return line
