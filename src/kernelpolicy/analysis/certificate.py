@@ -184,8 +184,8 @@ def _typed(v: Any, kind: type, what: str) -> Any:
 def _decode(key: str, data: Any) -> Certificate:
     data = _typed(data, dict, "body")
     findings = []
-    for item in _typed(data["findings"], list, "findings"):
-        item = _typed(item, dict, "finding")
+    for raw in _typed(data["findings"], list, "findings"):
+        item = _typed(raw, dict, "finding")
         code = _typed(item["code"], str, "code")
         level = _typed(item["level"], str, "level")
         if code not in CODES or level not in ("error", "warning"):
@@ -196,8 +196,8 @@ def _decode(key: str, data: Any) -> Certificate:
         findings.append(Finding(code, _typed(item["message"], str, "message"), level, **extra))
     summary = _summary(_typed(data["summary"], dict, "summary"))
     groups = []
-    for g in _typed(data["groups"], list, "groups"):
-        g = _typed(g, list, "group")
+    for raw in _typed(data["groups"], list, "groups"):
+        g = _typed(raw, list, "group")
         if len(g) != 5:
             raise ValueError("group: expected 5 items")
         path, backend, cells, label, rules = g

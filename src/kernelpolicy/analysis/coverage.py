@@ -487,11 +487,23 @@ class _Walker:
             if True not in touched:
                 self.skipped += 1  # no item of the scope changes a cell here: the certificate's
                 return
-            if False in touched:
-                split = self.split_on([scope], fixed, moe, possible)
-                if split is not None:
-                    yield from self._split(path, split, fixed, moe, conds, order_rules, [scope])
-                    return
+            split = self.split_on([scope], fixed, moe, possible) if False in touched else None
+            if split is not None:
+                yield from self._split(path, split, fixed, moe, conds, order_rules, [scope])
+                return
+        yield from self._decide(path, fixed, moe, conds, order_rules, possible)
+
+    def _decide(
+        self,
+        path: str,
+        fixed: dict[str, ValueClass],
+        moe: bool,
+        conds: list[_Judge],
+        order_rules: list[Rule],
+        possible: dict[str, frozenset[Any]],
+    ) -> Iterator[PathGroup]:
+        """Resolve the group's representative, or split the group where it does not decide
+        for every cell of it."""
         pending = [j for j in conds if not j.settled(possible)]
         for r in order_rules:
             if r.kind == "deny" and not any(True in rule_effect(u, possible) for u in self.uses_of(r, path)):

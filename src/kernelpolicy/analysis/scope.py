@@ -16,6 +16,7 @@ might change is walked; only a cell none can change is skipped.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -77,16 +78,30 @@ def _bare(x: Any) -> Any:
     return x
 
 
-def _plain(m: Any) -> Any:
-    return {
-        k: {i: _bare(e) for i, e in v.items()} if hasattr(v, "items") else tuple(map(_bare, v)) for k, v in m.items()
-    }
+def _key(x: Any) -> Any:
+    """*x* as what it says, hashable (an implication holds its facts in a dict: its text then;
+    two equal items may only ever read as different, which walks more, never less)."""
+    bare = _bare(x)
+    try:
+        hash(bare)
+    except TypeError:
+        return repr(bare)
+    return bare
+
+
+def _plain(x: Any) -> Any:
+    """A catalog (mappings and sequences of entries) as what it says, for comparison."""
+    if isinstance(x, Mapping):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, (tuple, list)):
+        return tuple(_plain(v) for v in x)
+    return _bare(x)
 
 
 def _changed(xs: tuple[_T, ...], ys: tuple[_T, ...]) -> tuple[_T, ...] | None:
     """The items of *xs* not in *ys* and of *ys* not in *xs*, compared by what they say
     (``None``: the shared ones stand in another order)."""
-    bx, by = [_bare(x) for x in xs], [_bare(y) for y in ys]
+    bx, by = [_key(x) for x in xs], [_key(y) for y in ys]
     sx, sy = set(bx), set(by)
     only_x = [x for x, k in zip(xs, bx, strict=True) if k not in sy]
     only_y = [y for y, k in zip(ys, by, strict=True) if k not in sx]
