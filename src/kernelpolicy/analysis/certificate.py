@@ -57,13 +57,14 @@ class Certificate:
 
 
 def _code_stamp() -> bytes:
-    parts = [f"{FORMAT}|{__version__}|{sys.version_info[:2]}"]
+    """The source of the code a proof depends on, by content (not by time: a fresh install of
+    the same release, in CI say, reads the proofs its previous run cached)."""
+    h = hashlib.sha256(f"{FORMAT}|{__version__}|{sys.version_info[:2]}".encode())
     for rel in _CODE:
         p = _PKG / rel
         for f in sorted(p.rglob("*.py")) if p.is_dir() else [p]:
-            st = f.stat()
-            parts.append(f"{f.relative_to(_PKG)}:{st.st_mtime_ns}:{st.st_size}")
-    return "\n".join(parts).encode()
+            h.update(f"\0{f.relative_to(_PKG)}\0".encode() + f.read_bytes())
+    return h.hexdigest().encode()
 
 
 def certificate_key(files: Iterable[SourceFile], *, explicit: bool, subject: Sequence[str] | None) -> str | None:

@@ -35,6 +35,12 @@ def add_parser(sub: Any) -> None:
     )
     out.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
     out.add_argument("--sarif", dest="format", action="store_const", const="sarif", help="--format sarif")
+    p.add_argument(
+        "--sarif-file",
+        default=None,
+        metavar="PATH",
+        help="also write the findings as SARIF 2.1.0 to PATH (one run for annotations and code scanning)",
+    )
     p.add_argument("--no-coverage", action="store_true", help="skip the exhaustive run")
     p.add_argument(
         "--all-findings",
@@ -84,6 +90,12 @@ def run(args: argparse.Namespace) -> int:
             progress=shown.fraction,
         )
     summary: dict[str, Any] = report.summary or {}
+    if args.sarif_file:
+        sarif = json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n"
+        try:
+            Path(args.sarif_file).write_text(sarif, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write `{args.sarif_file}`: {exc.strerror or exc}") from exc
     if args.format == "sarif":
         sys.stdout.write(json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n")
     elif args.format == "github":
@@ -117,17 +129,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _verified(summary: dict[str, Any], reused: bool) -> str:
-    """The line saying what the walk verified, and where its proof came from."""
+    """What the walk verified, and where its proof came from (one line each)."""
     per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items()) or "no"
-    line = (
+    lines = [
         f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
         f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s"
-    )
+    ]
     if summary.get("certificate"):
-        line += (
-            f"; walked only where FILES can change a decision ({summary['skipped']:,} groups of cells "
-            f"from the certificate of the files they stand on)"
+        lines.append(
+            f"walked only where FILES can change a decision: {summary['skipped']:,} groups of cells from the "
+            f"certificate of the files they stand on ({summary['certificate'][:12]})"
         )
     if reused:
-        line += " (certificate of these files reused)"
-    return line
+        lines.append("the proof of these exact files was reused from their certificate")
+    return "\n".join(lines)
