@@ -35,7 +35,7 @@ from .findings import CODES, Finding
 __all__ = ["FORMAT", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "Certificate", "certificate_key", "read", "write"]
 
 FORMAT: Final = "kernelpolicy.certificate/1"
-#: The largest entry read (the shipped tables' proof with the example policy is about 10 MB).
+#: The largest entry read (the shipped tables' proof is about 15 MB).
 MAX_ENTRY_BYTES: Final = 64_000_000
 #: The most proofs kept (each edit of a rule file makes a new one).
 MAX_ENTRIES: Final = 12
@@ -48,12 +48,14 @@ _CODE: Final = ("analysis", "dsl", "facts", "engines", "policy.py", "semantics.p
 @dataclass
 class Certificate:
     """What a check of some files found: findings, the summary of the walk, and its groups
-    (``[path, backend or None, cells, cells' label, rules it depends on]``)."""
+    (``[path, backend or None, cells, [class ...], [rule it depends on ...]]``, as indexes into
+    :attr:`names`)."""
 
     key: str
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     groups: list[list[Any]] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)  #: classes (``dimension=label``) and rule ids
 
 
 def _code_stamp() -> bytes:
@@ -173,7 +175,7 @@ def _encode(cert: Certificate) -> dict[str, Any]:
             if v is not None:
                 item[name] = v
         findings.append(item)
-    return {"findings": findings, "summary": cert.summary, "groups": cert.groups}
+    return {"findings": findings, "summary": cert.summary, "groups": cert.groups, "names": cert.names}
 
 
 def _typed(v: Any, kind: type, what: str) -> Any:
@@ -196,21 +198,22 @@ def _decode(key: str, data: Any) -> Certificate:
             raise ValueError("finding: unknown field")
         findings.append(Finding(code, _typed(item["message"], str, "message"), level, **extra))
     summary = _summary(_typed(data["summary"], dict, "summary"))
+    names = [_typed(n, str, "name") for n in _typed(data["names"], list, "names")]
     groups = []
     for raw in _typed(data["groups"], list, "groups"):
         g = _typed(raw, list, "group")
         if len(g) != 5:
             raise ValueError("group: expected 5 items")
-        path, backend, cells, label, rules = g
+        path, backend, cells, classes, rules = g
         _typed(path, str, "group path")
         if backend is not None:
             _typed(backend, str, "group backend")
         _typed(cells, int, "group cells")
-        _typed(label, str, "group label")
-        for r in _typed(rules, list, "group rules"):
-            _typed(r, str, "group rule")
+        for i in (*_typed(classes, list, "group classes"), *_typed(rules, list, "group rules")):
+            if not 0 <= _typed(i, int, "group name") < len(names):
+                raise ValueError("group: a name out of range")
         groups.append(g)
-    return Certificate(key, findings, summary, groups)
+    return Certificate(key, findings, summary, groups, names)
 
 
 def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
