@@ -28,6 +28,10 @@ each candidate up to the chosen one, so the resolver chooses the same backend in
 (for warmup, the warmup-scoped rules of the chosen backend are settled too). The resolver
 itself decides each representative: the check verifies what runs, not a model of it.
 
+With a *scope* (:mod:`.scope`: the items an operator file adds, or the items two policies do
+not share), the walk first splits on whether one of them may take effect and leaves out every
+group where none can: those cells decide as the policy without them (see :func:`verify`).
+
 Each group's decision is then checked against the invariants:
 
 - ``no-backend``: a path the model has gets no valid backend;
@@ -761,9 +765,8 @@ class _Walker:
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
         """What is undecided about the candidates judged up to the chosen one, then whether an
-        ``unsupported`` entry that decides (``refuse``) holds. The refusals come last: they take
-        every backend out at once, so splitting on them early would only repeat the candidates'
-        splits in each part."""
+        ``unsupported`` entry that decides (``refuse``) holds (the walk settles refusals before
+        the candidates, :meth:`walk_task`; one the split could not settle is asked here, last)."""
         pd = decision.paths[path]
         pending: list[_Judge] = []
         if not pd.applicable:

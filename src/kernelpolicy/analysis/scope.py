@@ -79,9 +79,13 @@ def _bare(x: Any) -> Any:
 
 
 def _key(x: Any) -> Any:
-    """*x* as what it says, hashable (an implication holds its facts in a dict: its text then;
-    two equal items may only ever read as different, which walks more, never less)."""
+    """*x* as what it says, hashable (an implication's facts as their items; where something
+    still cannot be hashed, its text: two equal items may then read as different, which walks
+    more, never less)."""
     bare = _bare(x)
+    sets = getattr(bare, "sets", None)
+    if isinstance(sets, Mapping):  # a dict: as its items, in one order
+        bare = replace(bare, sets=tuple(sorted(sets.items(), key=repr)))
     try:
         hash(bare)
     except TypeError:
