@@ -1,6 +1,14 @@
 """``kernelpolicy check`` at scale: the shipped tables, then a generated scaling series.
 
-    python benchmarks/bench_check.py [--jobs N] [--repeat R] [FILE ...]
+    python benchmarks/bench_check.py [--jobs N] [--repeat R] [--layered-only] [FILE ...]
+
+First the figures of the proof that composes (issue #22), in a fresh cache folder, with the
+machine and the date: a one-rule operator file (the example policy's first rule) checked on top
+of the shipped tables, cold (the shipped tables' certificate computed: a whole walk) and warm
+(only the cells the rule can change are walked); the example policy the same way (the shipped
+certificate kept); ``diff`` of two operator policies on top of the shipped tables (the example's
+first rule against its first two); ``check --strict --all-findings policy/examples/fleet.yaml``
+cold (a whole walk: warnings about the shipped rules need every cell) and warm (its certificate).
 
 Prints, for the shipped rules and default policy (``discover(environ=False)``): the cells
 verified per path, the groups of cells the exhaustive run resolved, the seconds, and cells
@@ -13,6 +21,9 @@ the cells and the groups. Figures, not assertions (median of R runs, default 3).
 from __future__ import annotations
 
 import argparse
+import datetime
+import os
+import platform
 import statistics
 import tempfile
 import time
@@ -23,8 +34,11 @@ from typing import Any
 import yaml
 
 from kernelpolicy.analysis.checking import CheckReport, check
+from kernelpolicy.analysis.diffing import diff
 from kernelpolicy.dsl._source import SourceFile
-from kernelpolicy.dsl.loader import discover
+from kernelpolicy.dsl.loader import discover, load_policy
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "policy" / "examples" / "fleet.yaml"
 
 Doubler = Callable[[dict[str, Any]], None]
 
@@ -73,11 +87,62 @@ def run(files: list[SourceFile], jobs: int | None, repeat: int) -> tuple[CheckRe
     times, report = [], None
     for _ in range(repeat):
         t = time.perf_counter()
-        report = check(files, jobs=jobs)
+        report = check(files, jobs=jobs, cache=False)
         times.append(time.perf_counter() - t)
     if report is None or report.coverage is None:
         raise SystemExit("the check did not run its coverage pass")
     return report, statistics.median(times)
+
+
+def _timed_check(files: list[SourceFile], subject: list[str] | None, jobs: int | None) -> tuple[CheckReport, float]:
+    t = time.perf_counter()
+    report = check(files, jobs=jobs, subject=subject)
+    return report, time.perf_counter() - t
+
+
+def _operator(rules: list[Any], into: Path, name: str) -> Path:
+    target = into / name
+    target.write_text(yaml.dump({"rules": rules}, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
+    return target
+
+
+def layered(jobs: int | None) -> None:
+    """The composed proof's figures, each from a fresh cache folder (see the module docstring)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
+    print(
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}: "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average {load[0]:.1f}",
+        flush=True,
+    )
+    rules = yaml.safe_load(EXAMPLE.read_text())["rules"]
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["KERNELPOLICY_CACHE_DIR"] = str(Path(tmp) / "cache")
+        one = _operator(rules[:1], Path(tmp), "one-rule.yaml")
+        for name, path in (("one-rule.yaml", one), ("fleet.yaml", EXAMPLE)):
+            files = discover([str(path)], environ=False)
+            mine = [f.display for f in files if f.layer != "shipped"]
+            for when in ("cold", "warm"):
+                report, seconds = _timed_check(files, mine, jobs)
+                print(f"check {name}, {when}: {seconds:7.2f} s  {_what(report)}", flush=True)
+        two = _operator(rules[:2], Path(tmp), "two-rules.yaml")
+        t = time.perf_counter()
+        d = diff(load_policy([one], environ=False), load_policy([two], environ=False), jobs=jobs)
+        print(
+            f"diff one-rule.yaml two-rules.yaml: {time.perf_counter() - t:7.2f} s  groups walked {d.groups:,}, "
+            f"left out {d.skipped:,}, {sum(c.cells for c in d.changes):,} cells change",
+            flush=True,
+        )
+        fleet = discover([str(EXAMPLE)], environ=False)
+        for when in ("cold", "warm"):
+            report, seconds = _timed_check(fleet, None, jobs)
+            print(f"check --strict --all-findings fleet.yaml, {when}: {seconds:7.2f} s  {_what(report)}", flush=True)
+
+
+def _what(report: CheckReport) -> str:
+    s = report.summary or {}
+    groups = sum(s.get("groups", {}).values())
+    how = "certificate reused" if report.reused else ("composed" if s.get("certificate") else "whole walk")
+    return f"groups walked {groups:,}, left out {s.get('skipped', 0):,}, {len(report.findings)} findings ({how})"
 
 
 def line(name: str, report: CheckReport, seconds: float, base: float | None) -> str:
@@ -95,8 +160,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: check's own)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--layered-only", action="store_true", help="only the composed proof's figures")
     ap.add_argument("files", nargs="*", type=Path, help="rule files instead of the shipped tables")
     args = ap.parse_args()
+    if not args.files:
+        layered(args.jobs)
+        if args.layered_only:
+            return
     files = [SourceFile(p, p.name, "shipped") for p in args.files] or discover(environ=False)
     report, base = run(files, args.jobs, args.repeat)
     print(line("given files" if args.files else "shipped tables", report, base, None), flush=True)

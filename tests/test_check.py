@@ -6,6 +6,7 @@ each run is fast and the finding it must produce is the only one.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -304,3 +305,113 @@ def test_a_backend_rejected_for_different_reasons_is_walked_past_once(tmp_path: 
             )
         ]
         assert len(mine) == 1 and mine[0].backend == kp.resolve(facts, policy).paths["moe"].backend, raw
+
+
+def _bare_files() -> list[Any]:
+    from kernelpolicy.dsl.loader import SourceFile
+
+    return [
+        SourceFile(BASE, "rules/catalog.yaml", "shipped"),
+        SourceFile(HERE / "stale-until.yaml", "rules/stale-until.yaml", "shipped"),
+    ]
+
+
+def test_the_proof_is_kept_once_per_content_and_a_tampered_one_is_recomputed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernelpolicy.analysis import certificate
+    from kernelpolicy.analysis.checking import check
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    first = check(_bare_files(), jobs=1)
+    assert not first.reused and first.summary is not None and [f.code for f in first.findings] == ["stale-rule"]
+    (entry,) = (tmp_path / "check").glob("certificate-*.json")
+    head, body = entry.read_bytes().split(b"\n", 1)
+    assert b"pickle" not in body and json.loads(body)["groups"]  # plain data: groups, outcomes, rules
+    again = check(_bare_files(), jobs=1)
+    assert again.reused and again.findings == first.findings and again.summary == first.summary
+    # an entry changed behind kernelpolicy's back (no finding any more) is not trusted
+    data = json.loads(body)
+    data["findings"] = []
+    entry.write_bytes(head + b"\n" + json.dumps(data).encode())
+    third = check(_bare_files(), jobs=1)
+    assert not third.reused and [f.code for f in third.findings] == ["stale-rule"]
+    assert certificate.read(entry.name[len("certificate-") : -len(".json")], tmp_path / "check") is not None
+
+
+def test_a_certificate_others_may_write_is_never_believed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A certificate planted in a folder others may write (with a matching checksum: it is its
+    own) would hide findings: it is recomputed, and nothing is written there."""
+    from kernelpolicy.analysis.checking import check
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    first = check(_bare_files(), jobs=1)
+    (entry,) = (tmp_path / "check").glob("certificate-*.json")
+    data = json.loads(entry.read_bytes().split(b"\n", 1)[1])
+    data["findings"] = []  # the planted proof: no finding
+    body = json.dumps(data, separators=(",", ":")).encode()
+    head = json.loads(entry.read_bytes().split(b"\n", 1)[0])
+    head["sha256"] = hashlib.sha256(body).hexdigest()
+    entry.write_bytes(json.dumps(head).encode() + b"\n" + body)
+    (tmp_path / "check").chmod(0o777)
+    planted = check(_bare_files(), jobs=1)
+    assert not planted.reused and [f.code for f in planted.findings] == [f.code for f in first.findings]
+    (tmp_path / "check").chmod(0o700)
+    assert check(_bare_files(), jobs=1).reused  # this user's folder alone again: its entries are believed
+
+
+def test_an_operator_file_is_walked_only_where_it_can_change_a_decision(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ground's proof comes from its certificate; the operator's hole is found in the cells
+    its rules reach, with the same findings as a walk of every cell."""
+    from kernelpolicy.analysis.checking import check
+    from kernelpolicy.dsl.loader import SourceFile
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_HOLE)
+    files = [SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")]
+    composed = check(files, subject=[str(ops)], jobs=1)
+    whole = check(files, subject=[str(ops)], jobs=1, compose=False)
+    assert composed.summary is not None and whole.summary is not None
+    assert composed.summary["certificate"] and composed.summary["skipped"] > 0
+    assert sum(composed.summary["groups"].values()) < sum(whole.summary["groups"].values())
+    assert [(f.code, f.file, f.cells) for f in composed.findings] == [(f.code, f.file, f.cells) for f in whole.findings]
+    assert [f.code for f in composed.findings] == ["no-backend"]
+
+
+def test_one_run_writes_annotations_and_sarif(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sarif = tmp_path / "out.sarif"
+    rc = main(
+        [
+            "check",
+            "--format",
+            "github",
+            "--sarif-file",
+            str(sarif),
+            "--bare",
+            str(BASE),
+            str(HERE / "shadowed-rule.yaml"),
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0 and "::warning " in out
+    (res,) = json.loads(sarif.read_text())["runs"][0]["results"]
+    assert res["ruleId"] == "shadowed"
+
+
+def test_progress_shows_a_fraction_and_an_estimate() -> None:
+    import io
+
+    from kernelpolicy.progress import Progress
+
+    p = Progress("checking", io.StringIO(), force=True)
+    assert "parts" not in p.line(0)
+    p._start -= 10.0
+    p.fraction(5, 20)
+    line = p.line(0)
+    assert "5/20 parts" in line and "s left" in line, line

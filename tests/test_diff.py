@@ -147,3 +147,57 @@ def test_cells_the_two_walks_split_differently_are_compared(tmp_path: Path) -> N
     assert all("qwen3_moe" in c.label and "deepseek_v3" not in c.label for c in moved), [c.label for c in moved]
     # qwen3_moe MoE models on every GPU (the rule names none): one cell per SM
     assert sum(c.cells for c in moved) == len(GPU_SMS)
+
+
+MANY_RULES = """\
+rules:
+  - id: triton-crashes-on-deepseek
+    when: {model.type: deepseek_v3}
+    deny: triton
+    paths: [moe]
+    severity: crash
+    because: test rule over model types
+    refs: [test#4]
+  - id: marlin-wrong-on-old-vllm
+    when: {quant.moe_scheme: fp8_block, vllm.version: "<0.12"}
+    deny: marlin
+    paths: [moe]
+    severity: accuracy
+    because: test rule over a scheme and a release
+    refs: [test#5]
+  - id: triton-slow-with-ep
+    when: {deploy.ep: ">= 8", triton.version: "<3.4"}
+    deny: triton
+    paths: [moe]
+    severity: perf
+    because: test rule over an integer and a version
+    refs: [test#6]
+  - id: marlin-dense-needs-lora-off
+    when: {deploy.lora: true}
+    deny: marlin
+    paths: [dense]
+    severity: support
+    because: test rule over a flag
+    refs: [test#7]
+"""
+
+
+def test_diff_walks_only_the_cells_a_changed_rule_can_change(tmp_path: Path) -> None:
+    """A rule added for one GPU out of every catalog SM: both walks leave out the cells where
+    it cannot take effect (a bound on the groups walked, not a time: a diff that went back to
+    walking both whole tables would walk every group of both), and the changes are exactly
+    those of the two whole walks."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    for d in (old, new):
+        d.mkdir()
+        shutil.copy(BASE, d / "catalog.yaml")
+        (d / "many.yaml").write_text(MANY_RULES)
+    (new / "deny.yaml").write_text(DENY_TRITON_GB10)
+    bare = {"shipped": False, "default_policy": False, "environ": False}
+    a, b = load_policy([old], **bare), load_policy([new], **bare)
+    scoped = diff(a, b, jobs=1)
+    whole = diff(a, b, jobs=1, scoped=False)
+    assert whole.skipped == 0 and scoped.skipped > 0
+    assert scoped.groups * 3 <= whole.groups, (scoped.groups, whole.groups)
+    assert sorted(map(repr, scoped.changes)) == sorted(map(repr, whole.changes))
+    assert scoped.changes and all("sm121" in c.label for c in scoped.changes)

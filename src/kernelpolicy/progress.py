@@ -4,7 +4,8 @@ a vLLM environment), only when stderr is a terminal: pipes, files and CI logs ge
 ``with progress("checking"):`` shows ``kernelpolicy: checking ... 3.2 s`` on one line, updated a
 few times a second from a daemon thread, and erases it when the step ends, so the step's own
 output is not interleaved with it. :meth:`Progress.note` changes the text (``building vllm 0.26.0:
-installing``).
+installing``); :meth:`Progress.fraction` says how much of the step is done, and the line then
+shows it with an estimate of the time left (``12/27, about 40 s left``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,13 @@ class Progress:
         self._lock = threading.Lock()
         self._shown = 0
         self._thread: threading.Thread | None = None
+        self._done = 0
+        self._total = 0
+        self._at = self._start  #: when the last part finished
+
+    def fraction(self, done: int, total: int) -> None:
+        """*done* of *total* parts of the step are finished (thread-safe, cheap)."""
+        self._done, self._total, self._at = done, total, time.monotonic()
 
     def note(self, label: str) -> None:
         """Change what the line says."""
@@ -57,8 +65,17 @@ class Progress:
 
     def line(self, frame: int) -> str:
         """The text shown at *frame* (pure, for tests)."""
-        elapsed = time.monotonic() - self._start
-        return f"kernelpolicy: {self.label} {_FRAMES[frame % len(_FRAMES)]} {elapsed:.1f} s"
+        now = time.monotonic()
+        elapsed = now - self._start
+        text = f"kernelpolicy: {self.label} {_FRAMES[frame % len(_FRAMES)]} {elapsed:.1f} s"
+        done, total = self._done, self._total
+        if total:
+            text += f", {done}/{total} parts"
+            if 0 < done < total:
+                # the parts done so far took this long each; the estimate counts from the last one
+                left = (self._at - self._start) / done * (total - done) - (now - self._at)
+                text += f", about {max(left, 0.0):.0f} s left" if left > 0 else ", finishing"
+        return text
 
     def _run(self) -> None:
         if self._stop.wait(_DELAY):

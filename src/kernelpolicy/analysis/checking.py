@@ -5,22 +5,28 @@ The command line (:mod:`kernelpolicy.cli._check`) only formats what :func:`check
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..dsl.files import SourceFile
+from ..dsl.loader import NO_CACHE_ENV
 from ..errors import PolicyError
 from ..policy import Policy
+from . import certificate
+from .certificate import certificate_key
 from .coverage import Coverage, PathGroup, Violation, verify
 from .domain import build_domain
 from .findings import Finding, from_diagnostic
 from .implications import implication_conflicts
 from .locate import Locator
 from .releases import unknown_release_bounds
+from .scope import Delta, delta
 from .static import analyse
 
-__all__ = ["CheckReport", "check", "violation_findings"]
+__all__ = ["CheckReport", "check", "summary", "violation_findings"]
 
 #: How many cell groups a coverage finding names before it says how many more there are.
 SHOW_GROUPS = 3
@@ -32,8 +38,11 @@ class CheckReport:
 
     files: tuple[SourceFile, ...]
     findings: list[Finding] = field(default_factory=list)
-    coverage: Coverage | None = None
+    coverage: Coverage | None = None  #: the walk (``None``: not run, or reused from a certificate)
     seconds: float = 0.0  #: the whole check: loading, analysis and the exhaustive run
+    #: what the walk verified (:func:`summary`), whether it ran now or comes from a certificate
+    summary: dict[str, Any] | None = None
+    reused: bool = False  #: the findings and summary come from the certificate of these files
 
     @property
     def errors(self) -> list[Finding]:
@@ -55,17 +64,29 @@ def check(
     explicit: bool = False,
     jobs: int | None = None,
     subject: Sequence[str] | None = None,
+    cache: bool | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    compose: bool = True,
 ) -> CheckReport:
     """Load *files* (every schema problem at once), analyse them and verify their domain.
 
     :param subject: the files under check (``display`` names), when the others (the shipped
         rules, say) are only the ground they stand on: warnings about rules outside them are
         not the operator's to fix and are left out; errors are kept, located in *subject*
-        wherever one of its rules is involved.
+        wherever one of its rules is involved. The ground's proof is then computed once (a
+        certificate, :mod:`.certificate`) and the walk covers only the cells *subject*'s rules
+        can change (:mod:`.scope`), when the ground is clean and *subject* adds only rules,
+        implications and ``unsupported`` entries; otherwise every cell is walked.
+    :param cache: reuse and keep certificates (default: unless ``KERNELPOLICY_NO_CACHE`` is set).
+    :param progress: called with (parts walked, parts) as the exhaustive run goes.
+    :param compose: with *subject*, walk only where it can change a decision when it may
+        (``False``: every cell, for tests that compare the two).
     """
     from ..dsl.loader import load_files
 
     start = time.perf_counter()
+    if cache is None:
+        cache = os.environ.get(NO_CACHE_ENV, "") in ("", "0")
     report = CheckReport(tuple(files))
     try:
         policy = load_files(files)
@@ -73,9 +94,22 @@ def check(
         report.findings = [from_diagnostic(d) for d in exc.diagnostics]
         report.seconds = time.perf_counter() - start
         return report
+    key = certificate_key(files, explicit=explicit, subject=subject) if coverage and cache and compose else None
+    if key is not None:
+        cert = certificate.read(key)
+        if cert is not None:
+            report.findings, report.summary, report.reused = cert.findings, cert.summary, True
+            report.seconds = time.perf_counter() - start
+            return report
     locator = Locator(files)
     report.findings = [from_diagnostic(d) for d in policy.warnings]
-    cov = verify(policy, explicit=explicit, jobs=jobs) if coverage else None
+    ground: tuple[Delta, str | None] | None = None
+    if coverage and subject is not None and compose:
+        ground = _ground(files, subject, policy, explicit=explicit, jobs=jobs, cache=cache)
+    cov = None
+    if coverage:
+        scope = ground[0] if ground is not None else None
+        cov = verify(policy, explicit=explicit, jobs=jobs, scope=scope, progress=progress)
     report.findings += analyse(policy, cov, locator)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
     located = implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
@@ -83,13 +117,85 @@ def check(
         report.findings += violation_findings(policy, cov, locator)
         located += unused_unsupported(policy, cov)
         report.coverage = cov
+        report.summary = summary(cov, ground[1] if ground is not None else None)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in located]
     if subject is not None:
         mine = set(subject)
         report.findings = [f for f in report.findings if f.level == "error" or not f.file or f.file in mine]
     report.findings.sort(key=lambda f: (f.level != "error", f.file == "", f.file, f.line, f.column, f.code))
+    if key is not None and cov is not None and report.summary is not None:
+        certificate.write(certificate.Certificate(key, report.findings, report.summary, *_outcomes(cov)))
     report.seconds = time.perf_counter() - start
     return report
+
+
+def _outcomes(cov: Coverage) -> tuple[list[list[Any]], list[str]]:
+    """Each group walked as ``[path, backend, cells, [class ...], [rule ...]]``, its classes
+    (``dimension=label``) and rule ids as indexes into one table of names (a walk of the shipped
+    tables has ~140,000 groups: spelled out, more than 64 MB)."""
+    names: dict[str, int] = {}
+
+    def at(name: str) -> int:
+        return names.setdefault(name, len(names))
+
+    groups = [
+        [
+            pg.path,
+            pg.backend,
+            pg.group.weight,
+            [at(f"{d}={v.label}") for d, v in pg.group.fixed.items()],
+            [at(r) for r in sorted(pg.fires)],
+        ]
+        for pg in cov.results
+    ]
+    return groups, list(names)
+
+
+def summary(cov: Coverage, ground: str | None = None) -> dict[str, Any]:
+    """What a walk verified, as data: cells per path, dimensions, groups walked per path,
+    resolves, seconds; with a *ground* certificate, the groups left to it (``skipped``) and
+    its key."""
+    return {
+        "cells": cov.cells,
+        "groups": dict(cov.groups),
+        "resolves": cov.resolves,
+        "seconds": round(cov.seconds, 3),
+        "dimensions": [d.name for d in cov.domain.dims],
+        "pruned": len(cov.domain.pruned),
+        "skipped": cov.skipped,
+        "certificate": ground,
+    }
+
+
+def _ground(
+    files: Sequence[SourceFile],
+    subject: Sequence[str],
+    policy: Policy,
+    *,
+    explicit: bool,
+    jobs: int | None,
+    cache: bool,
+) -> tuple[Delta, str | None] | None:
+    """What *subject* changes on the files it stands on, when the check may walk only that:
+    the ground's own proof (its certificate, computed here the first time) finds no error, and
+    the two differ only in rules, implications and ``unsupported`` entries. With it, its key."""
+    from ..dsl.loader import load_files
+
+    mine = set(subject)
+    base = [f for f in files if f.display not in mine]
+    if not base or len(base) == len(files):
+        return None
+    proof = check(base, explicit=explicit, jobs=jobs, cache=cache)
+    if proof.failed() or proof.summary is None:
+        return None  # the ground breaks something itself: walk every cell of the whole
+    try:
+        found = delta(load_files(base), policy)
+    except PolicyError:
+        return None
+    if found is None:
+        return None
+    key = certificate_key(base, explicit=explicit, subject=None) if cache else None
+    return found, key
 
 
 def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[Finding]:

@@ -7,6 +7,11 @@ group of the new walk overlap (they agree on every dimension both fix), the over
 of cells that the old policy decides one way and the new one decides another way, or the
 same way. Changes are counted per path and ``old -> new`` pair, and listed per overlap.
 
+Only the cells where the two can differ are walked: where the policies share their catalog and
+differ in some rules, implications and ``unsupported`` entries (:func:`~.scope.delta`), a cell
+where none of those takes effect decides alike under both, and both walks leave it out
+(``scope=``), so the work follows what changed, not the product of two whole walks.
+
 Whatever kind of rule changed, what is compared is the decision each input gets. Where both
 policies hold the same implications, every input reaches the same completed state under both,
 so comparing the decisions of the completed states (the walk ``check`` does) compares the
@@ -25,6 +30,7 @@ from typing import Any
 from ..policy import Backend, Policy
 from .coverage import PATHS, PathGroup, verify
 from .domain import Domain, ValueClass, build_domain, meet
+from .scope import delta
 
 __all__ = ["Change", "DiffReport", "diff"]
 
@@ -49,6 +55,8 @@ class DiffReport:
     cells: int = 0  #: cells of the joint domain (per path)
     dimensions: int = 0
     seconds: float = 0.0
+    groups: int = 0  #: groups of cells the two walks resolved, together
+    skipped: int = 0  #: groups of cells left out: no rule that differs takes effect there
 
     def grouped(self) -> dict[tuple[str, str | None, str | None], list[Change]]:
         """Changes per ``(path, old, new)``, largest first."""
@@ -80,14 +88,21 @@ def joint_domain(old: Policy, new: Policy) -> Domain:
     return build_domain(both)
 
 
-def diff(old: Policy, new: Policy, *, jobs: int | None = None) -> DiffReport:
-    """Every cell of the joint domain whose decision for some path differs."""
+def diff(old: Policy, new: Policy, *, jobs: int | None = None, scoped: bool = True) -> DiffReport:
+    """Every cell of the joint domain whose decision for some path differs.
+
+    :param scoped: walk only the cells where the two can differ (``False``: every cell of
+        both, for tests that compare the two).
+    """
     start = time.perf_counter()
     domain = joint_domain(old, new)
     closed = _implications(old) == _implications(new)
-    a = verify(old, domain, jobs=jobs, closed=closed)
-    b = verify(new, domain, jobs=jobs, closed=closed)
+    scope = delta(old, new) if closed and scoped else None
+    a = verify(old, domain, jobs=jobs, closed=closed, scope=scope)
+    b = verify(new, domain, jobs=jobs, closed=closed, scope=scope)
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
+    report.groups = sum(a.groups.values()) + sum(b.groups.values())
+    report.skipped = a.skipped + b.skipped
     sizes = {d.name: d.size for d in domain.dims}
     moe_only = {d.name for d in domain.dims if d.moe_only}
     order = [d.name for d in domain.dims]

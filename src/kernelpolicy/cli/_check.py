@@ -35,6 +35,12 @@ def add_parser(sub: Any) -> None:
     )
     out.add_argument("--json", dest="format", action="store_const", const="json", help="--format json")
     out.add_argument("--sarif", dest="format", action="store_const", const="sarif", help="--format sarif")
+    p.add_argument(
+        "--sarif-file",
+        default=None,
+        metavar="PATH",
+        help="also write the findings as SARIF 2.1.0 to PATH (one run for annotations and code scanning)",
+    )
     p.add_argument("--no-coverage", action="store_true", help="skip the exhaustive run")
     p.add_argument(
         "--all-findings",
@@ -74,19 +80,22 @@ def run(args: argparse.Namespace) -> int:
 
     own = [f.display for f in files if f.layer != "shipped"]
     subject = None if args.bare or args.all_findings or not args.files else own
-    with progress("checking"):
-        report = check(files, coverage=not args.no_coverage, explicit=args.explicit, jobs=args.jobs, subject=subject)
-    cov = report.coverage
-    summary: dict[str, Any] = {}
-    if cov is not None:
-        summary = {
-            "cells": cov.cells,
-            "groups": cov.groups,
-            "resolves": cov.resolves,
-            "seconds": round(cov.seconds, 3),
-            "dimensions": [d.name for d in cov.domain.dims],
-            "pruned": len(cov.domain.pruned),
-        }
+    with progress("checking") as shown:
+        report = check(
+            files,
+            coverage=not args.no_coverage,
+            explicit=args.explicit,
+            jobs=args.jobs,
+            subject=subject,
+            progress=shown.fraction,
+        )
+    summary: dict[str, Any] = report.summary or {}
+    if args.sarif_file:
+        sarif = json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n"
+        try:
+            Path(args.sarif_file).write_text(sarif, encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"cannot write `{args.sarif_file}`: {exc.strerror or exc}") from exc
     if args.format == "sarif":
         sys.stdout.write(json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n")
     elif args.format == "github":
@@ -103,6 +112,7 @@ def run(args: argparse.Namespace) -> int:
             "warnings": len(report.warnings),
             "findings": [f.to_dict() for f in report.findings],
             "coverage": summary,
+            "certificate": "reused" if report.reused else "computed",
             "seconds": round(report.seconds, 3),
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -110,13 +120,26 @@ def run(args: argparse.Namespace) -> int:
         for f in report.findings:
             sys.stdout.write(f.render() + "\n")
         if summary:
-            per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items())
-            sys.stdout.write(
-                f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
-                f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s\n"
-            )
+            sys.stdout.write(_verified(summary, report.reused) + "\n")
         sys.stdout.write(
             f"{len(files)} files: {len(report.errors)} errors, {len(report.warnings)} warnings "
             f"in {report.seconds:.2f} s\n"
         )
     return 1 if report.failed(args.strict) else 0
+
+
+def _verified(summary: dict[str, Any], reused: bool) -> str:
+    """What the walk verified, and where its proof came from (one line each)."""
+    per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items()) or "no"
+    lines = [
+        f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
+        f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s"
+    ]
+    if summary.get("certificate"):
+        lines.append(
+            f"walked only where FILES can change a decision: {summary['skipped']:,} groups of cells from the "
+            f"certificate of the files they stand on ({summary['certificate'][:12]})"
+        )
+    if reused:
+        lines.append("the proof of these exact files was reused from their certificate")
+    return "\n".join(lines)

@@ -54,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
             "old": args.old,
             "new": args.new,
             "cells": report.cells,
+            "groups": report.groups,
             "seconds": round(report.seconds, 3),
             "changes": [
                 {
@@ -79,6 +80,7 @@ def run(args: argparse.Namespace) -> int:
         changed = sum(c.cells for c in report.changes)
         sys.stdout.write(
             f"compared {report.cells:,} domain cells over {report.dimensions} dimensions in "
-            f"{report.seconds:.2f} s: {changed:,} path decisions change\n"
+            f"{report.seconds:.2f} s ({report.groups:,} groups walked where OLD and NEW can differ): "
+            f"{changed:,} path decisions change\n"
         )
     return 1 if report.changes else 0
