@@ -9,7 +9,9 @@
 ``check``
     ``check --json`` (``kernelpolicy.check/1``);
 ``facts``
-    ``facts --json`` (``kernelpolicy.machine/1``).
+    ``facts --json`` (``kernelpolicy.machine/1``);
+``bench``
+    ``bench --json`` (``kernelpolicy.bench/1``).
 
 :func:`generate` builds a schema from the models and the fact vocabulary; the same schemas are
 checked in under ``schemas/`` and shipped in the wheel (:func:`shipped_path`); a test fails
@@ -26,7 +28,7 @@ __all__ = ["SCHEMA_NAMES", "SchemaName", "generate", "render", "shipped_path"]
 
 SchemaName = str
 #: The schemas ``kernelpolicy schema NAME`` prints.
-SCHEMA_NAMES: Final = ("rules", "decision", "check", "facts")
+SCHEMA_NAMES: Final = ("rules", "decision", "check", "facts", "bench")
 _BASE_ID: Final = "urn:kernelpolicy:schema:"
 _DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
@@ -138,6 +140,10 @@ def generate(name: SchemaName) -> dict[str, Any]:
         body = out.CheckOutput.model_json_schema(by_alias=True)
     elif name == "facts":
         body = out.FactsOutput.model_json_schema(by_alias=True)
+    elif name == "bench":
+        from .bench._output import BenchOutput
+
+        body = BenchOutput.model_json_schema(by_alias=True)
     else:
         raise ValueError(f"no schema `{name}` (one of: {', '.join(SCHEMA_NAMES)})")
     return {"$schema": _DIALECT, "$id": f"{_BASE_ID}{name}", **body}

@@ -21,7 +21,7 @@ __all__ = ["main", "one_line"]
 #: Subcommand modules, in the order ``--help`` lists them.
 SUBCOMMANDS = (
     "_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_sglang", "_schema", "_fmt", "_matrix",
-    "_completion", "_fleet",
+    "_completion", "_fleet", "_bench",
 )  # fmt: skip
 
 
