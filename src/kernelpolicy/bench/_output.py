@@ -41,6 +41,7 @@ class BenchCell(_Open):
     n: int
     k: int
     experts: int
+    note: str = Field(default="", description="what the shape stands for when it is not plain (replicated, ...)")
     m: int
     choice: str | None = Field(description="the decision's backend on this path")
     fastest: str | None = Field(description="the fastest correct candidate the decision calls valid")

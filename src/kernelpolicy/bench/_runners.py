@@ -23,7 +23,8 @@ M <= 16, cuBLAS above, as vLLM dispatches), ``cublas`` (``torch.mm(out_dtype=flo
 
 vLLM's ops come from ``vllm._custom_ops`` in a vLLM install, else from the libraries named in
 ``$KERNELPOLICY_BENCH_VLLM_LIBS`` (``:``-separated ``_C``/``_moe_C`` paths, for a machine that
-carries them without the whole wheel).
+carries them without the whole wheel). ``$KERNELPOLICY_BENCH_SKIP`` (``vllm``, ``deep_gemm``,
+``flashinfer``, ``triton``, comma-separated) leaves a library out: its runners report ``not_run``.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ FLASHINFER_MAX_M: Final = 32
 DSV3_MAX_M: Final = 16
 
 
-def _try(fn: Callable[[], Any]) -> tuple[Any, str | None]:
+def _try(fn: Callable[[], Any], skipped: bool = False) -> tuple[Any, str | None]:
+    if skipped:
+        return None, "skipped by $KERNELPOLICY_BENCH_SKIP"
     try:
         return fn(), None
     except Exception as exc:
@@ -60,12 +63,13 @@ class Env:
     def __init__(self, torch: Any) -> None:
         self.torch = torch
         self.lab = Lab(torch)
-        self.vllm_ops, self.vllm_why = _try(self._load_vllm_ops)
-        self.deep_gemm, self.deep_gemm_why = _try(self._load_deep_gemm)
+        skip = {x.strip() for x in os.environ.get("KERNELPOLICY_BENCH_SKIP", "").split(",") if x.strip()}
+        self.vllm_ops, self.vllm_why = _try(self._load_vllm_ops, "vllm" in skip)
+        self.deep_gemm, self.deep_gemm_why = _try(self._load_deep_gemm, "deep_gemm" in skip)
         self.flashinfer, self.flashinfer_why = _try(
-            lambda: importlib.import_module("flashinfer.gemm").fp8_blockscale_gemm_sm90
+            lambda: importlib.import_module("flashinfer.gemm").fp8_blockscale_gemm_sm90, "flashinfer" in skip
         )
-        self.triton_mm, self.triton_why = _try(self._load_triton)
+        self.triton_mm, self.triton_why = _try(self._load_triton, "triton" in skip)
 
     def _load_vllm_ops(self) -> str:
         torch = self.torch

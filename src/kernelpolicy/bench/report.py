@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .protocol import Cell, Outcome, fastest
+from .shapes import Layer
 
 __all__ = ["SCHEMA_ID", "Candidate", "CellReport", "Failure", "Report", "render_text"]
 
@@ -117,6 +118,44 @@ class Report:
                     out.append(Failure(cr.cell, o, self.candidate(cr.cell.layer.path, o.backend)))
         return out
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Report:
+        """A report read back from :meth:`to_json`'s output (``bench --report FILE``).
+
+        :raises KeyError, TypeError, ValueError: *data* is not a ``kernelpolicy.bench/1`` report.
+        """
+        if data.get("schema") != SCHEMA_ID:
+            raise ValueError(f"not a `{SCHEMA_ID}` report (schema `{data.get('schema')}`)")
+        candidates = {
+            path: [
+                Candidate(
+                    c["backend"], path, bool(c["valid"]), c["rule"], c.get("origin", ""), c.get("layer", "shipped")
+                )
+                for c in cs
+            ]
+            for path, cs in data["candidates"].items()
+        }
+        cells = []
+        for c in data["cells"]:
+            layer = Layer(c["path"], c["layer"], int(c["n"]), int(c["k"]), int(c.get("experts", 1)), c.get("note", ""))
+            outcomes = {
+                o["backend"]: Outcome(
+                    o["backend"],
+                    o["status"],
+                    seconds=o["us"] * 1e-6 if o.get("us") is not None else None,
+                    spread=o.get("spread"),
+                    error=o.get("error"),
+                    detail=o.get("detail", ""),
+                    how=o.get("how", ""),
+                )
+                for o in c["outcomes"]
+            }
+            valid = frozenset(x.backend for x in candidates.get(c["path"], []) if x.valid)
+            cells.append(CellReport(Cell(data["model"], layer, int(c["m"])), outcomes, c.get("choice"), valid))
+        skip = {"schema", "model", "candidates", "cells", "failures"}
+        context = {k: v for k, v in data.items() if k not in skip}
+        return cls(model=data["model"], context=context, candidates=candidates, cells=cells)
+
     def to_json(self) -> dict[str, Any]:
         cands = {
             path: [
@@ -136,6 +175,7 @@ class Report:
                     "n": layer.n,
                     "k": layer.k,
                     "experts": layer.experts,
+                    "note": layer.note,
                     "m": cr.cell.m,
                     "choice": cr.choice,
                     "fastest": best.backend if best else None,

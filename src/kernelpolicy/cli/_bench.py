@@ -49,6 +49,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--reps", type=int, default=20, help="timed calls per pass (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls before each pass (default 5)")
     p.add_argument("--plan", action="store_true", help="print the shapes and candidates and stop (no GPU needed)")
+    p.add_argument(
+        "--report", metavar="FILE", help="render a saved `bench --json` report instead of measuring (no GPU needed)"
+    )
     p.add_argument("--emit-policy", metavar="FILE", help="write an operator policy layer from the measurement")
     p.add_argument("--threshold", type=float, default=0.03, help="--emit-policy: loss above which to prefer (0.03)")
     p.add_argument("--json", action="store_true", help="print the report as JSON (kernelpolicy.bench/1)")
@@ -76,6 +79,8 @@ def run(args: argparse.Namespace) -> int:
     from ..resolver import resolve
     from ._serve import hub_options
 
+    if args.report:
+        return _replay(args)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     bad = [p for p in paths if p not in _PATHS]
     if bad or not paths:
@@ -109,9 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.plan:
         sys.stdout.write(_plan_text(args.model, layers, candidates, decision) + "\n")
         return 0
-    from ..bench.emit import render_policy
     from ..bench.gpu import bench_on_gpu
-    from ..bench.report import render_text
 
     report = bench_on_gpu(
         model=args.model,
@@ -122,6 +125,13 @@ def run(args: argparse.Namespace) -> int:
         settings=Settings(warmup=args.warmup, reps=args.reps, passes=args.passes),
         quiet=args.json,
     )
+    return _output(report, args)
+
+
+def _output(report: Any, args: argparse.Namespace) -> int:
+    from ..bench.emit import render_policy
+    from ..bench.report import render_text
+
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1) + "\n")
     else:
@@ -130,3 +140,18 @@ def run(args: argparse.Namespace) -> int:
         with open(args.emit_policy, "w", encoding="utf-8") as f:
             f.write(render_policy(report, threshold=args.threshold))
     return 1 if any(f.contradicts_shipped for f in report.failures()) else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ..bench.report import Report
+
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            data = json.load(f)
+        report = Report.from_json(data)
+    except OSError as exc:
+        raise UsageError(f"`{args.report}`: cannot be read ({exc.strerror})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        what = f"missing `{exc.args[0]}`" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"`{args.report}`: not a bench report: {what}") from None
+    return _output(report, args)
