@@ -6,7 +6,7 @@
 #   vsite.tar.xz                   vLLM 0.26.0's vendored DeepGEMM under an empty `vllm` package + vllm's dist-info
 #   cstable.so.xz, moe.so.xz       vLLM 0.26.0's _C / _moe_C stable-ABI libraries, sm_90 fatbin entries only
 #   tcfg/                          vLLM 0.26.0's H200 block-FP8 Triton configs
-# Writes at most 8 files into $OUT: log.txt, <model>.json x3, <model>.txt x3, extra.tar.gz
+# Writes 6 files into $OUT: log.txt, four bench --json reports, extra.tar.gz (warm-up logs, texts, emitted policies)
 set -u
 C=$(cd "$(dirname "$0")" && pwd)
 T=/tmp/kpb; mkdir -p $T/site $T/vs $T/libs
@@ -33,22 +33,45 @@ el "flashinfer JIT build, and the JIT warm-up of the other kernels (one process 
 import torch; from flashinfer.gemm import fp8_blockscale_gemm_sm90 as f
 a=torch.randn(4,512,device='cuda',dtype=torch.bfloat16); w=torch.randn(256,512,device='cuda').to(torch.float8_e4m3fn); s=torch.ones(2,4,device='cuda')
 print('flashinfer ok', f(a,w,None,s,out_dtype=torch.bfloat16).shape)" > $T/extra/fi_build.txt 2>&1; echo "rc=$?" >> $T/extra/fi_build.txt ) &
-MODELS="deepseek-ai/DeepSeek-V3 Qwen/Qwen3-32B-FP8 Qwen/Qwen3-30B-A3B-FP8"
-for m in $MODELS; do
-  ( KERNELPOLICY_BENCH_SKIP=flashinfer timeout 200 $KP bench --model $m --paths dense,router --all --passes 1 --reps 1 --warmup 0 > $T/extra/warm_${m##*/}.txt 2>&1 ) &
-done; wait
+PIDS=($!)  # waited for by id: a bare `wait` would also wait for the log's tee
+# one warm-up process per layer (nvcc builds DeepGEMM's kernels in parallel), one call per cell
+W="deepseek-ai/DeepSeek-V3:fused_qkv_a_proj,gate deepseek-ai/DeepSeek-V3:q_b_proj deepseek-ai/DeepSeek-V3:kv_b_proj
+deepseek-ai/DeepSeek-V3:o_proj deepseek-ai/DeepSeek-V3:mlp.gate_up_proj deepseek-ai/DeepSeek-V3:mlp.down_proj
+deepseek-ai/DeepSeek-V3:shared_experts.gate_up_proj deepseek-ai/DeepSeek-V3:shared_experts.down_proj
+Qwen/Qwen3-32B-FP8:qkv_proj Qwen/Qwen3-32B-FP8:o_proj Qwen/Qwen3-32B-FP8:mlp.gate_up_proj Qwen/Qwen3-32B-FP8:mlp.down_proj
+Qwen/Qwen3-30B-A3B-FP8:qkv_proj,o_proj,gate"
+i=0
+for spec in $W; do
+  i=$((i+1))
+  ( KERNELPOLICY_BENCH_SKIP=flashinfer timeout 170 nice -n 10 $KP bench --model ${spec%%:*} --layers ${spec#*:} --paths dense,router --all --passes 1 --reps 1 --warmup 0 > $T/extra/warm_$i.txt 2>&1; echo "rc=$?" >> $T/extra/warm_$i.txt ) &
+  PIDS+=($!)
+done; wait "${PIDS[@]}"
 tail -3 $T/extra/fi_build.txt
 grep -q "flashinfer ok" $T/extra/fi_build.txt || export KERNELPOLICY_BENCH_SKIP=flashinfer
-for m in $MODELS; do tail -4 $T/extra/warm_${m##*/}.txt; done
-for spec in deepseek-ai/DeepSeek-V3:150 Qwen/Qwen3-32B-FP8:100 Qwen/Qwen3-30B-A3B-FP8:70; do
-  m=${spec%:*}; cap=${spec##*:}; n=${m##*/}
-  left=$(( ${KP_DEADLINE:-575} - $(date +%s) + T0 - 15 )); [ $left -lt $cap ] && cap=$left
-  [ $cap -lt 20 ] && { el "skip $m: ${cap}s left"; continue; }
-  el "bench $m (cap ${cap}s)"
-  timeout $cap $KP bench --model $m --paths dense,router --json --emit-policy $T/extra/$n.policy.yaml > "$O/$n.json" 2> $T/extra/bench_$n.txt
+for f in $T/extra/warm_*.txt; do tail -2 $f; done
+tar -czf "$O/extra.tar.gz" -C $T extra
+if [ -z "${KERNELPOLICY_BENCH_SKIP:-}" ]; then
+  el "FlashInfer's run-time (NVRTC) kernels: one call per layer at M = 1 and 16"
+  PIDS=(); i=0
+  for spec in $W; do
+    i=$((i+1))
+    ( timeout 60 $KP bench --model ${spec%%:*} --layers ${spec#*:} --paths dense --only flashinfer_deep_gemm --m 1,16 --passes 1 --reps 1 --warmup 0 > $T/extra/fiwarm_$i.txt 2>&1 ) &
+    PIDS+=($!)
+  done; wait "${PIDS[@]}"
+  tail -3 $T/extra/fiwarm_1.txt
+fi
+R="DeepSeek-V3-attn:deepseek-ai/DeepSeek-V3:fused_qkv_a_proj,q_b_proj,kv_b_proj,o_proj,gate:85
+DeepSeek-V3-mlp:deepseek-ai/DeepSeek-V3:mlp.gate_up_proj,mlp.down_proj,shared_experts.gate_up_proj,shared_experts.down_proj:85
+Qwen3-32B-FP8:Qwen/Qwen3-32B-FP8:qkv_proj,o_proj,mlp.gate_up_proj,mlp.down_proj:85
+Qwen3-30B-A3B-FP8:Qwen/Qwen3-30B-A3B-FP8:qkv_proj,o_proj,gate:50"
+for spec in $R; do
+  IFS=: read -r n m layers cap <<< "$spec"
+  left=$(( ${KP_DEADLINE:-580} - $(date +%s) + T0 - 12 )); [ $left -lt $cap ] && cap=$left
+  [ $cap -lt 20 ] && { el "skip $n: ${cap}s left"; continue; }
+  el "bench $n (cap ${cap}s)"
+  timeout $cap $KP bench --model $m --layers $layers --paths dense,router --json --emit-policy $T/extra/$n.policy.yaml > "$O/$n.json" 2> $T/extra/bench_$n.txt
   el "rc=$?"
-  $KP bench --report "$O/$n.json" > "$O/$n.txt" 2>&1
-  tail -14 "$O/$n.txt"
+  $KP bench --report "$O/$n.json" > $T/extra/$n.txt 2>&1; tail -12 $T/extra/$n.txt
 done
 tar -czf "$O/extra.tar.gz" -C $T extra
 el "done"

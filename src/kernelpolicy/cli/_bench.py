@@ -45,6 +45,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("--layers", metavar="NAME,...", help="only these layers (vLLM module names, e.g. qkv_proj,o_proj)")
     p.add_argument("--all", action="store_true", help="also run the candidates the rules rule out")
+    p.add_argument("--only", metavar="BACKEND,...", help="only these candidates (backend ids)")
     p.add_argument("--passes", type=int, default=3, help="timing passes per cell (default 3)")
     p.add_argument("--reps", type=int, default=20, help="timed calls per pass (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls before each pass (default 5)")
@@ -111,6 +112,14 @@ def run(args: argparse.Namespace) -> int:
         for p in paths
         if any(x.path == p for x in layers)
     }
+    if args.only:
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
+        known = {c.backend for cs in candidates.values() for c in cs}
+        if not only & known:
+            raise UsageError(
+                f"--only `{args.only}`: none of these is a candidate here (candidates: {', '.join(sorted(known))})"
+            )
+        candidates = {p: [c for c in cs if c.backend in only] for p, cs in candidates.items()}
     if args.plan:
         sys.stdout.write(_plan_text(args.model, layers, candidates, decision) + "\n")
         return 0
