@@ -79,7 +79,7 @@ class DenseData:
     w: Any  #: (N, K) bf16, the weight before quantisation
     wq: Any  #: (N, K) float8_e4m3fn
     ws: Any  #: (ceil(N/128), K/128) float32
-    ref: Any  #: (M, N) float64: A @ dequant(Wq).T
+    ref: Any  #: (M, N) float64: dequant(quant(A)) @ dequant(Wq).T
 
 
 @dataclass
@@ -123,6 +123,17 @@ class Lab:
         w, q, s, deq = self._weights[key]
         return w, q, s, deq
 
+    def _group_dequant(self, a: Any) -> Any:
+        """*a* as the FP8 kernels see it: 1x128 groups quantised to e4m3 with FP32 scales
+        amax/448 (vLLM's per-token group quantisation), dequantised in float64. Against the
+        BF16 activations themselves every correct kernel is off by the FP8 rounding (~2.6e-2)."""
+        torch = self.torch
+        m, k = a.shape
+        v = a.float().view(m, k // GROUP, GROUP)
+        sc = v.abs().amax(dim=2).clamp(min=1e-10) / FP8_MAX
+        q = (v / sc[:, :, None]).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+        return (q.double() * sc.double()[:, :, None]).view(m, k)
+
     def dense(self, cell: Cell) -> DenseData:
         key = ("dense", cell.layer.n, cell.layer.k, cell.m)
         if key not in self._cells:
@@ -130,7 +141,7 @@ class Lab:
             torch = self.torch
             w, q, s, deq = self.block_weights(cell.layer.n, cell.layer.k)
             a = torch.randn((cell.m, cell.layer.k), device="cuda", generator=self._gen(cell.m)).to(torch.bfloat16)
-            self._cells[key] = DenseData(a=a, w=w, wq=q, ws=s, ref=a.double() @ deq.t())
+            self._cells[key] = DenseData(a=a, w=w, wq=q, ws=s, ref=self._group_dequant(a) @ deq.t())
         data: DenseData = self._cells[key]
         return data
 

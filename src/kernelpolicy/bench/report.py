@@ -259,13 +259,18 @@ def render_text(report: Report) -> str:
         cells = [c for c in report.cells if c.cell.layer.path == path]
         if not cells:
             continue
-        names = [c.backend for c in cands]
+        ran = {b for c in cells for b, o in c.outcomes.items() if o.status != "not_run"}
+        names = [c.backend for c in cands if c.backend in ran]
+        idle = [c.backend for c in cands if c.backend not in ran]
         chosen = cells[0].choice
         lines.append("")
         order = " > ".join(
             ("*" if c.backend == chosen else "") + c.backend + ("" if c.valid else " (x)") for c in cands
         )
         lines.append(f"{path:<7} decision {chosen or '-'}; candidates {order}")
+        if idle:
+            why = {o.detail for c in cells for b, o in c.outcomes.items() if b in idle and o.detail}
+            lines.append(f"        not run: {', '.join(idle)} ({'; '.join(sorted(why))})")
         layers: dict[str, list[CellReport]] = {}
         for c in cells:
             layers.setdefault(c.cell.layer.label(), []).append(c)
