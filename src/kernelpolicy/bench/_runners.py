@@ -12,7 +12,9 @@ vLLM's linear kernels do), then run the GEMM, timed as one unit:
 ``deep_gemm``                 quant (M-major, TMA-aligned scales) + DeepGEMM ``fp8_gemm_nt``
 ``cutlass``                   quant (M-major scales) + vLLM's ``cutlass_scaled_mm``
 ``torch``                     quant (M-major scales) + ``torch.nn.functional.scaled_mm``
-                              (BlockWise1x128 x BlockWise128x128, cuBLASLt)
+                              (BlockWise1x128 x BlockWise128x128, cuBLASLt), M padded to a
+                              multiple of 4 and sliced back as vLLM's kernel does
+                              (``$KERNELPOLICY_BENCH_TORCH_NO_PAD=1``: the bare call)
 ``triton``                    quant (row-major scales) + vLLM's ``w8a8_triton_block_scaled_mm``,
                               or kernelpolicy's re-implementation of its design without vLLM
 ============================  ==================================================================
@@ -44,6 +46,8 @@ __all__ = ["Env", "registry"]
 FP8_TOLERANCE: Final = 2e-2
 #: vLLM uses FlashInfer's BF16-input block-FP8 kernel below this M (accuracy above it).
 FLASHINFER_MAX_M: Final = 32
+#: cuBLASLt's block-scaled FP8 GEMM needs M a multiple of this; vLLM's torch kernel pads to it (vllm#49932).
+TORCH_M_MULTIPLE: Final = 4
 #: vLLM's dsv3_router_gemm takes at most this many tokens on Hopper; cuBLAS above.
 DSV3_MAX_M: Final = 16
 
@@ -280,6 +284,7 @@ def _make_torch(env: Env, cell: Cell) -> Prepared:
     f = torch.nn.functional
     if not hasattr(f, "scaled_mm"):
         raise NotRunnable(f"torch {torch.__version__} has no torch.nn.functional.scaled_mm (block scaling)")
+    pad = 0 if os.environ.get("KERNELPOLICY_BENCH_TORCH_NO_PAD") else (-cell.m) % TORCH_M_MULTIPLE
 
     def gemm(q: Any, s: Any, d: Any, out: Any) -> Callable[[], Any]:
         sb = d.ws.contiguous()
@@ -289,12 +294,27 @@ def _make_torch(env: Env, cell: Cell) -> Prepared:
         sb = sb.t()
         b = d.wq.t()
         st = f.ScalingType
+        m = q.shape[0]
 
-        return lambda: f.scaled_mm(q, b, s, st.BlockWise1x128, sb, st.BlockWise128x128, output_dtype=torch.bfloat16)
+        def call(a: Any, sa: Any) -> Any:
+            return f.scaled_mm(a, b, sa, st.BlockWise1x128, sb, st.BlockWise128x128, output_dtype=torch.bfloat16)
 
-    return _dense(
-        env, cell, gemm, "mmajor", "torch.nn.functional.scaled_mm BlockWise1x128 x BlockWise128x128 (cuBLASLt)"
-    )
+        if not pad:
+            return lambda: call(q, s)
+
+        def padded() -> Any:  # vLLM's BlockWiseTorchFP8ScaledMMLinearKernel: pad M, slice back
+            qp = q.new_empty((m + pad, q.shape[1]))
+            qp[:m] = q
+            sp = s.new_empty((s.shape[1], m + pad)).t()
+            sp[:m] = s
+            return call(qp, sp)[:m]
+
+        return padded
+
+    how = "torch.nn.functional.scaled_mm BlockWise1x128 x BlockWise128x128 (cuBLASLt)"
+    if pad:
+        how += f", M padded to a multiple of {TORCH_M_MULTIPLE} as vLLM does"
+    return _dense(env, cell, gemm, "mmajor", how)
 
 
 def _make_triton(env: Env, cell: Cell) -> Prepared:
