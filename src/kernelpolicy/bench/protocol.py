@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,6 +122,7 @@ def _first_line(exc: BaseException) -> str:
         if "STATUS_" in line or "not supported" in line.lower():
             head = line.strip()
             break
+    head = re.sub(r"(when calling `\w+)\(.*\)`", r"\1(...)`", head)  # cuBLAS prints every argument
     return f"{type(exc).__name__}: {head}"[:300]
 
 

@@ -239,8 +239,7 @@ def _loss(loss: float | None) -> str:
     return "best" if loss <= 0 else f"+{loss * 100:.1f}%"
 
 
-def render_text(report: Report) -> str:
-    """The report for a terminal: per path and layer a table of M rows, then the failures."""
+def _header(report: Report) -> list[str]:
     ctx = report.context
     lines = [f"bench   {report.model} on {ctx.get('machine', '?')} ({ctx.get('date', '?')})"]
     dep = ctx.get("deployment") or {}
@@ -255,56 +254,68 @@ def render_text(report: Report) -> str:
             f"timing  median of {proto.get('passes')} passes x {proto.get('reps')} calls"
             f" (L2 flushed before each, {proto.get('warmup')} warm-ups); times in us; spread = pass range / median"
         )
+    return lines
+
+
+def _path_tables(path: str, cands: Sequence[Candidate], cells: list[CellReport]) -> list[str]:
+    ran = {b for c in cells for b, o in c.outcomes.items() if o.status != "not_run"}
+    names = [c.backend for c in cands if c.backend in ran]
+    idle = [c.backend for c in cands if c.backend not in ran]
+    chosen = cells[0].choice
+    order = " > ".join(("*" if c.backend == chosen else "") + c.backend + ("" if c.valid else " (x)") for c in cands)
+    lines = ["", f"{path:<7} decision {chosen or '-'}; candidates {order}"]
+    if idle:
+        why = {o.detail for c in cells for b, o in c.outcomes.items() if b in idle and o.detail}
+        lines.append(f"        not run: {', '.join(idle)} ({'; '.join(sorted(why))})")
+    layers: dict[str, list[CellReport]] = {}
+    for c in cells:
+        layers.setdefault(c.cell.layer.label(), []).append(c)
+    width = max(9, *(len(n) for n in names)) if names else 9
+    for label, rows in layers.items():
+        note = rows[0].cell.layer.note
+        lines.append(f"  {label}{'  [' + note + ']' if note else ''}")
+        lines.append("    " + f"{'M':>6}  " + "  ".join(f"{n:>{width}}" for n in names) + "  fastest / choice's loss")
+        for r in rows:
+            vals = "  ".join(f"{_us(r.outcomes[n]) if n in r.outcomes else '-':>{width}}" for n in names)
+            best = r.best
+            lines.append(f"    {r.cell.m:>6}  {vals}  {best.backend if best else '-'} / {_loss(r.loss)}")
+    return lines
+
+
+def _failures(report: Report) -> list[str]:
+    failures = report.failures()
+    if not failures:
+        return []
+    lines = ["", "failures (a failure is not a time):"]
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for f in failures:
+        key = (f.cell.layer.path, f.outcome.backend, f.line())
+        seen.setdefault(key, []).append(f"{f.cell.layer.name}@M={f.cell.m}")
+    for (path, _, text), where in seen.items():
+        lines.append(f"  x {path} {text}")
+        lines.append(f"      on {', '.join(where)}")
+    return lines
+
+
+def _summary(report: Report) -> list[str]:
+    losses = [c.loss for c in report.cells if c.loss is not None]
+    if not losses:
+        return []
+    finite = [x for x in losses if math.isfinite(x)]
+    within = sum(1 for x in finite if x <= 0.02)
+    worst = max(finite) if finite else 0.0
+    return [
+        "",
+        f"summary the decision's choice is the fastest valid candidate or within 2% in {within} of"
+        f" {len(losses)} cells; worst loss {worst * 100:.1f}%; failed in {len(losses) - len(finite)}",
+    ]
+
+
+def render_text(report: Report) -> str:
+    """The report for a terminal: per path and layer a table of M rows, then the failures."""
+    lines = _header(report)
     for path, cands in report.candidates.items():
         cells = [c for c in report.cells if c.cell.layer.path == path]
-        if not cells:
-            continue
-        ran = {b for c in cells for b, o in c.outcomes.items() if o.status != "not_run"}
-        names = [c.backend for c in cands if c.backend in ran]
-        idle = [c.backend for c in cands if c.backend not in ran]
-        chosen = cells[0].choice
-        lines.append("")
-        order = " > ".join(
-            ("*" if c.backend == chosen else "") + c.backend + ("" if c.valid else " (x)") for c in cands
-        )
-        lines.append(f"{path:<7} decision {chosen or '-'}; candidates {order}")
-        if idle:
-            why = {o.detail for c in cells for b, o in c.outcomes.items() if b in idle and o.detail}
-            lines.append(f"        not run: {', '.join(idle)} ({'; '.join(sorted(why))})")
-        layers: dict[str, list[CellReport]] = {}
-        for c in cells:
-            layers.setdefault(c.cell.layer.label(), []).append(c)
-        width = max(9, *(len(n) for n in names))
-        for label, rows in layers.items():
-            note = rows[0].cell.layer.note
-            lines.append(f"  {label}{'  [' + note + ']' if note else ''}")
-            lines.append(
-                "    " + f"{'M':>6}  " + "  ".join(f"{n:>{width}}" for n in names) + "  fastest / choice's loss"
-            )
-            for r in rows:
-                vals = "  ".join(f"{_us(r.outcomes[n]) if n in r.outcomes else '-':>{width}}" for n in names)
-                best = r.best
-                lines.append(f"    {r.cell.m:>6}  {vals}  {best.backend if best else '-'} / {_loss(r.loss)}")
-    failures = report.failures()
-    if failures:
-        lines.append("")
-        lines.append("failures (a failure is not a time):")
-        seen: dict[tuple[str, str, str], list[str]] = {}
-        for f in failures:
-            key = (f.cell.layer.path, f.outcome.backend, f.line())
-            seen.setdefault(key, []).append(f"{f.cell.layer.name}@M={f.cell.m}")
-        for (path, _, text), where in seen.items():
-            lines.append(f"  x {path} {text}")
-            lines.append(f"      on {', '.join(where)}")
-    losses = [c.loss for c in report.cells if c.loss is not None]
-    finite = [x for x in losses if math.isfinite(x)]
-    if losses:
-        lines.append("")
-        within = sum(1 for x in finite if x <= 0.02)
-        failed = len(losses) - len(finite)
-        worst = max(finite) if finite else 0.0
-        lines.append(
-            f"summary the decision's choice is the fastest valid candidate or within 2% in {within} of"
-            f" {len(losses)} cells; worst loss {worst * 100:.1f}%; failed in {failed}"
-        )
-    return "\n".join(lines)
+        if cells:
+            lines += _path_tables(path, cands, cells)
+    return "\n".join(lines + _failures(report) + _summary(report))
