@@ -49,7 +49,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--passes", type=int, default=3, help="timing passes per cell (default 3)")
     p.add_argument("--reps", type=int, default=20, help="timed calls per pass (default 20)")
     p.add_argument("--warmup", type=int, default=5, help="untimed calls before each pass (default 5)")
-    p.add_argument("--plan", action="store_true", help="print the shapes and candidates and stop (no GPU needed)")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the shapes and candidates and stop (no GPU needed; decided for sm90 unless --gpu names one)",
+    )
     p.add_argument(
         "--report", metavar="FILE", help="render a saved `bench --json` report instead of measuring (no GPU needed)"
     )
