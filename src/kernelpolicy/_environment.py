@@ -47,6 +47,14 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "KERNELPOLICY_SGLANG_SET": "set by the SGLang plugin in SGLang's main process: the variables it set there "
     "(`SGLANG_ENABLE_JIT_DEEPGEMM`), which schedulers leave out of their facts",
     "KERNELPOLICY_DEBUG": "`1`: an internal error prints its traceback instead of one line",
+    "KERNELPOLICY_BENCH_VLLM_LIBS": "`kernelpolicy bench`: vLLM's `_C`/`_moe_C` libraries to load (`:`-separated) "
+    "where the vLLM wheel is not installed",
+    "KERNELPOLICY_BENCH_SKIP": "`kernelpolicy bench`: libraries to leave out (`vllm`, `deep_gemm`, `flashinfer`, "
+    "`triton`, comma-separated); their runners report `not_run`",
+    "KERNELPOLICY_BENCH_TRITON_CONFIGS": "`kernelpolicy bench` without vLLM: a folder of vLLM's tuned block-FP8 "
+    "Triton configs for its Triton runner",
+    "KERNELPOLICY_BENCH_TORCH_NO_PAD": "`1`: `kernelpolicy bench` calls torch block-FP8 without padding M to a "
+    "multiple of 4 (the bare cuBLASLt call; vLLM pads)",
     "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` and `kernelpolicy sglang venv` make venvs "
     "from (default: the running one)",
     "KERNELPOLICY_SKIP_VLLM": "`1`: `scripts/test.sh` builds no vLLM venvs; the vLLM integration tests skip",

@@ -13,7 +13,9 @@
 ``fleet``, ``diff``, ``matrix``
     ``fleet --json``, ``diff --json``, ``matrix --format json`` (``kernelpolicy.fleet/1``, ...);
 ``vllm-audit``, ``vllm-matrix``, ``sglang-audit``
-    ``vllm audit --json``, ``vllm audit --matrix --json``, ``sglang audit --json``.
+    ``vllm audit --json``, ``vllm audit --matrix --json``, ``sglang audit --json``;
+``bench``
+    ``bench --json`` (``kernelpolicy.bench/1``).
 
 :func:`generate` builds a schema from the models and the fact vocabulary; the same schemas are
 checked in under ``schemas/`` and shipped in the wheel (:func:`shipped_path`); a test fails
@@ -41,6 +43,7 @@ SCHEMA_NAMES: Final = (
     "vllm-audit",
     "vllm-matrix",
     "sglang-audit",
+    "bench",
 )
 #: The output model of each JSON output's schema (``rules`` is built apart).
 _OUTPUTS: Final = {
@@ -161,6 +164,10 @@ def generate(name: SchemaName) -> dict[str, Any]:
         body = _rules_schema()
     elif name in _OUTPUTS:
         body = getattr(out, _OUTPUTS[name]).model_json_schema(by_alias=True)
+    elif name == "bench":
+        from ..bench.output import BenchOutput
+
+        body = BenchOutput.model_json_schema(by_alias=True)
     else:
         raise ValueError(f"no schema `{name}` (one of: {', '.join(SCHEMA_NAMES)})")
     return {"$schema": _DIALECT, "$id": f"{_BASE_ID}{name}", **body}

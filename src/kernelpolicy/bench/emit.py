@@ -1,0 +1,129 @@
+"""Measurements as knowledge: an operator policy layer written from a bench report.
+
+- a candidate the decision calls valid that raised on some cell: ``deny`` it, severity ``crash``;
+  one that gave a wrong product: ``deny``, severity ``accuracy``;
+- a path whose chosen backend is slower than the fastest valid candidate by more than
+  *threshold* (geometric mean over the cells every candidate ran correctly): ``prefer`` the
+  measured order.
+
+Each rule is scoped to what was measured (the GPU, the quantisation scheme, the model type and
+the TP size where the times depend on the shapes) and cites the machine, the versions and the
+date in ``refs``. The layer is an ordinary policy file: ``kernelpolicy check`` proves it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .report import Failure, Report
+
+__all__ = ["policy_layer", "render_policy"]
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9_.]+", "-", text.lower()).strip("-")
+
+
+def _refs(report: Report) -> list[str]:
+    ctx = report.context
+    refs = [f"kernelpolicy bench on {ctx.get('machine', '?')}, {ctx.get('date', '?')}"]
+    refs += [f"{name} {version}" for name, version in (ctx.get("versions") or {}).items()]
+    return refs
+
+
+def _scope(report: Report, *, shapes: bool) -> dict[str, Any]:
+    facts: Mapping[str, Any] = report.context.get("facts") or {}
+    keys = ["gpu.sm", "quant.scheme", "model.type"] + (["deploy.tp"] if shapes else [])
+    return {k: facts[k] for k in keys if facts.get(k) is not None}
+
+
+def _deny_rules(report: Report) -> list[dict[str, Any]]:
+    by: dict[tuple[str, str, str], list[Failure]] = {}
+    for f in report.failures():
+        if f.candidate.valid:
+            by.setdefault((f.cell.layer.path, f.outcome.backend, f.outcome.status), []).append(f)
+    rules = []
+    for (path, backend, status), fails in by.items():
+        cells = sorted({f"{f.cell.layer.name}@M={f.cell.m}" for f in fails})
+        total = sum(1 for c in report.cells if c.cell.layer.path == path and backend in c.outcomes)
+        what = "raised" if status == "raised" else "gave a wrong product"
+        ms = sorted({f.cell.m for f in fails})
+        because = (
+            f"measured: {backend} {what} on {len(fails)} of {total} cells (M in {ms}; {', '.join(cells[:3])}"
+            f"{', ...' if len(cells) > 3 else ''}): {fails[0].outcome.detail}"
+        )
+        scope = _scope(report, shapes=False)
+        if fails[0].contradicts_shipped:
+            because += f"; contradicts shipped {fails[0].candidate.cite()}"
+        rules.append(
+            {
+                "id": f"bench-{_slug(str(scope.get('gpu.sm', 'gpu')))}-{_slug(backend)}-{path}-{status}",
+                "when": scope,
+                "paths": [path],
+                "deny": backend,
+                "severity": "crash" if status == "raised" else "accuracy",
+                "because": because,
+                "refs": _refs(report),
+            }
+        )
+    return rules
+
+
+def _prefer_rules(report: Report, threshold: float) -> list[dict[str, Any]]:
+    rules = []
+    for path, cands in report.candidates.items():
+        cells = [c for c in report.cells if c.cell.layer.path == path]
+        valid = [c.backend for c in cands if c.valid]
+        usable = [b for b in valid if cells and all(c.outcomes.get(b) is not None and c.outcomes[b].ok for c in cells)]
+        if len(usable) < 2 or not cells:
+            continue
+        geo = {b: math.exp(sum(math.log(c.outcomes[b].seconds or 1e-12) for c in cells) / len(cells)) for b in usable}
+        ranked = sorted(usable, key=lambda b: geo[b])
+        choice = cells[0].choice
+        if choice not in geo or ranked[0] == choice:
+            continue
+        loss = geo[choice] / geo[ranked[0]] - 1.0
+        if loss <= threshold:
+            continue
+        scope = _scope(report, shapes=True)
+        rules.append(
+            {
+                "id": "-".join(
+                    ("bench", _slug(str(scope.get("gpu.sm", "gpu"))), _slug(str(scope.get("model.type", "-"))), path)
+                )
+                + "-order",
+                "when": scope,
+                "paths": [path],
+                "prefer": ranked,
+                "because": (
+                    f"measured: {ranked[0]} is {loss * 100:.1f}% faster than {choice} (geometric mean over"
+                    f" {len(cells)} cells of {report.model})"
+                ),
+                "refs": _refs(report),
+            }
+        )
+    return rules
+
+
+def policy_layer(report: Report, *, threshold: float = 0.03) -> dict[str, Any]:
+    """The operator policy layer (a rule-file mapping) that *report*'s measurements support."""
+    return {"rules": _deny_rules(report) + _prefer_rules(report, threshold)}
+
+
+def render_policy(report: Report, *, threshold: float = 0.03) -> str:
+    """:func:`policy_layer` as the text of a policy file."""
+    import yaml
+
+    layer = policy_layer(report, threshold=threshold)
+    head = (
+        "# yaml-language-server: $schema=../schemas/rules.schema.json\n"
+        f"# Written by `kernelpolicy bench --emit-policy` for {report.model} on {report.context.get('machine', '?')}"
+        f" ({report.context.get('date', '?')}).\n"
+        "# An operator policy layer: pass it with --policy or put it in policy/; `kernelpolicy check` proves it.\n"
+    )
+    if not layer["rules"]:
+        return head + "# the measurement contradicts no rule and changes no order\nrules: []\n"
+    return head + yaml.safe_dump(layer, sort_keys=False, width=100, allow_unicode=True)

@@ -1,0 +1,83 @@
+"""The shape of ``bench --json`` (``kernelpolicy.bench/1``), for its JSON Schema.
+
+Written by :meth:`kernelpolicy.bench.report.Report.to_json`; ``tests/bench`` validates a real
+report against the schema generated from this model. ``/1``: additive changes only.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["BenchOutput"]
+
+
+class _Open(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class BenchCandidate(_Open):
+    backend: str
+    valid: bool = Field(description="the decision calls it valid (chosen or viable)")
+    rule: str = Field(description="valid: the catalog entry admitting it; else the first rule ruling it out")
+    origin: str = Field(description="that rule's file:line")
+    layer: str = Field(description="that rule's layer: shipped, policy or user")
+
+
+class BenchOutcome(_Open):
+    backend: str
+    status: Literal["ok", "raised", "wrong", "not_run"]
+    us: float | None = Field(default=None, description="median time in microseconds (ok only)")
+    spread: float | None = Field(default=None, description="(max - min) / median of the passes' medians")
+    error: float | None = Field(default=None, description="relative error against the float reference")
+    detail: str | None = Field(default=None, description="the exception's first line, the error, or why not run")
+    how: str | None = Field(default=None, description="how the engine's call was reproduced")
+
+
+class BenchCell(_Open):
+    path: Literal["dense", "moe", "router"]
+    layer: str
+    n: int
+    k: int
+    experts: int
+    note: str = Field(default="", description="what the shape stands for when it is not plain (replicated, ...)")
+    m: int
+    choice: str | None = Field(description="the decision's backend on this path")
+    fastest: str | None = Field(description="the fastest correct candidate the decision calls valid")
+    fastest_any: str | None = Field(description="the fastest correct candidate, ruled out or not")
+    loss: float | None = Field(description="choice's time / fastest valid time - 1; null: not measured or failed")
+    choice_failed: bool
+    outcomes: list[BenchOutcome]
+
+
+class BenchFailure(_Open):
+    path: str
+    layer: str
+    m: int
+    backend: str
+    status: Literal["raised", "wrong"]
+    detail: str
+    valid: bool
+    rule: str
+    origin: str
+    contradicts_shipped: bool = Field(description="a shipped rule calls the candidate valid here")
+
+
+class BenchOutput(_Open):
+    """``kernelpolicy bench --json``."""
+
+    schema_: Literal["kernelpolicy.bench/1"] = Field(alias="schema")
+    model: str
+    machine: str
+    date: str
+    versions: dict[str, str]
+    runners: dict[str, str]
+    deployment: dict[str, int]
+    protocol: dict[str, int]
+    decision: dict[str, str | None]
+    fingerprint: str
+    facts: dict[str, object]
+    candidates: dict[str, list[BenchCandidate]]
+    cells: list[BenchCell]
+    failures: list[BenchFailure]

@@ -1,0 +1,321 @@
+"""Rank what was measured against the decision, and say it: text and ``kernelpolicy.bench/1``.
+
+Pure: takes the decision's candidates (:class:`Candidate`), the cells' outcomes and the run's
+context, returns plain data and text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .protocol import Cell, Outcome, fastest
+from .shapes import Layer
+
+__all__ = ["SCHEMA_ID", "Candidate", "CellReport", "Failure", "Report", "render_text"]
+
+SCHEMA_ID: Final = "kernelpolicy.bench/1"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A backend the decision considered on a path, and the rule behind its verdict.
+
+    *valid*: the decision calls it valid (chosen or viable); *rule* is then the catalog entry
+    that admits it (``catalog.dense.torch``), else the first rule that rules it out; *origin* is
+    that rule's ``file:line`` and *layer* its layer (``shipped``, ``policy``, ``user``).
+    """
+
+    backend: str
+    path: str
+    valid: bool
+    rule: str
+    origin: str = ""
+    layer: str = "shipped"
+    severity: str = ""
+
+    def cite(self) -> str:
+        where = f" ({self.origin})" if self.origin else ""
+        return f"{self.rule}{where}"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """A candidate that raised or was wrong on a cell."""
+
+    cell: Cell
+    outcome: Outcome
+    candidate: Candidate
+
+    @property
+    def contradicts_shipped(self) -> bool:
+        """A shipped rule calls it valid here, and it failed."""
+        return self.candidate.valid and self.candidate.layer == "shipped"
+
+    def line(self) -> str:
+        c = self.candidate
+        verdict = f"valid by {c.cite()}" if c.valid else f"ruled out by {c.cite()}"
+        tag = "  CONTRADICTS A SHIPPED RULE" if self.contradicts_shipped else ""
+        return f"{c.backend} {self.outcome.status}: {self.outcome.detail} [{verdict}]{tag}"
+
+
+@dataclass(frozen=True)
+class CellReport:
+    """One cell: every candidate's outcome, the fastest correct one, the decision's choice."""
+
+    cell: Cell
+    outcomes: Mapping[str, Outcome]
+    choice: str | None  #: the decision's backend on this cell's path
+    valid: frozenset[str] = frozenset()  #: the backends the decision calls valid on this path
+
+    @property
+    def best(self) -> Outcome | None:
+        """The fastest correct candidate the decision calls valid (ruled-out ones are not options)."""
+        return fastest({b: o for b, o in self.outcomes.items() if b in self.valid})
+
+    @property
+    def best_any(self) -> Outcome | None:
+        """The fastest correct candidate, ruled out or not."""
+        return fastest(self.outcomes)
+
+    @property
+    def loss(self) -> float | None:
+        """How much longer the decision's choice takes than the fastest valid one (0.05: 5 %);
+        ``inf`` when the choice failed, None when it was not measured."""
+        best = self.best
+        chosen = self.outcomes.get(self.choice or "")
+        if chosen is None or chosen.status == "not_run":
+            return None
+        if not chosen.ok:
+            return math.inf
+        if best is None or not best.seconds or chosen.seconds is None:
+            return None
+        return chosen.seconds / best.seconds - 1.0
+
+
+@dataclass(frozen=True)
+class Report:
+    """A bench run: its context, the candidates per path, every cell."""
+
+    model: str
+    context: Mapping[str, Any]  #: machine, versions, date, deployment, protocol, decision
+    candidates: Mapping[str, Sequence[Candidate]]  #: path -> in the decision's order
+    cells: Sequence[CellReport]
+
+    def candidate(self, path: str, backend: str) -> Candidate:
+        for c in self.candidates.get(path, ()):
+            if c.backend == backend:
+                return c
+        return Candidate(backend, path, valid=False, rule="(not a candidate)")
+
+    def failures(self) -> list[Failure]:
+        out = []
+        for cr in self.cells:
+            for o in cr.outcomes.values():
+                if o.status in ("raised", "wrong"):
+                    out.append(Failure(cr.cell, o, self.candidate(cr.cell.layer.path, o.backend)))
+        return out
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Report:
+        """A report read back from :meth:`to_json`'s output (``bench --report FILE``).
+
+        :raises KeyError, TypeError, ValueError: *data* is not a ``kernelpolicy.bench/1`` report.
+        """
+        if data.get("schema") != SCHEMA_ID:
+            raise ValueError(f"not a `{SCHEMA_ID}` report (schema `{data.get('schema')}`)")
+        candidates = {
+            path: [
+                Candidate(
+                    c["backend"], path, bool(c["valid"]), c["rule"], c.get("origin", ""), c.get("layer", "shipped")
+                )
+                for c in cs
+            ]
+            for path, cs in data["candidates"].items()
+        }
+        cells = []
+        for c in data["cells"]:
+            layer = Layer(c["path"], c["layer"], int(c["n"]), int(c["k"]), int(c.get("experts", 1)), c.get("note", ""))
+            outcomes = {
+                o["backend"]: Outcome(
+                    o["backend"],
+                    o["status"],
+                    seconds=o["us"] * 1e-6 if o.get("us") is not None else None,
+                    spread=o.get("spread"),
+                    error=o.get("error"),
+                    detail=o.get("detail", ""),
+                    how=o.get("how", ""),
+                )
+                for o in c["outcomes"]
+            }
+            valid = frozenset(x.backend for x in candidates.get(c["path"], []) if x.valid)
+            cells.append(CellReport(Cell(data["model"], layer, int(c["m"])), outcomes, c.get("choice"), valid))
+        skip = {"schema", "model", "candidates", "cells", "failures"}
+        context = {k: v for k, v in data.items() if k not in skip}
+        return cls(model=data["model"], context=context, candidates=candidates, cells=cells)
+
+    def to_json(self) -> dict[str, Any]:
+        cands = {
+            path: [
+                {"backend": c.backend, "valid": c.valid, "rule": c.rule, "origin": c.origin, "layer": c.layer}
+                for c in cs
+            ]
+            for path, cs in self.candidates.items()
+        }
+        cells = []
+        for cr in self.cells:
+            layer = cr.cell.layer
+            best, loss = cr.best, cr.loss
+            cells.append(
+                {
+                    "path": layer.path,
+                    "layer": layer.name,
+                    "n": layer.n,
+                    "k": layer.k,
+                    "experts": layer.experts,
+                    "note": layer.note,
+                    "m": cr.cell.m,
+                    "choice": cr.choice,
+                    "fastest": best.backend if best else None,
+                    "fastest_any": cr.best_any.backend if cr.best_any else None,
+                    "loss": None if loss is None else (None if math.isinf(loss) else round(loss, 4)),
+                    "choice_failed": loss is not None and math.isinf(loss),
+                    "outcomes": [_outcome_json(o) for o in cr.outcomes.values()],
+                }
+            )
+        failures = [
+            {
+                "path": f.cell.layer.path,
+                "layer": f.cell.layer.name,
+                "m": f.cell.m,
+                "backend": f.outcome.backend,
+                "status": f.outcome.status,
+                "detail": f.outcome.detail,
+                "valid": f.candidate.valid,
+                "rule": f.candidate.rule,
+                "origin": f.candidate.origin,
+                "contradicts_shipped": f.contradicts_shipped,
+            }
+            for f in self.failures()
+        ]
+        return {
+            "schema": SCHEMA_ID,
+            "model": self.model,
+            **dict(self.context),
+            "candidates": cands,
+            "cells": cells,
+            "failures": failures,
+        }
+
+
+def _outcome_json(o: Outcome) -> dict[str, Any]:
+    out: dict[str, Any] = {"backend": o.backend, "status": o.status}
+    if o.seconds is not None:
+        out["us"] = round(o.seconds * 1e6, 3)
+    if o.spread is not None:
+        out["spread"] = round(o.spread, 4)
+    if o.error is not None and math.isfinite(o.error):
+        out["error"] = float(f"{o.error:.3g}")
+    if o.detail:
+        out["detail"] = o.detail
+    if o.how:
+        out["how"] = o.how
+    return out
+
+
+def _us(o: Outcome) -> str:
+    if o.ok and o.seconds is not None:
+        return f"{o.seconds * 1e6:.1f}"
+    return {"raised": "raised", "wrong": "WRONG", "not_run": "-"}.get(o.status, o.status)
+
+
+def _loss(loss: float | None) -> str:
+    if loss is None:
+        return "n/a"
+    if math.isinf(loss):
+        return "FAILED"
+    return "best" if loss <= 0 else f"+{loss * 100:.1f}%"
+
+
+def _header(report: Report) -> list[str]:
+    ctx = report.context
+    lines = [f"bench   {report.model} on {ctx.get('machine', '?')} ({ctx.get('date', '?')})"]
+    dep = ctx.get("deployment") or {}
+    if dep:
+        lines.append("deploy  " + ", ".join(f"{k} {v}" for k, v in dep.items()))
+    versions = ctx.get("versions") or {}
+    if versions:
+        lines.append("with    " + ", ".join(f"{k} {v}" for k, v in versions.items()))
+    proto = ctx.get("protocol") or {}
+    if proto:
+        lines.append(
+            f"timing  median of {proto.get('passes')} passes x {proto.get('reps')} calls"
+            f" (L2 flushed before each, {proto.get('warmup')} warm-ups); times in us; spread = pass range / median"
+        )
+    return lines
+
+
+def _path_tables(path: str, cands: Sequence[Candidate], cells: list[CellReport]) -> list[str]:
+    ran = {b for c in cells for b, o in c.outcomes.items() if o.status != "not_run"}
+    names = [c.backend for c in cands if c.backend in ran]
+    idle = [c.backend for c in cands if c.backend not in ran]
+    chosen = cells[0].choice
+    order = " > ".join(("*" if c.backend == chosen else "") + c.backend + ("" if c.valid else " (x)") for c in cands)
+    lines = ["", f"{path:<7} decision {chosen or '-'}; candidates {order}"]
+    if idle:
+        why = {o.detail for c in cells for b, o in c.outcomes.items() if b in idle and o.detail}
+        lines.append(f"        not run: {', '.join(idle)} ({'; '.join(sorted(why))})")
+    layers: dict[str, list[CellReport]] = {}
+    for c in cells:
+        layers.setdefault(c.cell.layer.label(), []).append(c)
+    width = max(9, *(len(n) for n in names)) if names else 9
+    for label, rows in layers.items():
+        note = rows[0].cell.layer.note
+        lines.append(f"  {label}{'  [' + note + ']' if note else ''}")
+        lines.append("    " + f"{'M':>6}  " + "  ".join(f"{n:>{width}}" for n in names) + "  fastest / choice's loss")
+        for r in rows:
+            vals = "  ".join(f"{_us(r.outcomes[n]) if n in r.outcomes else '-':>{width}}" for n in names)
+            best = r.best
+            lines.append(f"    {r.cell.m:>6}  {vals}  {best.backend if best else '-'} / {_loss(r.loss)}")
+    return lines
+
+
+def _failures(report: Report) -> list[str]:
+    failures = report.failures()
+    if not failures:
+        return []
+    lines = ["", "failures (a failure is not a time):"]
+    seen: dict[tuple[str, str, str], list[str]] = {}
+    for f in failures:
+        key = (f.cell.layer.path, f.outcome.backend, f.line())
+        seen.setdefault(key, []).append(f"{f.cell.layer.name}@M={f.cell.m}")
+    for (path, _, text), where in seen.items():
+        lines.append(f"  x {path} {text}")
+        lines.append(f"      on {', '.join(where)}")
+    return lines
+
+
+def _summary(report: Report) -> list[str]:
+    losses = [c.loss for c in report.cells if c.loss is not None]
+    if not losses:
+        return []
+    finite = [x for x in losses if math.isfinite(x)]
+    within = sum(1 for x in finite if x <= 0.02)
+    worst = max(finite) if finite else 0.0
+    return [
+        "",
+        f"summary the decision's choice is the fastest valid candidate or within 2% in {within} of"
+        f" {len(losses)} cells; worst loss {worst * 100:.1f}%; failed in {len(losses) - len(finite)}",
+    ]
+
+
+def render_text(report: Report) -> str:
+    """The report for a terminal: per path and layer a table of M rows, then the failures."""
+    lines = _header(report)
+    for path, cands in report.candidates.items():
+        cells = [c for c in report.cells if c.cell.layer.path == path]
+        if cells:
+            lines += _path_tables(path, cands, cells)
+    return "\n".join(lines + _failures(report) + _summary(report))

@@ -1,0 +1,159 @@
+"""The FP8 layers of one deployment, per rank: their GEMM shapes from the model's config.json.
+
+Pure functions of a config mapping (a real config.json or the shipped catalog's excerpt) and the
+deployment's tensor- and expert-parallel sizes. Shapes follow how vLLM shards each layer:
+column-parallel layers (QKV, MLA's ``q_b``/``kv_b``, gate/up) split N by TP, row-parallel ones
+(``o_proj``, ``down``) split K by TP; replicated layers (MLA's fused ``q_a``/``kv_a``, the
+router) keep theirs; routed experts split across EP ranks when EP is on, else their
+intermediate size across TP. KV heads fewer than the TP ranks are replicated (one per rank).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ..errors import UsageError
+
+__all__ = ["BLOCK", "Layer", "layer_shapes"]
+
+#: The block of block-FP8 checkpoints: a sharded N or K must stay a multiple of it.
+BLOCK: Final = 128
+
+#: config.json keys naming the text model's settings inside a multimodal config.
+_TEXT_KEYS: Final = ("text_config", "language_config", "llm_config")
+
+#: MLA's config keys (DeepSeek-V2/V3/R1, Kimi-K2, GLM-4.5's MLA variants use the same names).
+_MLA_KEYS: Final = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+
+
+@dataclass(frozen=True)
+class Layer:
+    """One linear layer of one rank: ``out = x @ W.T`` with ``W`` of shape (*n*, *k*).
+
+    *experts* is the number of experts a rank holds (MoE layers; 1 otherwise); *note* says
+    what a shape stands for when it is not plain (replicated, padded for the block).
+    """
+
+    path: str  #: ``dense``, ``moe`` or ``router``
+    name: str  #: vLLM's module name (``qkv_proj``, ``mlp.gate_up_proj``, ``experts.w13``, ...)
+    n: int
+    k: int
+    experts: int = 1
+    note: str = ""
+
+    @property
+    def block_aligned(self) -> bool:
+        """Whether N and K are whole blocks (what block-FP8 kernels need; N may end in a part block)."""
+        return self.k % BLOCK == 0
+
+    def label(self) -> str:
+        dims = f"{self.n}x{self.k}" if self.experts == 1 else f"{self.experts}x{self.n}x{self.k}"
+        return f"{self.name} ({dims})"
+
+
+def _text(config: Mapping[str, Any]) -> Mapping[str, Any]:
+    for key in _TEXT_KEYS:
+        inner = config.get(key)
+        if isinstance(inner, Mapping) and "hidden_size" in inner:
+            return inner
+    return config
+
+
+def _int(cfg: Mapping[str, Any], key: str, model: str, default: int | None = None) -> int:
+    value = cfg.get(key, default)
+    if value is None:
+        raise UsageError(
+            f"`{model}`: config.json has no `{key}`, which bench needs for the layer shapes",
+            help="give a folder with the checkpoint's full config.json (--model PATH)",
+        )
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise UsageError(f"`{model}`: config.json `{key}` is `{value}`, expected a positive integer")
+    return value
+
+
+def _split(total: int, parts: int, what: str, model: str) -> int:
+    if total % parts:
+        raise UsageError(f"`{model}`: {what} ({total}) does not split over {parts} ranks")
+    return total // parts
+
+
+def _attention(cfg: Mapping[str, Any], model: str, tp: int) -> list[Layer]:
+    hidden = _int(cfg, "hidden_size", model)
+    heads = _int(cfg, "num_attention_heads", model)
+    if all(k in cfg for k in _MLA_KEYS) and cfg.get("kv_lora_rank"):
+        q_lora = cfg.get("q_lora_rank")
+        nope, rope = _int(cfg, "qk_nope_head_dim", model), _int(cfg, "qk_rope_head_dim", model)
+        v_head, kv_lora = _int(cfg, "v_head_dim", model), _int(cfg, "kv_lora_rank", model)
+        local = _split(heads, tp, "num_attention_heads", model)
+        out: list[Layer] = []
+        if q_lora:
+            out.append(Layer("dense", "fused_qkv_a_proj", q_lora + kv_lora + rope, hidden, note="replicated"))
+            out.append(Layer("dense", "q_b_proj", local * (nope + rope), int(q_lora)))
+        else:
+            out.append(Layer("dense", "kv_a_proj_with_mqa", kv_lora + rope, hidden, note="replicated"))
+            out.append(Layer("dense", "q_proj", local * (nope + rope), hidden))
+        out.append(Layer("dense", "kv_b_proj", local * (nope + v_head), kv_lora))
+        out.append(Layer("dense", "o_proj", hidden, local * v_head))
+        return out
+    head_dim = _int(cfg, "head_dim", model, hidden // heads if hidden % heads == 0 else None)
+    kv_heads = _int(cfg, "num_key_value_heads", model, heads)
+    local_q = _split(heads, tp, "num_attention_heads", model)
+    local_kv = max(1, kv_heads // tp) if tp >= kv_heads else _split(kv_heads, tp, "num_key_value_heads", model)
+    note = "KV heads replicated" if tp > kv_heads else ""
+    return [
+        Layer("dense", "qkv_proj", (local_q + 2 * local_kv) * head_dim, hidden, note=note),
+        Layer("dense", "o_proj", hidden, local_q * head_dim),
+    ]
+
+
+def _experts(cfg: Mapping[str, Any]) -> int:
+    for key in ("n_routed_experts", "num_experts", "num_local_experts"):
+        value = cfg.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return 0
+
+
+def _mlp(cfg: Mapping[str, Any], model: str, tp: int, ep: int) -> list[Layer]:
+    hidden = _int(cfg, "hidden_size", model)
+    experts = _experts(cfg)
+    out: list[Layer] = []
+    dense_layers = experts == 0 or int(cfg.get("first_k_dense_replace") or 0) > 0
+    if dense_layers:
+        inter = _split(_int(cfg, "intermediate_size", model), tp, "intermediate_size", model)
+        out += [Layer("dense", "mlp.gate_up_proj", 2 * inter, hidden), Layer("dense", "mlp.down_proj", hidden, inter)]
+    if experts == 0:
+        return out
+    moe_inter = _int(cfg, "moe_intermediate_size", model, cfg.get("intermediate_size"))
+    shared = int(cfg.get("n_shared_experts") or 0) * moe_inter or int(cfg.get("shared_expert_intermediate_size") or 0)
+    if shared:
+        local = _split(shared, tp, "the shared experts' intermediate size", model)
+        out += [
+            Layer("dense", "shared_experts.gate_up_proj", 2 * local, hidden),
+            Layer("dense", "shared_experts.down_proj", hidden, local),
+        ]
+    if ep > 1:
+        local_e, local_i, how = _split(experts, ep, "the routed experts", model), moe_inter, f"EP {ep}"
+    else:
+        local_e, local_i, how = experts, _split(moe_inter, tp, "moe_intermediate_size", model), f"TP {tp}"
+    note = f"{local_e} of {experts} experts per rank ({how})"
+    out += [
+        Layer("moe", "experts.w13", 2 * local_i, hidden, experts=local_e, note=note),
+        Layer("moe", "experts.w2", hidden, local_i, experts=local_e, note=note),
+        Layer("router", "gate", experts, hidden, note="replicated"),
+    ]
+    return out
+
+
+def layer_shapes(config: Mapping[str, Any], *, model: str, tp: int = 1, ep: int = 1) -> tuple[Layer, ...]:
+    """The distinct FP8 layers of one rank of *model* under tensor-parallel *tp* and
+    expert-parallel *ep* (vLLM's EP spans the TP ranks: ``ep`` is 1 or the EP group's size).
+
+    :raises UsageError: a key the shapes need is missing or a size does not split over the ranks.
+    """
+    if tp < 1 or ep < 1:
+        raise UsageError(f"`{model}`: TP ({tp}) and EP ({ep}) must be at least 1")
+    cfg = _text(config)
+    return tuple(_attention(cfg, model, tp) + _mlp(cfg, model, tp, ep))

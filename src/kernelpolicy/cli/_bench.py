@@ -1,0 +1,170 @@
+"""``kernelpolicy bench``: time and check the decision's candidates on this GPU."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from ..deployment.serve import add_vllm_options
+from ..errors import UsageError
+from ._common import add_fact_options, facts_from_args, load_policy_from_args
+
+__all__ = ["add_parser", "run"]
+
+_PATHS = ("dense", "moe", "router")
+
+
+def _ints(text: str, what: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise UsageError(f"{what} `{text}`: expected comma-separated positive integers") from None
+    if not values or any(v <= 0 for v in values):
+        raise UsageError(f"{what} `{text}`: expected comma-separated positive integers")
+    return values
+
+
+def add_parser(sub: Any) -> None:
+    p: argparse.ArgumentParser = sub.add_parser(
+        "bench",
+        help="time and check the decision's kernels on this GPU, on the model's real layer shapes",
+        description="Run every candidate the decision calls valid (with --all also the ones it rules out) on the"
+        " deployment's layer shapes per rank, check each output against a float reference, time the correct ones and"
+        " say how much the decision's choice loses to the fastest. Runs inside the engine's environment, on a GPU.",
+    )
+    add_fact_options(p)
+    for action in p._actions:  # bench measures this machine: --gpu defaults to it
+        if action.dest == "gpu":
+            action.required, action.default = False, "auto"
+    add_vllm_options(p)
+    p.add_argument("--paths", default="dense,moe,router", help="paths to measure (default: dense,moe,router)")
+    p.add_argument(
+        "--m", default="1,16,128,1024,4096", metavar="M,...", help="token counts (default: 1,16,128,1024,4096)"
+    )
+    p.add_argument("--layers", metavar="NAME,...", help="only these layers (vLLM module names, e.g. qkv_proj,o_proj)")
+    p.add_argument("--all", action="store_true", help="also run the candidates the rules rule out")
+    p.add_argument("--only", metavar="BACKEND,...", help="only these candidates (backend ids)")
+    p.add_argument("--passes", type=int, default=3, help="timing passes per cell (default 3)")
+    p.add_argument("--reps", type=int, default=20, help="timed calls per pass (default 20)")
+    p.add_argument("--warmup", type=int, default=5, help="untimed calls before each pass (default 5)")
+    p.add_argument(
+        "--plan",
+        action="store_true",
+        help="print the shapes and candidates and stop (no GPU needed; decided for sm90 unless --gpu names one)",
+    )
+    p.add_argument(
+        "--report", metavar="FILE", help="render a saved `bench --json` report instead of measuring (no GPU needed)"
+    )
+    p.add_argument("--emit-policy", metavar="FILE", help="write an operator policy layer from the measurement")
+    p.add_argument("--threshold", type=float, default=0.03, help="--emit-policy: loss above which to prefer (0.03)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON (kernelpolicy.bench/1)")
+    p.set_defaults(run=run)
+
+
+def _plan_text(model: str, layers: list[Any], candidates: dict[str, list[Any]], decision: Any) -> str:
+    lines = [f"bench plan for {model}"]
+    for path, cands in candidates.items():
+        chosen = decision.paths[path].backend
+        names = ", ".join(f"{c.backend}{'' if c.valid else ' (ruled out by ' + c.rule + ')'}" for c in cands)
+        lines.append(f"{path:<7} decision {chosen}; candidates {names}")
+        for layer in (x for x in layers if x.path == path):
+            lines.append(f"  {layer.label()}{'  [' + layer.note + ']' if layer.note else ''}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..bench.gpu import parallel_size
+    from ..bench.protocol import Settings
+    from ..bench.run import candidates_of
+    from ..bench.shapes import layer_shapes
+    from ..decision import with_provenance
+    from ..deployment.serve import hub_options
+    from ..facts.model import locate_model
+    from ..resolver import resolve
+
+    if args.report:
+        return _replay(args)
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    bad = [p for p in paths if p not in _PATHS]
+    if bad or not paths:
+        raise UsageError(f"--paths `{args.paths}`: expected some of {', '.join(_PATHS)}")
+    ms = _ints(args.m, "--m")
+    if min(args.passes, args.reps) < 1 or args.warmup < 0:
+        raise UsageError("--passes and --reps must be at least 1, --warmup at least 0")
+    policy = load_policy_from_args(args)
+    if args.gpu == "auto" and args.plan:
+        args.gpu = "sm90"  # the plan needs no GPU: decide as for Hopper unless told
+    facts = facts_from_args(args, policy)
+    if not args.model:
+        raise UsageError("bench needs --model (or a serve line): the layer shapes come from its config.json")
+    decision = with_provenance(resolve(facts, policy), policy, args.model)
+    config = locate_model(args.model, policy.models, hub_options(args)).config
+    tp, ep = parallel_size(facts.values.get("deploy.tp")), parallel_size(facts.values.get("deploy.ep"))
+    layers = [x for x in layer_shapes(config, model=args.model, tp=tp, ep=ep) if x.path in paths]
+    if args.layers:
+        wanted = {x.strip() for x in args.layers.split(",")}
+        layers = [x for x in layers if x.name in wanted]
+    if not layers:
+        raise UsageError(
+            f"`{args.model}` has no layer on --paths `{args.paths}`"
+            + (f" named `{args.layers}`" if args.layers else "")
+        )
+    candidates = {
+        p: candidates_of(decision, policy, p, include_rejected=args.all)
+        for p in paths
+        if any(x.path == p for x in layers)
+    }
+    if args.only:
+        only = {x.strip() for x in args.only.split(",") if x.strip()}
+        known = {c.backend for cs in candidates.values() for c in cs}
+        if not only & known:
+            raise UsageError(
+                f"--only `{args.only}`: none of these is a candidate here (candidates: {', '.join(sorted(known))})"
+            )
+        candidates = {p: [c for c in cs if c.backend in only] for p, cs in candidates.items()}
+    if args.plan:
+        sys.stdout.write(_plan_text(args.model, layers, candidates, decision) + "\n")
+        return 0
+    from ..bench.gpu import bench_on_gpu
+
+    report = bench_on_gpu(
+        model=args.model,
+        decision=decision,
+        layers=layers,
+        ms=ms,
+        candidates=candidates,
+        settings=Settings(warmup=args.warmup, reps=args.reps, passes=args.passes),
+        quiet=args.json,
+    )
+    return _output(report, args)
+
+
+def _output(report: Any, args: argparse.Namespace) -> int:
+    from ..bench.emit import render_policy
+    from ..bench.report import render_text
+
+    if args.json:
+        sys.stdout.write(json.dumps(report.to_json(), indent=1) + "\n")
+    else:
+        sys.stdout.write(render_text(report) + "\n")
+    if args.emit_policy:
+        with open(args.emit_policy, "w", encoding="utf-8") as f:
+            f.write(render_policy(report, threshold=args.threshold))
+    return 1 if any(f.contradicts_shipped for f in report.failures()) else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ..bench.report import Report
+
+    try:
+        with open(args.report, encoding="utf-8") as f:
+            data = json.load(f)
+        report = Report.from_json(data)
+    except OSError as exc:
+        raise UsageError(f"`{args.report}`: cannot be read ({exc.strerror})") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        what = f"missing `{exc.args[0]}`" if isinstance(exc, KeyError) else str(exc)
+        raise UsageError(f"`{args.report}`: not a bench report: {what}") from None
+    return _output(report, args)

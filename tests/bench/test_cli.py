@@ -1,0 +1,102 @@
+"""`kernelpolicy bench` on a machine without a GPU: the plan, the errors, and the H200 reports."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from kernelpolicy.bench import Report, render_text
+from kernelpolicy.cli import main
+from kernelpolicy.tools.schemas import generate
+
+MEASURED = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "2026-12-04-h200-bench"
+
+
+def test_plan_lists_the_shapes_per_rank_and_the_candidates(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--plan", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B-FP8", "-tp", "2", "-ep"]) == 0
+    out = capsys.readouterr().out
+    assert "qkv_proj (2560x2048)" in out and "experts.w13 (64x1536x2048)  [64 of 128 experts per rank (EP 2)]" in out
+    assert "dense   decision flashinfer_deep_gemm; candidates flashinfer_deep_gemm, deep_gemm, cutlass" in out
+
+
+def test_all_lists_the_ruled_out_candidates_with_their_rule(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--plan", "--all", "--model", "deepseek-ai/DeepSeek-V3", "--paths", "dense"]) == 0
+    assert "b12x (ruled out by catalog.dense.b12x)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--paths", "dense,mlp"], "--paths `dense,mlp`: expected some of dense, moe, router"),
+        (["--m", "1,zero"], "--m `1,zero`: expected comma-separated positive integers"),
+        (["--only", "nope"], "--only `nope`: none of these is a candidate here"),
+        (["--report", "/no/such.json"], "`/no/such.json`: cannot be read"),
+    ],
+)
+def test_bad_input_is_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["bench", "--model", "Qwen/Qwen3-32B-FP8", "--gpu", "H200", *argv]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+
+
+def test_without_torch_or_a_gpu_bench_says_so_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("yaml")
+    try:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU is present")
+    except ImportError:
+        pass
+    assert main(["bench", "--model", "Qwen/Qwen3-32B-FP8", "--gpu", "H200", "--m", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("kernelpolicy: ") and ("PyTorch" in err or "CUDA GPU" in err) and err.count("\n") == 1
+
+
+def test_a_report_that_is_not_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text(json.dumps({"schema": "kernelpolicy.bench/1", "model": "m"}))
+    assert main(["bench", "--report", str(bad)]) == 2
+    assert "not a bench report: missing `candidates`" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3-attn", "DeepSeek-V3-mlp", "Qwen3-32B-FP8", "Qwen3-30B-A3B-FP8"])
+def test_the_h200_reports_match_the_schema_and_render(name: str) -> None:
+    data = json.loads((MEASURED / f"{name}.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(generate("bench")).iter_errors(data)]
+    assert errors == []
+    report = Report.from_json(data)
+    assert report.to_json()["cells"] == data["cells"]
+    # the decision's choice never failed there; torch's bare cuBLASLt call refused M = 1 on every shape
+    assert not any(c["choice_failed"] for c in data["cells"])
+    torch_m1 = [f for f in data["failures"] if f["backend"] == "torch"]
+    assert {f["m"] for f in torch_m1} == {1} and all(f["contradicts_shipped"] for f in torch_m1)
+    assert "CUBLAS_STATUS_NOT_SUPPORTED" in render_text(report)
+
+
+def test_vllm_pads_torch_block_fp8_and_the_bare_call_refuses_m_not_a_multiple_of_4() -> None:
+    padded = json.loads((MEASURED / "Qwen3-32B-FP8.padded.json").read_text())
+    assert padded["failures"] == [] and {c["m"] for c in padded["cells"]} == {1, 2, 3, 4, 5, 16}
+    bare = json.loads((MEASURED / "Qwen3-30B-A3B-FP8.torch-bare.json").read_text())
+    refused = {f["m"] for f in bare["failures"]}
+    ran = {c["m"] for c in bare["cells"]} - refused
+    assert refused == {1, 2, 3, 5} and ran == {4, 8, 12, 16}
+
+
+def test_the_emitted_policy_is_proved_by_check(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = tmp_path / "measured.yaml"
+    code = main(["bench", "--report", str(MEASURED / "Qwen3-32B-FP8.json"), "--emit-policy", str(policy)])
+    assert code == 1  # a candidate a shipped rule calls valid failed: a finding
+    capsys.readouterr()
+    assert main(["check", "--no-coverage", str(policy)]) == 0
+    capsys.readouterr()
+    assert main(["explain", "--gpu", "H200", "--model", "Qwen/Qwen3-32B-FP8", "--policy", str(policy),
+                 "--linear-backend", "torch", "--fact", "cuda.version=13.0", "--json"]) == 5  # fmt: skip
+    # exit 5: the explicit choice is refused (by the measured rule), as the decision says
+    decision = json.loads(capsys.readouterr().out)
+    assert decision["paths"]["dense"]["backend"] != "torch" and decision["paths"]["dense"]["explicit_refused"]
+    torch = next(c for c in decision["paths"]["dense"]["candidates"] if c["backend"] == "torch")
+    assert "bench-sm90-torch-dense-raised" in torch["rules"]
