@@ -97,18 +97,19 @@ def sweep_facts(
     policy: Policy,
     model: str,
     gpu: str,
-    gpu_name: str,
     target: Mapping[str, object],
     host: Mapping[str, object],
     *,
     env: Mapping[str, str] | None = None,
     moe_backend: str | None = None,
+    flags: Mapping[str, object] | None = None,
 ) -> Facts:
     """A conformance sweep's deployment, as ``explain`` builds it: the GPU spec and the catalog
-    model, the target venv's packages (source ``metadata``), the simulated host and engine
-    (``spec``), then the env and flags through the one pipeline."""
+    model, the target venv's packages (source ``metadata``), the simulated GPU's name, host and
+    engine (*host*, source ``spec``), then the env and flags through the one pipeline (*flags*: the facts of the serve
+    line's flags, as ``explain -- vllm serve ...`` passes them)."""
     derived = derived_facts(gpu=gpu, model=model, policy=policy)
     derived = derived.merged(Facts.from_values(target, source="metadata")).merged(
-        Facts.from_values({"gpu.name": gpu_name, **host}, source="spec")
+        Facts.from_values(host, source="spec")
     )
-    return build_facts(policy, derived=derived, env=env, moe_backend=moe_backend).facts
+    return build_facts(policy, derived=derived, facts=flags, env=env, moe_backend=moe_backend).facts

@@ -60,6 +60,11 @@ OPTIONS: Final[tuple[tuple[str, Mapping[str, str]], ...]] = (
     ("deepseek-ai/DeepSeek-V3", {"VLLM_USE_DEEP_GEMM": "0"}),
 )
 _PATHS: Final = ("dense", "moe", "router", "warmup")
+#: The vLLM flags every sweep cell is served with, by flag ``dest``: the harness builds vLLM's
+#: config with them, and ``explain``'s side reads them as from ``vllm serve MODEL --dtype bfloat16
+#: --max-num-batched-tokens 2048`` (vLLM's defaults for the rest, as a whole serve line means), so
+#: the plugin and ``explain`` decide the one deployment (the parity column).
+SWEEP_SERVE: Final = {"dtype": "bfloat16", "max_num_batched_tokens": 2048}
 RESULTS: Final = ("same", "differs", "conflict", "refused", "could not run")
 
 
@@ -136,10 +141,12 @@ def deployment_facts(
     """What ``explain`` builds for a sweep's deployment (:func:`kernelpolicy.deployment.build.sweep_facts`):
     the vLLM and SGLang sweeps both judge against it."""
     from ...deployment.build import sweep_facts
+    from .flags import SERVE_DEFAULTS, facts_of
 
     _cc, name = FAMILIES[family]
-    host = {"host.machine": platform.machine(), "deploy.engine": engine}
-    return sweep_facts(policy, model, family, name, target, host, env=env, moe_backend=moe_backend)
+    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": engine}
+    flags = facts_of({**SERVE_DEFAULTS, **SWEEP_SERVE}) if engine == "vllm" else None
+    return sweep_facts(policy, model, family, target, host, env=env, moe_backend=moe_backend, flags=flags)
 
 
 def run_matrix(
@@ -188,6 +195,7 @@ def run_matrix_with(
                     plugin=plugin,
                     router_dtype=str(dtype) if dtype in ("bfloat16", "float16", "float32") else None,
                     model_id=cell.model,
+                    serve=SWEEP_SERVE,
                 )
             )
     choices = _simulate_distinct(python, [*deployments, *extra], policy, timeout)

@@ -418,6 +418,8 @@ class Deployment:
     facts: Mapping[str, object] | None = None
     router_dtype: str | None = None
     model_id: str | None = None  #: the served model name (the plugin looks the catalog up by it)
+    #: vLLM flag values by ``dest`` the config is built with (``dtype``, ``max_num_batched_tokens``)
+    serve: Mapping[str, Any] = field(default_factory=dict)
 
     def request(self) -> dict[str, Any]:
         return {
@@ -430,6 +432,7 @@ class Deployment:
             "facts": dict(self.facts) if self.facts else None,
             "router_dtype": self.router_dtype,
             "model_id": self.model_id,
+            "serve": dict(self.serve),
         }
 
 

@@ -122,6 +122,7 @@ def _free_port() -> int:
 def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> Any:
     from vllm.config import KernelConfig, ModelConfig, VllmConfig
 
+    serve = req.get("serve") or {}
     model_dir = Path(tempfile.mkdtemp(prefix="kp-model-"))
     (model_dir / "config.json").write_text(json.dumps(req["config"]), encoding="utf-8")
     extra: dict[str, Any] = {}
@@ -135,7 +136,7 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
     model_config = ModelConfig(
         model=str(model_dir),
         skip_tokenizer_init=True,
-        dtype="bfloat16",
+        dtype=str(serve.get("dtype") or "bfloat16"),
         **extra,
     )
     kernel_kwargs: dict[str, Any] = {}
@@ -143,6 +144,8 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
         kernel_kwargs["moe_backend"] = req["moe_backend"]
     before = len(capture.messages)
     vllm_config = VllmConfig(model_config=model_config, kernel_config=KernelConfig(**kernel_kwargs))
+    if serve.get("max_num_batched_tokens"):  # `--max-num-batched-tokens N`, as the plugin reads it
+        vllm_config.scheduler_config.max_num_batched_tokens = int(serve["max_num_batched_tokens"])
     warnings = [m for m in capture.messages[before:] if "auto-disabled deepgemm" in m.lower()]
     result["auto_disable_warning"] = warnings[0] if warnings else None
     quant_config = vllm_config.quant_config
