@@ -4,7 +4,7 @@ A rule cites its fix in its ``because`` or ``help`` as ``fixed in <package> <ver
 ``fixed by <package> PR N (in <version>``): ``fixed in FlashInfer 0.6.16``, ``fixed in SGLang
 0.5.17``. The fix is *in a scanned release* when a scanned engine release is that release or
 later (vLLM, SGLang) or pins that release or a later one (FlashInfer, sgl-deep-gemm, humming:
-``adapters/*/releases.json``). The rule *bounds* the fix when, with the fixed release installed,
+``releases/*/releases.json``). The rule *bounds* the fix when, with the fixed release installed,
 it no longer acts: its ``when`` fails, its ``until`` holds, or (a requirement) its requirement is
 met. That is judged twice, each time three-valued with only the release's facts known: for the
 package's version fact at the fixed release, and for every scanned engine release that brings

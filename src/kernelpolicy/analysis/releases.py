@@ -6,7 +6,7 @@ release implies the DeepGEMM it vendors and the Triton it pins). The newest rele
 a key is the highest version point some implication's test on it accepts. Its facts are that
 version, completed by every implication that follows from it.
 
-The scanned data (``adapters/*/releases.json``) lists every release of vLLM, SGLang and the
+The scanned data (``releases/*/releases.json``) lists every release of vLLM, SGLang and the
 packages they pin; a bound naming a release outside it (``vllm.version: ">=0.21.1"``, never
 published) is a ``check`` warning (:func:`unknown_release_bounds`).
 """
@@ -161,6 +161,6 @@ def unknown_release_bounds(policy: Policy) -> Iterator[Finding]:
                     1,
                     rid,
                     help="bound it at the release that has the change (the scanned data lists them: "
-                    "src/kernelpolicy/adapters/*/releases.json)",
+                    "src/kernelpolicy/releases/*/releases.json)",
                     field=field_,
                 )

@@ -15,7 +15,7 @@ def add_parser(sub: Any) -> None:
         "knowledge",
         help="reports on the rules' knowledge against the scanned engine releases",
         description="Reports on the rules against the releases scanned from the engines' wheels "
-        "(src/kernelpolicy/adapters/*/releases.json).",
+        "(src/kernelpolicy/releases/*/releases.json).",
     )
     reports = p.add_subparsers(dest="report", metavar="REPORT")
     reports.required = True
