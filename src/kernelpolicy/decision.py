@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Generic, Literal, TypeVar, overload
 
 from ._version import __version__
+from .facts.keys import DECIDED_PATHS, PATHS
 from .facts.record import Facts
 
 if TYPE_CHECKING:
@@ -258,7 +259,7 @@ class Decision:
             "fingerprint": self.fingerprint,
             "facts": self.facts.to_json_dict(),
             "sources": dict(sorted(self.facts.sources.items())),
-            "paths": {name: self.paths[name].to_dict() for name in ("dense", "moe", "router", "warmup")},
+            "paths": {name: self.paths[name].to_dict() for name in PATHS},
             "overrides": [o.to_dict() for o in self.overrides],
             "warnings": list(self.warnings),
             "assumptions": [a.to_dict() for a in self.assumptions],
@@ -273,7 +274,7 @@ class Decision:
     def summary(self) -> str:
         """One line: each path's backend and deciding rule, and the fingerprint."""
         parts = []
-        for name in ("dense", "moe", "router"):
+        for name in DECIDED_PATHS:
             p = self.paths[name]
             if not p.applicable:
                 continue

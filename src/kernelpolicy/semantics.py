@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .dsl.conditions import compiled, tests_of
 from .errors import KernelPolicyError
+from .facts.keys import DECIDED_PATHS
 from .facts.record import Facts, typed_value
 
 if TYPE_CHECKING:
@@ -51,8 +52,6 @@ __all__ = [
     "takes_effect",
 ]
 
-#: The paths the resolver decides; ``warmup`` is derived from them.
-DECIDED_PATHS: Final = ("dense", "moe", "router")
 #: How grave a reason is (lower first): a user's own setting, the catalog, then severities.
 GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
 #: Severities an explicit choice overrides (with a warning) without naming the rule.

@@ -34,10 +34,11 @@ from typing import Any, Final
 
 from ..dsl.files import SourceError, SourceFile, YamlError, load_located, yaml_files_under
 from ..errors import KernelPolicyError, UsageError
+from ..facts.keys import DECIDED_PATHS
 
 __all__ = ["CaseResult", "case_problem", "find_cases", "run_case", "run_cases"]
 
-_PATHS = ("dense", "moe", "router")
+_PATHS = DECIDED_PATHS
 
 
 @dataclass(frozen=True)

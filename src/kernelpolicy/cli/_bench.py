@@ -9,11 +9,12 @@ from typing import Any
 
 from ..deployment.serve import add_vllm_options
 from ..errors import UsageError
+from ..facts.keys import DECIDED_PATHS
 from ._common import add_fact_options, facts_from_args, load_policy_from_args
 
 __all__ = ["add_parser", "run"]
 
-_PATHS = ("dense", "moe", "router")
+_PATHS = DECIDED_PATHS
 
 
 def _ints(text: str, what: str) -> list[int]:

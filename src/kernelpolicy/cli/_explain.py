@@ -47,6 +47,7 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
+    from ..deployment.pipeline import parse_engine
     from ..render.explain import render, render_notes
     from ..render.flags import with_engine_flags
     from ..resolver import resolve
@@ -54,8 +55,8 @@ def run(args: argparse.Namespace) -> int:
     policy = load_policy_from_args(args)
     facts = facts_from_args(args, policy)
     decision = with_provenance(resolve(facts, policy), policy, args.model)
-    name, _, release = (args.engine or "").partition("==")
-    releases = {"sglang": release.strip()} if name.strip() == "sglang" else {}  # that release's flags
+    name, release = parse_engine(args.engine) if args.engine else ("", "")
+    releases = {"sglang": release} if name == "sglang" else {}  # that release's flags
     decision = with_engine_flags(decision, policy, releases)
     if args.summary:
         sys.stdout.write(_startup_line(decision) + "\n")

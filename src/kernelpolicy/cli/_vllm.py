@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._paths import expand_user
 from ..errors import UsageError
+from ..facts.keys import PATHS
 from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment, target_facts
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ __all__ = ["add_parser", "run"]
 EXIT_DIVERGENT: Final = 1
 EXIT_BAD_INPUT: Final = 2
 SCHEMA: Final = "kernelpolicy.vllm-audit/1"
-_PATHS: Final = ("dense", "moe", "router", "warmup")
+_PATHS: Final = PATHS
 _VENV_HINT: Final = "kernelpolicy vllm venv"
 
 
@@ -97,12 +98,14 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
 
     version = args.vllm
     if args.engine:
-        name, sep, engine_version = args.engine.partition("==")
-        if name.strip() != "vllm" or not sep:
+        from ..deployment.pipeline import parse_engine
+
+        name, engine_version = parse_engine(args.engine) if "==" in args.engine else ("", "")
+        if name != "vllm":
             raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
-        if version and version != engine_version.strip():
+        if version and version != engine_version:
             raise UsageError(f"--engine `{args.engine}` and --vllm `{version}` name different releases")
-        version = version or engine_version.strip()
+        version = version or engine_version
         if args.python:
             raise UsageError("give --python or --engine, not both (the venv says which vLLM it has)")
     if args.python:

@@ -72,24 +72,26 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
     # warnings are printed once the facts stand: bad input gets its one error line alone
     warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
-        name, sep, version = args.engine.partition("==")
-        if getattr(args, "serve", None) and name.strip() in ("vllm", "sglang") and name.strip() != deployment.engine:
+        from .pipeline import parse_engine
+
+        try:
+            name, version = parse_engine(args.engine)
+        except UsageError:
+            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`") from None
+        if getattr(args, "serve", None) and name != deployment.engine:
             raise UsageError(
                 f"--engine `{args.engine}` names another engine than the launch line's ({deployment.engine})"
             )
-        if name.strip() == "sglang" and sep:
+        if name == "sglang":
             from ..releases.sglang.versions import known_releases, release_for
 
             if release_for(version) is None:
                 known = ", ".join(known_releases())
                 raise UsageError(f"--engine `{args.engine}`: not an SGLang release kernelpolicy knows (known: {known})")
-        elif name.strip() == "vllm" and sep:
+        else:
             check_engine(version)
-        try:
-            for key, value in engine_facts(args.engine).items():
-                given.setdefault(key, value)
-        except UsageError:
-            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`") from None
+        for key, value in engine_facts(args.engine).items():
+            given.setdefault(key, value)
     if args.allow:
         check_allow(args.allow, policy)
         given["deploy.allow_rules"] = tuple(args.allow)

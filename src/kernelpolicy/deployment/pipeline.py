@@ -46,6 +46,7 @@ __all__ = [
     "env_names",
     "environ_facts",
     "is_strict",
+    "parse_engine",
 ]
 
 #: Operator facts for a deployment, as a JSON object of fact keys.
@@ -217,15 +218,25 @@ def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:
 ENGINES: Final = ("vllm", "sglang")
 
 
+def parse_engine(spec: str) -> tuple[str, str]:
+    """``(engine, release)`` of an ``--engine`` value (``sglang==0.5.23``: ``("sglang", "0.5.23")``),
+    the one reading of it for every command.
+
+    :raises UsageError: when *spec* is not ``vllm==X.Y.Z`` or ``sglang==X.Y.Z``.
+    """
+    name, sep, version = (p.strip() for p in spec.partition("=="))
+    if name not in ENGINES or not sep or not version:
+        raise UsageError(f"`{spec}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
+    return name, version
+
+
 def engine_facts(spec: str) -> dict[str, Any]:
     """The facts an engine release names (``sglang==0.5.23``: ``deploy.engine`` and ``sglang.version``).
 
     :raises UsageError: when *spec* is not ``vllm==X.Y.Z`` or ``sglang==X.Y.Z``.
     :raises FactError: when the version is not one.
     """
-    name, sep, version = (p.strip() for p in spec.partition("=="))
-    if name not in ENGINES or not sep or not version:
-        raise UsageError(f"`{spec}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
+    name, version = parse_engine(spec)
     return {"deploy.engine": name, f"{name}.version": normalise_value(f"{name}.version", version)}
 
 

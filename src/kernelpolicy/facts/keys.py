@@ -16,6 +16,7 @@ from typing import Final, NamedTuple
 __all__ = [
     "BACKENDS",
     "CANONICAL",
+    "DECIDED_PATHS",
     "FACT_KEYS",
     "GPU_FAMILIES",
     "GPU_SMS",
@@ -109,6 +110,8 @@ QUANT_SCHEMES: Final = (
 )
 #: Code paths a decision covers. ``warmup`` is derived from the other three.
 PATHS: Final = ("dense", "moe", "router", "warmup")
+#: The paths the resolver decides (every path but ``warmup``).
+DECIDED_PATHS: Final = PATHS[:3]
 #: Backend ids per path (engine-neutral; adapters map them to engine names).
 BACKENDS: Final[dict[str, tuple[str, ...]]] = {
     "dense": (

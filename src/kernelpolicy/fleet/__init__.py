@@ -18,6 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ..facts.keys import DECIDED_PATHS
+from ..facts.keys import PATHS as ALL_PATHS
+
 __all__ = [
     "EXIT_AGREE",
     "EXIT_DISAGREE",
@@ -38,7 +41,7 @@ __all__ = [
 ]
 
 SCHEMA: Final = "kernelpolicy.fleet/1"
-PATHS: Final = ("dense", "moe", "router", "warmup")
+PATHS: Final = ALL_PATHS
 EXIT_AGREE: Final = 0
 EXIT_DISAGREE: Final = 1
 EXIT_NO_BACKEND: Final = 3
@@ -233,7 +236,7 @@ def path_summary(decision: Mapping[str, Any]) -> str:
     """``dense=cutlass [rule] moe=triton router=cublas warmup=none``, as the plugin logs it."""
     paths = decision.get("paths") or {}
     parts = []
-    for name in ("dense", "moe", "router"):
+    for name in DECIDED_PATHS:
         p = paths.get(name)
         if not isinstance(p, Mapping) or p.get("present") is False:
             continue

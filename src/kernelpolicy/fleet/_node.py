@@ -16,6 +16,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import KernelPolicyError, UsageError
+from ..facts.keys import PATHS
 
 __all__ = ["Deciding", "NoGpuError", "decide", "machine_from_json", "node_payload"]
 
@@ -115,7 +116,7 @@ def decide(
         "decision": {
             "fingerprint": decision.fingerprint,
             "ok": decision.ok,
-            "paths": {name: _path(decision.paths[name]) for name in ("dense", "moe", "router", "warmup")},
+            "paths": {name: _path(decision.paths[name]) for name in PATHS},
             "warnings": list(decision.warnings),
         },
     }

@@ -8,6 +8,8 @@ import textwrap
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ..facts.keys import DECIDED_PATHS
+
 if TYPE_CHECKING:
     from ..decision import Candidate, Decision, PathDecision
     from ..facts import Facts
@@ -62,7 +64,7 @@ def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[st
 def render(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
     """The explain text for *decision* (rule places are shown when *policy* is given)."""
     out = [*_header(decision.facts, model), ""]
-    for name in ("dense", "moe", "router"):
+    for name in DECIDED_PATHS:
         out += _path_lines(decision.paths[name], policy)
     out += _warmup_lines(decision.paths["warmup"])
     if decision.assumptions:
@@ -229,7 +231,7 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
     gpu, desc = _header(decision.facts, model)
     out = [*_wrap(gpu[8:], "gpu     ", " " * 8), *_wrap(desc[8:], "model   ", " " * 8), ""]
     shown: set[str] = set()
-    for name in ("dense", "moe", "router"):
+    for name in DECIDED_PATHS:
         out += _notes_path(decision.paths[name], shown)
     w = decision.paths["warmup"]
     out += _wrap(", ".join(w.kernels) if w.kernels else "nothing to JIT-warm", "warmup  ", " " * 8)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..facts.keys import DECIDED_PATHS
+
 __all__ = ["startup_summary"]
 
 
@@ -11,7 +13,7 @@ def startup_summary(decision: Any) -> str:
     """``dense=... moe=... router=... warmup=...``: each path the model has, its backend (``NONE``
     without one) and the rule that decided it, then the kernels warmed."""
     parts = []
-    for name in ("dense", "moe", "router"):
+    for name in DECIDED_PATHS:
         path = decision.paths.get(name)
         if path is None:
             continue

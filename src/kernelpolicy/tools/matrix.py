@@ -16,6 +16,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from ..facts.keys import DECIDED_PATHS
+
 if TYPE_CHECKING:
     from ..decision import PathDecision
     from ..policy import Policy
@@ -23,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["NONE_COLOR", "PATHS", "Cell", "build", "color", "to_html", "to_markdown"]
 
 #: The decided paths a matrix shows (warmup follows from them).
-PATHS: Final = ("dense", "moe", "router")
+PATHS: Final = DECIDED_PATHS
 #: The "no valid backend" cell: near-black (striped on the page), far from every backend's
 #: light colour, so no backend reads as "none" (Triton's pink once did).
 NONE_COLOR: Final = "#2b2b2b"

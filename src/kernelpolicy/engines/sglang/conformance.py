@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ...facts.keys import DECIDED_PATHS
 from ..vllm import conformance as _vllm_matrix
 from ..vllm.conformance import FAMILIES, _one_line, deployment_facts
 
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
 __all__ = ["CellResult", "render_markdown", "run_matrix", "section_of", "update_document"]
 
 RESULTS: Final = ("same", "differs", "conflict", "unsupported", "could not run")
-_PATHS: Final = ("dense", "moe", "router")
+_PATHS: Final = DECIDED_PATHS
 #: What the table shows for a router tier SGLang decides inside the gate's forward pass.
 _UNSEEN: Final = "·"
 #: What the probe reports for a layer no quantization method claims.

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ...facts.keys import DECIDED_PATHS, PATHS
+
 if TYPE_CHECKING:
     from ...decision import Decision
     from ...facts import Facts
@@ -59,7 +61,7 @@ OPTIONS: Final[tuple[tuple[str, Mapping[str, str]], ...]] = (
     ("Qwen/Qwen3.6-35B-A3B-FP8", {"VLLM_USE_DEEP_GEMM": "1"}),
     ("deepseek-ai/DeepSeek-V3", {"VLLM_USE_DEEP_GEMM": "0"}),
 )
-_PATHS: Final = ("dense", "moe", "router", "warmup")
+_PATHS: Final = PATHS
 #: The vLLM flags every sweep cell is served with, by flag ``dest``: the harness builds vLLM's
 #: config with them, and ``explain``'s side reads them as from ``vllm serve MODEL --dtype bfloat16
 #: --max-num-batched-tokens 2048`` (vLLM's defaults for the rest, as a whole serve line means), so
@@ -446,7 +448,7 @@ def native_choice(native: NativeChoices, path: str) -> str | None:
 def audit_differences(native: NativeChoices, decision: Decision) -> list[Difference]:
     """Per path, where vLLM's choice is not the decision's (paths neither has are skipped)."""
     out: list[Difference] = []
-    for path in ("dense", "moe", "router"):
+    for path in DECIDED_PATHS:
         ours, theirs = kp_choice(decision, path), native_choice(native, path)
         if ours == theirs:
             continue
