@@ -14,7 +14,15 @@ import stat
 import tempfile
 from pathlib import Path
 
-__all__ = ["ReadError", "is_regular", "owned_folder", "read_bounded", "read_owned", "write_text_at_once"]
+__all__ = [
+    "ReadError",
+    "is_regular",
+    "owned_folder",
+    "read_bounded",
+    "read_owned",
+    "write_private",
+    "write_text_at_once",
+]
 
 
 class ReadError(Exception):
@@ -67,18 +75,26 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ReadError("not a regular file")
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        return _read_fd(fd, limit)
     except OSError as exc:
         raise ReadError(_why(exc)) from None
     finally:
         os.close(fd)
+
+
+def _read_fd(fd: int, limit: int) -> bytes:
+    """Everything *fd* holds, reading at most one byte past *limit* to tell that it is larger.
+
+    :raises ReadError: it holds more than *limit* bytes.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
     if size > limit:
         raise ReadError(f"larger than {limit} bytes", too_large=True)
     return b"".join(chunks)
@@ -150,21 +166,11 @@ def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
             raise ReadError("the file is not this user's alone (another owner, or others may write it)")
         if st.st_size > limit:
             raise ReadError(f"larger than {limit} bytes", too_large=True)
-        chunks: list[bytes] = []
-        size = 0
-        while size <= limit:
-            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        return _read_fd(fd, limit)
     except OSError as exc:
         raise ReadError(_why(exc)) from None
     finally:
         os.close(fd)
-    if size > limit:
-        raise ReadError(f"larger than {limit} bytes", too_large=True)
-    return b"".join(chunks)
 
 
 def write_text_at_once(path: Path, text: str) -> None:
@@ -193,3 +199,30 @@ def write_text_at_once(path: Path, text: str) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def write_private(folder: Path, name: str, blob: bytes) -> bool:
+    """Store *blob* as *folder*/*name* through a temporary file renamed over it (a reader never
+    sees half an entry; a FIFO or bad file planted there is replaced), creating *folder* for this
+    user alone. A cache entry is written only where :func:`owned_folder` holds, so that no other
+    user can plant or edit what a later run believes.
+
+    :returns: whether it was written (``False``: the folder is not this user's alone, or cannot
+        be written; the caller computes again next time).
+    """
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not owned_folder(folder):
+            return False
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(blob)
+            os.replace(tmp, folder / name)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+    except OSError:
+        return False
+    return True

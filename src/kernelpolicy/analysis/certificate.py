@@ -22,13 +22,12 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._files import ReadError, owned_folder, read_owned
+from .._files import ReadError, read_owned, write_private
 from .._paths import cache_subdir
 from .._version import __version__
 from ..dsl.files import SourceError, SourceFile
@@ -134,22 +133,8 @@ def write(cert: Certificate, where: Path | None = None) -> None:
     blob = header + b"\n" + body
     if len(blob) > MAX_ENTRY_BYTES:
         return
-    try:
-        where.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not owned_folder(where):
-            return  # not this user's alone: nothing written that another run would believe
-        fd, tmp = tempfile.mkstemp(dir=where, prefix=".certificate-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.replace(tmp, _entry(where, cert.key))
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError:
-        return
-    _prune(where)
+    if write_private(where, _entry(where, cert.key).name, blob):
+        _prune(where)
 
 
 def _prune(where: Path, keep: int = MAX_ENTRIES) -> None:

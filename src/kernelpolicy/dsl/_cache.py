@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from .._files import ReadError, owned_folder, read_owned
+from .._files import ReadError, read_owned, write_private
 from ..errors import Diagnostic
 from ..facts.gpu import GpuProduct
 from ..facts.keys import PATHS, Kind
@@ -489,24 +489,8 @@ def write_entry(folder: Path, key: str, policy: Policy) -> None:
     blob = head + body + b"}"
     if len(blob) > MAX_ENTRY_BYTES or _HEAD.match(head) is None:
         return
-    import tempfile  # only when writing: a read (every later run) does without it
-
-    try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not owned_folder(folder):
-            return  # a folder others can write (or another user's): never write there
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".policy-", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(blob)
-            os.replace(tmp, _entry(folder, key))  # replaces a FIFO or a bad file planted there
-        except OSError:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
-    except OSError:
-        return
-    prune(folder)
+    if write_private(folder, _entry(folder, key).name, blob):
+        prune(folder)
 
 
 def prune(folder: Path, keep: int = MAX_ENTRIES) -> None:

@@ -23,6 +23,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
+from .modules import (
+    DENSE_MODULE,
+    DG_KERNEL_MODULE,
+    DG_UTILS_MODULE,
+    ENVS_MODULE,
+    GATE_LINEAR_MODULE,
+    MOE_ORACLE_MODULE,
+    WARMUP_MODULE,
+    source_file,
+)
+
 __all__ = [
     "DENSE_TABLES",
     "PUBLISHED",
@@ -34,13 +45,13 @@ __all__ = [
     "write_releases",
 ]
 
-_LINEAR: Final = "vllm/model_executor/kernels/linear/__init__.py"
-_DG_KERNEL: Final = "vllm/model_executor/kernels/linear/scaled_mm/deep_gemm.py"
-_ORACLES: Final = "vllm/model_executor/layers/fused_moe/oracle/"
-_WARMUP: Final = "vllm/model_executor/warmup/deep_gemm_warmup.py"
-_GATE: Final = "vllm/model_executor/layers/fused_moe/router/gate_linear.py"
-_DG_UTILS: Final = "vllm/utils/deep_gemm.py"
-_ENVS: Final = "vllm/envs.py"
+_LINEAR: Final = source_file(DENSE_MODULE, package=True)
+_DG_KERNEL: Final = source_file(DG_KERNEL_MODULE)
+_ORACLES: Final = source_file(MOE_ORACLE_MODULE).rpartition("/")[0] + "/"
+_WARMUP: Final = source_file(WARMUP_MODULE)
+_GATE: Final = source_file(GATE_LINEAR_MODULE)
+_DG_UTILS: Final = source_file(DG_UTILS_MODULE)
+_ENVS: Final = source_file(ENVS_MODULE)
 _VENDORED: Final = "vllm/third_party/deep_gemm/"
 _SM120_GEMM: Final = _VENDORED + "include/deep_gemm/impls/sm120_fp8_fp4_gemm_1d1d.cuh"
 _DG_CMAKE: Final = "cmake/external_projects/deepgemm.cmake"

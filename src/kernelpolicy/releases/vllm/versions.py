@@ -17,6 +17,16 @@ from typing import Any, Final, Literal
 from packaging.version import InvalidVersion, Version
 
 from ._scan import RELEASES_FILE
+from .modules import (
+    DEEP_GEMM_KERNEL_CLASS,
+    DENSE_MODULE,
+    DG_KERNEL_MODULE,
+    DG_UTILS_MODULE,
+    GATE_LINEAR_MODULE,
+    KERNEL_WARMUP_MODULE,
+    MOE_ORACLE_MODULE,
+    WARMUP_MODULE,
+)
 
 __all__ = [
     "DEEP_GEMM_KERNEL_CLASS",
@@ -35,15 +45,6 @@ __all__ = [
     "release_records",
     "unread_env",
 ]
-
-DENSE_MODULE: Final = "vllm.model_executor.kernels.linear"
-DG_KERNEL_MODULE: Final = "vllm.model_executor.kernels.linear.scaled_mm.deep_gemm"
-DEEP_GEMM_KERNEL_CLASS: Final = "DeepGemmFp8BlockScaledMMKernel"
-MOE_ORACLE_MODULE: Final = "vllm.model_executor.layers.fused_moe.oracle.fp8"
-DG_UTILS_MODULE: Final = "vllm.utils.deep_gemm"
-WARMUP_MODULE: Final = "vllm.model_executor.warmup.deep_gemm_warmup"
-KERNEL_WARMUP_MODULE: Final = "vllm.model_executor.warmup.kernel_warmup"
-GATE_LINEAR_MODULE: Final = "vllm.model_executor.layers.fused_moe.router.gate_linear"
 
 
 @dataclass(frozen=True)
