@@ -1,6 +1,6 @@
 """``kernelpolicy vllm audit``: what a real vLLM selects per path, beside kernelpolicy's decision.
 
-vLLM's own selectors run in a target venv on a simulated GPU (:mod:`kernelpolicy.testing.vllm`);
+vLLM's own selectors run in a target venv on a simulated GPU (:mod:`kernelpolicy.engines.vllm.testing`);
 kernelpolicy resolves the same deployment (GPU, model config, env, ``--moe-backend``, and the
 target venv's package versions). The audit flags two things:
 

@@ -62,7 +62,7 @@ def facts_for(  # noqa: PLR0913 (predates the lint; split in a follow-up)
     :param moe_backend: an explicit MoE backend (kernelpolicy id or engine alias).
     :param hub: where Hub ids are looked up (default: the environment's Hugging Face settings).
     :param environ: a process environment to read ``deploy.env.*`` and ``KERNELPOLICY_FACTS``
-        from (e.g. ``os.environ``); ``None`` reads none (see :mod:`kernelpolicy.facts.pipeline`).
+        from (e.g. ``os.environ``); ``None`` reads none (see :mod:`kernelpolicy.deployment.pipeline`).
     :raises UnknownGPUError, UnknownModelError, FactError: on bad input.
     """
     if policy is None:

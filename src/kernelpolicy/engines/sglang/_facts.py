@@ -1,6 +1,6 @@
 """Facts about a running SGLang process, read from its server args, platform and packages.
 
-These are the *derived* layer of the one fact pipeline (:mod:`kernelpolicy.facts.pipeline`):
+These are the *derived* layer of the one fact pipeline (:mod:`kernelpolicy.deployment.pipeline`):
 the environment variables rules read, ``KERNELPOLICY_FACTS`` and the defaults are added there,
 exactly as ``kernelpolicy explain`` adds them.
 """

@@ -1,7 +1,7 @@
 """Facts about a running vLLM process, read from vLLM's own config, platform and packages.
 
 Called lazily (at the first selection point), inside the vLLM process; imports vLLM then.
-These are the *derived* layer of the one fact pipeline (:mod:`kernelpolicy.facts.pipeline`):
+These are the *derived* layer of the one fact pipeline (:mod:`kernelpolicy.deployment.pipeline`):
 the environment variables rules read, ``KERNELPOLICY_FACTS`` and the defaults are added there,
 exactly as ``kernelpolicy explain`` adds them.
 """

@@ -2,7 +2,7 @@
 
 Every catalog model on every GPU family (and a few options, such as ``VLLM_USE_DEEP_GEMM=1``)
 runs through vLLM's own selectors twice, without and with the kernelpolicy plugin, in one
-process of the target venv (vLLM is imported once: :func:`kernelpolicy.testing.vllm.simulate_many`).
+process of the target venv (vLLM is imported once: :func:`kernelpolicy.engines.vllm.testing.simulate_many`).
 Beside each cell kernelpolicy resolves the same deployment through the one fact pipeline, as
 ``explain`` does. Per cell the table says what vLLM chose alone, what the decision is, and what
 ran with the plugin:

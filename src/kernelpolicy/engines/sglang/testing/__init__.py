@@ -5,7 +5,7 @@ places: resolution in the main process (``ServerArgs``, model overrides) and eac
 start (``init_moe_gemm_config``, then the quant method of every layer). The probe
 (``_probe.py``, run with an SGLang venv's python) runs both for many deployments in one process
 per simulated GPU: ``torch.cuda`` answers with the chosen capability, and a stub
-``libcuda.so.1`` (the one the vLLM harness builds, :mod:`kernelpolicy.testing.vllm._sim`) lets
+``libcuda.so.1`` (the one the vLLM harness builds, :mod:`kernelpolicy.engines._sim`) lets
 SGLang's compiled extensions load without a driver.
 
 :func:`simulate_many` returns, per deployment, :class:`SglangChoices`: the block-FP8 function a

@@ -1,4 +1,4 @@
-"""Probe run by ``kernelpolicy.testing.vllm`` inside a target vLLM venv (not imported by it).
+"""Probe run by ``kernelpolicy.engines.vllm.testing`` inside a target vLLM venv (not imported by it).
 
     python _probe.py REQUEST.json RESULT.json
 
