@@ -103,7 +103,7 @@ def test_control_characters_never_reach_stdout_raw(tmp_path: Path, capsys: pytes
         '    because: "clears \\e[2J the screen \\x9b1m"\n',
         encoding="utf-8",
     )
-    code, out, err = cli(capsys, *M, "--policy", str(f))
+    code, out, err = cli(capsys, *M, "--policy", str(f), "--explain=full")
     assert code in (0, 3) and "\\x1b[2J" in out  # the rule is shown, its ESC escaped
     assert "\x1b" not in out and "\x9b" not in out and "\x1b" not in err
     case = tmp_path / "case.yaml"

@@ -183,15 +183,15 @@ def test_release_0_5_12_sets_the_fields_after_post_init(fake_sglang: dict[str, A
 def test_unknown_release_one_warning_nothing_patched(
     fake_sglang: dict[str, Any], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    fake_sglang["modules"]["sglang"].__version__ = "0.5.22"
+    fake_sglang["modules"]["sglang"].__version__ = "0.5.24"  # after the newest release scanned
     with caplog.at_level(logging.WARNING, logger="kernelpolicy.sglang"):
         plugin.register()
     assert HookRegistry.registered == [] and fake_sglang["resolution"] == {}
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and "SGLang 0.5.22 is not a release" in lines[0] and "0.5.23" in lines[0]
+    assert len(lines) == 1 and "SGLang 0.5.24 is not a release" in lines[0] and "0.5.23" in lines[0]
     monkeypatch.setattr(plugin, "_STATE", plugin._State())
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
-    with pytest.raises(plugin.AdapterError, match="0.5.22"):
+    with pytest.raises(plugin.AdapterError, match="0.5.24"):
         plugin.register()
 
 

@@ -154,7 +154,9 @@ def test_action_runs_check_with_annotations_and_sarif() -> None:
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     assert action["runs"]["using"] == "composite"
     script = "\n".join(s.get("run", "") for s in action["runs"]["steps"])
-    assert "kernelpolicy check" in script and "--format github" in script and "--format sarif" in script
+    # one run: annotations on stdout, SARIF written from the same findings (--sarif-file)
+    assert "kernelpolicy check" in script and "--format github" in script and "--sarif-file" in script
+    assert script.count("kernelpolicy check") == 1
     uploads = [s for s in action["runs"]["steps"] if "upload-sarif" in s.get("uses", "")]
     assert uploads and set(action["inputs"]) >= {"files", "strict", "sarif-file"}
 

@@ -77,7 +77,8 @@ def test_matrix_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_vllm_audit_json(policy: kp.Policy) -> None:
     """The report `vllm audit --json` prints, from what a probe of vLLM reports (as the audit's
     own tests simulate it), satisfies its schema; `tests/vllm/` runs the real probe."""
-    from kernelpolicy.cli._vllm import _report, audit_differences
+    from kernelpolicy.cli._vllm import _report
+    from kernelpolicy.engines.vllm.conformance import audit_differences
     from kernelpolicy.engines.vllm.testing import _from_result
 
     decision = kp.resolve(kp.facts_for(gpu="sm121", model=MODEL, policy=policy), policy)

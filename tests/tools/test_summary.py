@@ -30,7 +30,7 @@ def test_summary_is_the_plugins_start_up_line(capsys: pytest.CaptureFixture[str]
 
 def test_summary_of_an_sglang_deployment_is_the_sglang_plugins_line(capsys: pytest.CaptureFixture[str]) -> None:
     """`--engine sglang==X --summary` names SGLang and its release, as the SGLang plugin logs it."""
-    plugin = PLUGIN.parents[1] / "sglang" / "__init__.py"
+    plugin = PLUGIN.parents[1] / "sglang" / "plugin.py"
     assert '"kernelpolicy: sglang %s %s %s fingerprint=%s"' in plugin.read_text(encoding="utf-8")
     argv = ["explain", "--gpu", "H100", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--engine", "sglang==0.5.23", "--no-env"]
     assert main([*argv, "--summary"]) == 0
