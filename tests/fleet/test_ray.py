@@ -34,9 +34,9 @@ NODE: dict[str, Any] = {"num_cpus": 1, "object_store_memory": 78_643_200}  # Ray
 SYSTEM = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 1000, "health_check_failure_threshold": 3}
 POLICY = """\
 rules:
-  - id: ops-no-flashinfer-deep_gemm-here
+  - id: ops-no-cutlass-here
     when: {gpu.sm: sm90}
-    deny: flashinfer_deep_gemm
+    deny: cutlass
     severity: perf
     because: not validated with this node's driver
     refs: [vllm#1]
