@@ -6,6 +6,7 @@ each run is fast and the finding it must produce is the only one.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
@@ -332,9 +333,18 @@ def test_the_proof_is_kept_once_per_content_and_a_tampered_one_is_recomputed(
     assert not first.reused and first.summary is not None and [f.code for f in first.findings] == ["stale-rule"]
     (entry,) = (tmp_path / "check").glob("certificate-*.json")
     head, body = entry.read_bytes().split(b"\n", 1)
-    assert b"pickle" not in body and json.loads(body)["groups"]  # plain data: groups, outcomes, rules
+    key = entry.name[len("certificate-") : -len(".json")]
+    (packed,) = (tmp_path / "check").glob("certificate-*.groups.json.gz")
+    groups = json.loads(gzip.decompress(packed.read_bytes()))  # plain data: groups, outcomes, rules
+    assert b"pickle" not in body and groups["groups"] and groups["names"]
+    assert json.loads(body)["groups_sha256"] == hashlib.sha256(packed.read_bytes()).hexdigest()
+    whole = certificate.read_groups(key, tmp_path / "check")
+    assert whole is not None and whole.groups == groups["groups"] and sum(g[2] for g in whole.groups) > 0
     again = check(_bare_files(), jobs=1)
     assert again.reused and again.findings == first.findings and again.summary == first.summary
+    # groups changed behind kernelpolicy's back are not the entry's: never read back
+    packed.write_bytes(gzip.compress(json.dumps({"groups": [], "names": []}).encode()))
+    assert certificate.read_groups(key, tmp_path / "check") is None
     # an entry changed behind kernelpolicy's back (no finding any more) is not trusted
     data = json.loads(body)
     data["findings"] = []

@@ -18,10 +18,12 @@ computes the proof again and rewrites it. The folder keeps the newest :data:`MAX
 from __future__ import annotations
 
 import contextlib
+import gzip
 import hashlib
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,11 +35,23 @@ from .._version import __version__
 from ..dsl.files import SourceError, SourceFile
 from .findings import CODES, Finding
 
-__all__ = ["FORMAT", "MAX_ENTRIES", "MAX_ENTRY_BYTES", "Certificate", "certificate_key", "read", "write"]
+__all__ = [
+    "FORMAT",
+    "MAX_ENTRIES",
+    "MAX_ENTRY_BYTES",
+    "Certificate",
+    "certificate_key",
+    "read",
+    "read_groups",
+    "write",
+]
 
-FORMAT: Final = "kernelpolicy.certificate/1"
-#: The largest entry read (the shipped tables' proof is about 15 MB).
+FORMAT: Final = "kernelpolicy.certificate/2"
+#: The largest file read: an entry (findings and summary: kilobytes) or its groups, compressed
+#: (the shipped tables with the example policy: ~775,000 groups, about 20 MB).
 MAX_ENTRY_BYTES: Final = 64_000_000
+#: The most bytes the groups of one proof decompress to.
+MAX_GROUPS_BYTES: Final = 1_000_000_000
 #: The most proofs kept (each edit of a rule file makes a new one).
 MAX_ENTRIES: Final = 12
 
@@ -61,13 +75,16 @@ _CODE: Final = (
 class Certificate:
     """What a check of some files found: findings, the summary of the walk, and its groups
     (``[path, backend or None, cells, [class ...], [rule it depends on ...]]``, as indexes into
-    :attr:`names`)."""
+    :attr:`names`). The entry holds the findings and summary (read by every reuse); the groups
+    are written beside it, compressed, and read only by :func:`read_groups`."""
 
     key: str
     findings: list[Finding] = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     groups: list[list[Any]] = field(default_factory=list)
     names: list[str] = field(default_factory=list)  #: classes (``dimension=label``) and rule ids
+    #: the SHA-256 of the groups' compressed file beside the entry (``None``: not kept)
+    groups_sha256: str | None = None
 
 
 def _code_stamp() -> bytes:
@@ -104,9 +121,14 @@ def _entry(where: Path, key: str) -> Path:
     return where / f"certificate-{key}.json"
 
 
+def _groups_entry(where: Path, key: str) -> Path:
+    return where / f"certificate-{key}.groups.json.gz"
+
+
 def read(key: str, where: Path | None = None) -> Certificate | None:
-    """The certificate of *key*, or ``None`` when there is none or it is not valid: a folder or
-    entry another user owns or may write is never believed (a planted certificate would hide
+    """The certificate of *key* (its findings and summary; the groups stay on disk, see
+    :func:`read_groups`), or ``None`` when there is none or it is not valid: a folder or entry
+    another user owns or may write is never believed (a planted certificate would hide
     findings), as for the compiled-policy cache."""
     target = _entry(where or folder(), key)
     try:
@@ -124,10 +146,35 @@ def read(key: str, where: Path | None = None) -> Certificate | None:
         return None
 
 
+def read_groups(key: str, where: Path | None = None) -> Certificate | None:
+    """The certificate of *key* with its groups, read back from their compressed file, which
+    must be the one the entry names (by SHA-256); ``None`` when either is missing or not valid."""
+    where = where or folder()
+    cert = read(key, where)
+    target = _groups_entry(where, key)
+    if cert is None or cert.groups_sha256 is None:
+        return None
+    try:
+        raw = read_owned(target.parent, target.name, MAX_ENTRY_BYTES)
+        if hashlib.sha256(raw).hexdigest() != cert.groups_sha256:
+            return None
+        data = zlib.decompressobj(wbits=31).decompress(raw, MAX_GROUPS_BYTES)
+        groups, names = _decode_groups(json.loads(data))
+    except ReadError:
+        return None
+    except (ValueError, TypeError, KeyError, RecursionError, zlib.error):
+        return None
+    return Certificate(key, cert.findings, cert.summary, groups, names, cert.groups_sha256)
+
+
 def write(cert: Certificate, where: Path | None = None) -> None:
     """Store *cert* atomically, then keep the newest entries; a folder that cannot be written
     is left alone (the next run computes the proof again)."""
     where = where or folder()
+    groups = json.dumps({"groups": cert.groups, "names": cert.names}, separators=(",", ":")).encode()
+    packed = gzip.compress(groups, compresslevel=6, mtime=0)
+    kept = len(packed) <= MAX_ENTRY_BYTES and write_private(where, _groups_entry(where, cert.key).name, packed)
+    cert.groups_sha256 = hashlib.sha256(packed).hexdigest() if kept else None
     body = json.dumps(_encode(cert), separators=(",", ":")).encode()
     header = json.dumps({"format": FORMAT, "key": cert.key, "sha256": hashlib.sha256(body).hexdigest()}).encode()
     blob = header + b"\n" + body
@@ -138,17 +185,18 @@ def write(cert: Certificate, where: Path | None = None) -> None:
 
 
 def _prune(where: Path, keep: int = MAX_ENTRIES) -> None:
+    """Keep the newest *keep* entries and their groups; delete the rest (groups without an entry too)."""
     try:
         with os.scandir(where) as it:
-            found = [
-                (e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it if e.name.startswith("certificate-")
-            ]
+            names = {e.name: e.stat(follow_symlinks=False).st_mtime_ns for e in it if e.name.startswith("certificate-")}
     except OSError:
         return
-    found.sort(reverse=True)
-    for _, p in found[keep:]:
-        with contextlib.suppress(OSError):
-            os.unlink(p)
+    entries = sorted((t, n) for n, t in names.items() if n.endswith(".json"))
+    kept = {n.removesuffix(".json") for _, n in entries[-keep:]} if keep > 0 else set()
+    for n in names:
+        if n.removesuffix(".groups.json.gz").removesuffix(".json") not in kept:
+            with contextlib.suppress(OSError):
+                os.unlink(where / n)
 
 
 # --------------------------------------------------------------------------- encoding
@@ -176,7 +224,7 @@ def _encode(cert: Certificate) -> dict[str, Any]:
             if v is not None:
                 item[name] = v
         findings.append(item)
-    return {"findings": findings, "summary": cert.summary, "groups": cert.groups, "names": cert.names}
+    return {"findings": findings, "summary": cert.summary, "groups_sha256": cert.groups_sha256}
 
 
 def _typed(v: Any, kind: type, what: str) -> Any:
@@ -199,6 +247,12 @@ def _decode(key: str, data: Any) -> Certificate:
             raise ValueError("finding: unknown field")
         findings.append(Finding(code, _typed(item["message"], str, "message"), level, **extra))
     summary = _summary(_typed(data["summary"], dict, "summary"))
+    sha = data.get("groups_sha256")
+    return Certificate(key, findings, summary, groups_sha256=None if sha is None else _typed(sha, str, "groups_sha256"))
+
+
+def _decode_groups(data: Any) -> tuple[list[list[Any]], list[str]]:
+    data = _typed(data, dict, "groups file")
     names = [_typed(n, str, "name") for n in _typed(data["names"], list, "names")]
     groups = []
     for raw in _typed(data["groups"], list, "groups"):
@@ -214,7 +268,7 @@ def _decode(key: str, data: Any) -> Certificate:
             if not 0 <= _typed(i, int, "group name") < len(names):
                 raise ValueError("group: a name out of range")
         groups.append(g)
-    return Certificate(key, findings, summary, groups, names)
+    return groups, names
 
 
 def _summary(s: Mapping[str, Any]) -> dict[str, Any]:
