@@ -8,7 +8,7 @@ import math
 import pytest
 
 from kernelpolicy.bench import Candidate, Cell, Layer, Prepared, Report, Settings, measure_cell, render_text, run_cells
-from kernelpolicy.bench.moe import default_triton_config, grouped, nearest_config, route, swap_ab
+from kernelpolicy.bench.moe import default_triton_config, grouped, nearest_config, route, routed_here, swap_ab
 
 from .test_protocol import FakeClock
 
@@ -138,3 +138,11 @@ def test_moe_report_ranks_the_choice_and_keeps_the_routing_through_json() -> Non
     data = report.to_json()
     assert data["cells"][0]["topk"] == 8 and data["cells"][0]["total_experts"] == 128
     assert render_text(Report.from_json(data)) == text  # the routing survives the replay (`--report`)
+
+
+def test_a_rank_no_token_lands_on_is_not_measured() -> None:
+    # EP 8 of Qwen3-30B-A3B at M = 1: the rank holds experts 0-15 of 128; a token routed elsewhere
+    # gives a zero reference (a relative error of 0/0), so the runners report the cell as not run
+    assert not routed_here([[16, 40, 77, 90, 100, 101, 120, 127]], 16)
+    assert routed_here([[16, 40, 77, 90, 100, 101, 120, 15]], 16)
+    assert not grouped([[16, 40]], 16, 128, keep_remote=False).rows  # DeepGEMM would get no rows

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ._torch import FP8_MAX, GROUP
-from .moe import default_triton_config, grouped, nearest_config, route, swap_ab
+from .moe import default_triton_config, grouped, nearest_config, route, routed_here, swap_ab
 from .protocol import Cell, NotRunnable, Prepared
 
 __all__ = ["MOE_TABLE", "load_fused_moe_kernel"]
@@ -176,10 +176,10 @@ def make_deep_gemm(env: Any, cell: Cell) -> Prepared:
     get_align = getattr(dg, "get_mk_alignment_for_contiguous_layout", None)
     said = get_align() if callable(get_align) else DG_ALIGN
     align = int(said[0] if isinstance(said, (list, tuple)) else said)
+    if not routed_here(d.topk_ids, e):
+        raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts (DeepGEMM is not called)")
     lay = grouped(d.topk_ids, e, align, keep_remote=False)
     rows = lay.rows
-    if rows == 0:  # the reference is 0: no relative error
-        raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts (DeepGEMM is not called)")
     tok = torch.tensor([p // topk if p >= 0 else 0 for p in lay.pairs], dtype=torch.long, device="cuda")
     m_idx = torch.tensor(lay.expert_of_row, dtype=torch.int32, device="cuda")
     gather = torch.tensor([r if r >= 0 else rows for r in lay.row_of_pair], dtype=torch.long, device="cuda")
@@ -273,7 +273,7 @@ def make_triton(env: Any, cell: Cell) -> Prepared:
     d = moe_data(env, cell)
     e, n2, h = cell.layer.experts, cell.layer.n, cell.layer.k
     inter, topk, m = n2 // 2, max(1, cell.layer.topk), cell.m
-    if not any(x < e for row in d.topk_ids for x in row):  # the reference is 0: no relative error
+    if not routed_here(d.topk_ids, e):
         raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts (every block is another rank's)")
     config, config_how = _triton_config(torch, e, inter, m)
     bm = config["BLOCK_SIZE_M"]
