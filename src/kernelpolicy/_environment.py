@@ -50,9 +50,11 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "KERNELPOLICY_BENCH_VLLM_LIBS": "`kernelpolicy bench`: vLLM's `_C`/`_moe_C` libraries to load (`:`-separated) "
     "where the vLLM wheel is not installed",
     "KERNELPOLICY_BENCH_SKIP": "`kernelpolicy bench`: libraries to leave out (`vllm`, `deep_gemm`, `flashinfer`, "
-    "`triton`, comma-separated); their runners report `not_run`",
+    "`triton`, `fused_moe`, comma-separated); their runners report `not_run`",
     "KERNELPOLICY_BENCH_TRITON_CONFIGS": "`kernelpolicy bench` without vLLM: a folder of vLLM's tuned block-FP8 "
     "Triton configs for its Triton runner",
+    "KERNELPOLICY_BENCH_VLLM_FUSED_MOE": "`kernelpolicy bench` without an importable vLLM: vLLM's `fused_moe.py`, "
+    "from which the MoE `triton` runner loads the Triton kernel's source",
     "KERNELPOLICY_BENCH_TORCH_NO_PAD": "`1`: `kernelpolicy bench` calls torch block-FP8 without padding M to a "
     "multiple of 4 (the bare cuBLASLt call; vLLM pads)",
     "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` and `kernelpolicy sglang venv` make venvs "

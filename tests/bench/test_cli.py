@@ -18,7 +18,10 @@ MEASURED = Path(__file__).resolve().parents[2] / "docs" / "measurements" / "2026
 def test_plan_lists_the_shapes_per_rank_and_the_candidates(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--plan", "--", "vllm", "serve", "Qwen/Qwen3-30B-A3B-FP8", "-tp", "2", "-ep"]) == 0
     out = capsys.readouterr().out
-    assert "qkv_proj (2560x2048)" in out and "experts.w13 (64x1536x2048)  [64 of 128 experts per rank (EP 2)]" in out
+    assert (
+        "qkv_proj (2560x2048)" in out
+        and "experts (64x1536x2048 + 64x2048x768, top-8)  [64 of 128 experts per rank (EP 2)]" in out
+    )
     assert "dense   decision flashinfer_deep_gemm; candidates flashinfer_deep_gemm, deep_gemm, cutlass" in out
 
 

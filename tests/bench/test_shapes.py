@@ -20,6 +20,11 @@ def _shapes(model: str, tp: int = 1, ep: int = 1) -> dict[str, tuple[int, int, i
     return {x.name: (x.experts, x.n, x.k) for x in layer_shapes(_config(model), model=model, tp=tp, ep=ep)}
 
 
+def _moe(model: str, tp: int = 1, ep: int = 1) -> tuple[int, int, int, int, int]:
+    (x,) = [x for x in layer_shapes(_config(model), model=model, tp=tp, ep=ep) if x.path == "moe"]
+    return x.experts, x.n, x.k, x.topk, x.total_experts
+
+
 def test_deepseek_v3_tp1_mla_dense_and_shared_experts() -> None:
     s = _shapes("deepseek-ai/DeepSeek-V3")
     assert s["fused_qkv_a_proj"] == (1, 1536 + 512 + 64, 7168)  # q_lora + kv_lora + rope, replicated
@@ -30,7 +35,8 @@ def test_deepseek_v3_tp1_mla_dense_and_shared_experts() -> None:
     assert s["mlp.down_proj"] == (1, 7168, 18432)
     assert s["shared_experts.gate_up_proj"] == (1, 2 * 2048, 7168)
     assert s["shared_experts.down_proj"] == (1, 7168, 2048)
-    assert s["experts.w13"] == (256, 2 * 2048, 7168) and s["experts.w2"] == (256, 7168, 2048)
+    # one MoE layer: w13 (2I x H) then w2 (H x I) of 256 experts, each token routed to 8
+    assert s["experts"] == (256, 2 * 2048, 7168) and _moe("deepseek-ai/DeepSeek-V3") == (256, 4096, 7168, 8, 256)
     assert s["gate"] == (1, 256, 7168)
 
 
@@ -40,13 +46,13 @@ def test_deepseek_v3_tp8_splits_columns_and_rows_but_not_the_replicated_layers()
     assert s["q_b_proj"] == (1, 16 * 192, 1536) and s["kv_b_proj"] == (1, 16 * 256, 512)
     assert s["o_proj"] == (1, 7168, 16 * 128)
     assert s["mlp.gate_up_proj"] == (1, 4608, 7168) and s["mlp.down_proj"] == (1, 7168, 2304)
-    assert s["experts.w13"] == (256, 512, 7168) and s["experts.w2"] == (256, 7168, 256)  # TP splits each expert
+    assert s["experts"] == (256, 512, 7168)  # TP splits each expert: I = 2048 / 8 (w2: 7168 x 256)
     assert s["gate"] == (1, 256, 7168)
 
 
 def test_deepseek_v3_ep8_splits_the_experts_not_their_width() -> None:
     s = _shapes("deepseek-ai/DeepSeek-V3", tp=8, ep=8)
-    assert s["experts.w13"] == (32, 4096, 7168) and s["experts.w2"] == (32, 7168, 2048)
+    assert _moe("deepseek-ai/DeepSeek-V3", tp=8, ep=8) == (32, 4096, 7168, 8, 256)  # 32 of 256, routed over all
     assert s["shared_experts.gate_up_proj"] == (1, 512, 7168)  # shared experts stay TP-sharded
 
 
@@ -62,9 +68,10 @@ def test_qwen3_dense_and_moe_attention_with_gqa() -> None:
     moe = _shapes("Qwen/Qwen3-30B-A3B-FP8")
     assert "mlp.gate_up_proj" not in moe  # every MLP is MoE
     assert moe["qkv_proj"] == (1, (32 + 2 * 4) * 128, 2048) and moe["o_proj"] == (1, 2048, 4096)
-    assert moe["experts.w13"] == (128, 2 * 768, 2048) and moe["gate"] == (1, 128, 2048)
+    assert moe["experts"] == (128, 2 * 768, 2048) and moe["gate"] == (1, 128, 2048)
+    assert _moe("Qwen/Qwen3-30B-A3B-FP8") == (128, 1536, 2048, 8, 128)
     ep = _shapes("Qwen/Qwen3-30B-A3B-FP8", tp=2, ep=2)
-    assert ep["qkv_proj"] == (1, (16 + 2 * 2) * 128, 2048) and ep["experts.w13"] == (64, 1536, 2048)
+    assert ep["qkv_proj"] == (1, (16 + 2 * 2) * 128, 2048) and ep["experts"] == (64, 1536, 2048)
 
 
 def test_kv_heads_fewer_than_ranks_are_replicated() -> None:

@@ -19,6 +19,8 @@ vLLM's linear kernels do), then run the GEMM, timed as one unit:
                               or kernelpolicy's re-implementation of its design without vLLM
 ============================  ==================================================================
 
+MoE runners (``deep_gemm``, ``triton``: the whole expert computation) are in ``_moe_runners``.
+
 Router runners (BF16 gate weights, FP32 logits): ``dsv3`` (vLLM's ``dsv3_router_gemm`` for
 M <= 16, cuBLAS above, as vLLM dispatches), ``cublas`` (``torch.mm(out_dtype=float32)``),
 ``linear`` (``F.linear`` in BF16), ``linear_fp32`` (FP32 weights).
@@ -26,7 +28,7 @@ M <= 16, cuBLAS above, as vLLM dispatches), ``cublas`` (``torch.mm(out_dtype=flo
 vLLM's ops come from ``vllm._custom_ops`` in a vLLM install, else from the libraries named in
 ``$KERNELPOLICY_BENCH_VLLM_LIBS`` (``:``-separated ``_C``/``_moe_C`` paths, for a machine that
 carries them without the whole wheel). ``$KERNELPOLICY_BENCH_SKIP`` (``vllm``, ``deep_gemm``,
-``flashinfer``, ``triton``, comma-separated) leaves a library out: its runners report ``not_run``.
+``flashinfer``, ``triton``, ``fused_moe``, comma-separated) leaves a library out: its runners report ``not_run``.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._moe_runners import MOE_TABLE, load_fused_moe_kernel
 from ._torch import FP8_MAX, GROUP, Lab, rel_error
 from .protocol import Cell, NotRunnable, Prepared
 
@@ -74,6 +77,7 @@ class Env:
             lambda: importlib.import_module("flashinfer.gemm").fp8_blockscale_gemm_sm90, "flashinfer" in skip
         )
         self.triton_mm, self.triton_why = _try(self._load_triton, "triton" in skip)
+        self.fused_moe, self.fused_moe_why = _try(load_fused_moe_kernel, "triton" in skip or "fused_moe" in skip)
 
     def _load_vllm_ops(self) -> str:
         torch = self.torch
@@ -122,6 +126,7 @@ class Env:
             "deep_gemm": str(getattr(self.deep_gemm, "__name__", "")) or f"unavailable ({self.deep_gemm_why})",
             "flashinfer": "flashinfer.gemm" if self.flashinfer else f"unavailable ({self.flashinfer_why})",
             "triton": self.triton_mm[1] if self.triton_mm else f"unavailable ({self.triton_why})",
+            "fused_moe": self.fused_moe[1] if self.fused_moe else f"unavailable ({self.fused_moe_why})",
         }
 
     # ------------------------------------------------------------------ activation quantisation
@@ -408,6 +413,7 @@ _TABLE: Final[dict[tuple[str, str], tuple[Callable[[Env, Cell], Prepared], Calla
     ("router", "cublas"): (_make_cublas, _always),
     ("router", "linear"): (_make_linear, _always),
     ("router", "linear_fp32"): (_make_linear_fp32, _always),
+    **MOE_TABLE,
 }
 
 

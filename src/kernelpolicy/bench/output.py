@@ -42,6 +42,8 @@ class BenchCell(_Open):
     k: int
     experts: int
     note: str = Field(default="", description="what the shape stands for when it is not plain (replicated, ...)")
+    topk: int | None = Field(default=None, description="moe: experts each token is routed to (n, k: w13's)")
+    total_experts: int | None = Field(default=None, description="moe: experts over all ranks")
     m: int
     choice: str | None = Field(description="the decision's backend on this path")
     fastest: str | None = Field(description="the fastest correct candidate the decision calls valid")

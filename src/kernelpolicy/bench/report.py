@@ -137,7 +137,16 @@ class Report:
         }
         cells = []
         for c in data["cells"]:
-            layer = Layer(c["path"], c["layer"], int(c["n"]), int(c["k"]), int(c.get("experts", 1)), c.get("note", ""))
+            layer = Layer(
+                c["path"],
+                c["layer"],
+                int(c["n"]),
+                int(c["k"]),
+                int(c.get("experts", 1)),
+                c.get("note", ""),
+                int(c.get("topk", 0)),
+                int(c.get("total_experts", 0)),
+            )
             outcomes = {
                 o["backend"]: Outcome(
                     o["backend"],
@@ -176,6 +185,7 @@ class Report:
                     "k": layer.k,
                     "experts": layer.experts,
                     "note": layer.note,
+                    **({"topk": layer.topk, "total_experts": layer.total_experts} if layer.path == "moe" else {}),
                     "m": cr.cell.m,
                     "choice": cr.choice,
                     "fastest": best.backend if best else None,

@@ -5,7 +5,8 @@ deployment's tensor- and expert-parallel sizes. Shapes follow how vLLM shards ea
 column-parallel layers (QKV, MLA's ``q_b``/``kv_b``, gate/up) split N by TP, row-parallel ones
 (``o_proj``, ``down``) split K by TP; replicated layers (MLA's fused ``q_a``/``kv_a``, the
 router) keep theirs; routed experts split across EP ranks when EP is on, else their
-intermediate size across TP. KV heads fewer than the TP ranks are replicated (one per rank).
+intermediate size across TP. The routed experts are one layer (``experts``: w13, the activation,
+w2, as the fused-MoE kernels run them) with N, K of w13. KV heads fewer than the TP ranks are replicated (one per rank).
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ class Layer:
     k: int
     experts: int = 1
     note: str = ""
+    topk: int = 0  #: MoE: experts each token is routed to (all ranks)
+    total_experts: int = 0  #: MoE: experts over all ranks (the rank holds the first *experts*)
 
     @property
     def block_aligned(self) -> bool:
@@ -49,6 +52,9 @@ class Layer:
         return self.k % BLOCK == 0
 
     def label(self) -> str:
+        if self.path == "moe":  # the whole expert computation: w13 (2I x H), then w2 (H x I)
+            e = self.experts
+            return f"{self.name} ({e}x{self.n}x{self.k} + {e}x{self.k}x{self.n // 2}, top-{self.topk})"
         dims = f"{self.n}x{self.k}" if self.experts == 1 else f"{self.experts}x{self.n}x{self.k}"
         return f"{self.name} ({dims})"
 
@@ -139,9 +145,9 @@ def _mlp(cfg: Mapping[str, Any], model: str, tp: int, ep: int) -> list[Layer]:
     else:
         local_e, local_i, how = experts, _split(moe_inter, tp, "moe_intermediate_size", model), f"TP {tp}"
     note = f"{local_e} of {experts} experts per rank ({how})"
-    out += [
-        Layer("moe", "experts.w13", 2 * local_i, hidden, experts=local_e, note=note),
-        Layer("moe", "experts.w2", hidden, local_i, experts=local_e, note=note),
+    topk = _int(cfg, "num_experts_per_tok", model, 1)
+    out += [  # one MoE layer: w13 (2I x H), the activation, w2 (H x I), as the fused kernels run them
+        Layer("moe", "experts", 2 * local_i, hidden, experts=local_e, note=note, topk=topk, total_experts=experts),
         Layer("router", "gate", experts, hidden, note="replicated"),
     ]
     return out
