@@ -90,7 +90,7 @@ _OVERRIDDEN: Final = (
     "from pip._vendor.packaging.requirements import Requirement\n"
     "from pip._vendor.packaging.utils import canonicalize_name\n"
     "engine, version, overrides, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]\n"
-    "pip = [sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check']\n"
+    "pip = [sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-compile']\n"
     "code = subprocess.call([*pip, '--no-deps', f'{engine}=={version}'])\n"
     "if code:\n"
     "    sys.exit(code)\n"
@@ -148,7 +148,8 @@ def build_commands(
         ]
     return [
         [base_python, "-m", "venv", str(venv)],
-        [python, "-m", "pip", "install", "--disable-pip-version-check", *packages],
+        # no .pyc for the ~9 GB installed (minutes of CPU): the modules imported compile when first used
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *packages],
         [python, "-c", _CUDA_TORCH],
         [python, "-c", _CHECK, engine, version],
     ]

@@ -222,8 +222,8 @@ def test_the_override_script_installs_the_requirements_with_the_pin_replaced(tmp
         [sys.executable, "-c", _venvs._OVERRIDDEN, "vllm", "9.9.9", spec, "nvidia-ml-py"], env=env, check=True
     )
     first, second = log.read_text().splitlines()
-    assert first == "install --disable-pip-version-check --no-deps vllm==9.9.9"
+    assert first == "install --disable-pip-version-check --no-compile --no-deps vllm==9.9.9"
     assert second.split() == [
-        "install", "--disable-pip-version-check", "flashinfer-python==0.7.4", "torch==2.14.0",
+        "install", "--disable-pip-version-check", "--no-compile", "flashinfer-python==0.7.4", "torch==2.14.0",
         "nvidia-cutlass-dsl[cu13]==4.8.0", "nvidia-ml-py",
     ]  # fmt: skip
