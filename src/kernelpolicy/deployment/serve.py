@@ -26,6 +26,7 @@ from ..engines.table import Flag
 from ..engines.vllm.flags import FLAGS as VLLM_FLAGS
 from ..engines.vllm.flags import SERVE_DEFAULTS, backend_name, facts_of
 from ..errors import UsageError, did_you_mean
+from ..facts.quant import KNOWN_METHODS
 
 if TYPE_CHECKING:
     from ..facts import Facts
@@ -384,8 +385,15 @@ def apply_quantization(facts: Facts, method: str | None) -> Facts:
     """
     out = _quantized(facts, method)
     if out.get("quant.method_known") is False:
+        method = out.get("quant.method")
+        if method in KNOWN_METHODS:  # a method kernelpolicy reads, holding no scheme it decides
+            raise UsageError(
+                f"quantization `{method}`: this checkpoint quantizes no weights in a scheme kernelpolicy decides"
+                " (FP8, FP4, or 4/8-bit integer weights; fact `quant.method_known` is false); vLLM picks its"
+                " kernels itself"
+            )
         raise UsageError(
-            f"quantization `{out.get('quant.method')}` (fact `quant.method_known` is false): kernelpolicy decides"
+            f"quantization `{method}` (fact `quant.method_known` is false): kernelpolicy decides"
             " the FP8/FP4 kernels of fp8, compressed-tensors, modelopt, mxfp4, mxfp8, gptq and awq checkpoints;"
             " vLLM picks this method's kernels itself"
         )
