@@ -145,9 +145,14 @@ def test_the_plugins_patch_failures_are_words_not_a_repr() -> None:
 
     source = inspect.getsource(plugin)
     assert "{exc!r}" not in source
-    assert plugin._message(ModuleNotFoundError("No module named 'vllm.x'")) == (
-        "ModuleNotFoundError: No module named 'vllm.x'"
+    # one clean lowercase line (the class after the words; was `ModuleNotFoundError: No module ...`)
+    assert plugin._message(ModuleNotFoundError("No module named 'vllm.x'", name="vllm.x")) == (
+        "no module named `vllm.x` (ModuleNotFoundError)"
     )
+    assert plugin._message(AttributeError("Module has no attribute 'f'")) == (
+        "module has no attribute 'f' (AttributeError)"
+    )
+    assert plugin._message(RuntimeError()) == "(RuntimeError)"
 
 
 @pytest.mark.parametrize("engine", ["vllm==99", "vllm==0.1.0"])
