@@ -209,9 +209,10 @@ class Facts:
 
         :raises FactError: with the message the command line gives for the same input.
         """
-        given: tuple[object, object] = (values, sources)  # a caller's types are not checked statically
-        if not all(isinstance(m, Mapping) for m in given):
-            raise TypeError("Facts(values=..., sources=...) takes two mappings")
+        from .._args import check_arg
+
+        check_arg("Facts", "values", values, Mapping)  # a caller's types are not checked statically
+        check_arg("Facts", "sources", sources, Mapping)
         checked = check_values(values)
         for key in checked:
             if not isinstance(sources.get(key), str):
@@ -257,10 +258,11 @@ class Facts:
 
         :raises FactError: for a value that does not fit its key or a source outside :data:`SOURCES`.
         """
-        if not isinstance(values, Mapping):
-            raise TypeError(
-                f"Facts.from_values: `values` must be a mapping of fact keys to values, not {type(values).__name__}"
-            )
+        from .._args import check_arg, check_mapping
+
+        check_arg("Facts.from_values", "values", values, Mapping)
+        check_mapping("Facts.from_values", "values", values)
+        check_arg("Facts.from_values", "source", source, str)
         checked = {k: normalise_value(k, v) for k, v in values.items() if v is not None}
         check_source(next(iter(checked), "source"), source)
         return cls._of(checked, dict.fromkeys(checked, source))
