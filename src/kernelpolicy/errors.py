@@ -10,6 +10,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ._args import check_arg, check_strs
+
 __all__ = [
     "Diagnostic",
     "FactError",
@@ -76,7 +78,15 @@ class PolicyError(KernelPolicyError, ValueError):
 
     def __init__(self, diagnostics: Sequence[Diagnostic] | Diagnostic | str) -> None:
         # a message or one diagnostic is accepted too (an API caller's `PolicyError("...")`)
+        if not isinstance(diagnostics, (str, Diagnostic, list, tuple)):
+            check_arg("PolicyError", "diagnostics", diagnostics, str, Diagnostic, list, tuple)
         items = [diagnostics] if isinstance(diagnostics, (str, Diagnostic)) else list(diagnostics)
+        for item in items:
+            if not isinstance(item, (str, Diagnostic)):
+                raise TypeError(
+                    "kernelpolicy.PolicyError: `diagnostics` must be a message, a Diagnostic or a list of them,"
+                    f" not a list holding {type(item).__name__}"
+                )
         found = [d if isinstance(d, Diagnostic) else Diagnostic(str(d)) for d in items] or [
             Diagnostic("invalid policy")
         ]
@@ -105,6 +115,8 @@ class UsageError(KernelPolicyError, ValueError):
     """A command line or call that cannot be carried out as given."""
 
     def __init__(self, message: str, help: str | None = None) -> None:
+        check_arg("UsageError", "message", message, str)
+        check_arg("UsageError", "help", help, str, type(None))
         self.message = message
         self.help = help
         super().__init__(message)
@@ -117,6 +129,9 @@ class FactError(KernelPolicyError, ValueError):
     """A fact key that does not exist or a value that does not fit its key."""
 
     def __init__(self, key: str, message: str, *, help: str | None = None) -> None:
+        check_arg("FactError", "key", key, str)
+        check_arg("FactError", "message", message, str)
+        check_arg("FactError", "help", help, str, type(None))
         self.key = key
         self.message = message
         self.help = help
@@ -131,6 +146,9 @@ class UnknownGPUError(KernelPolicyError, ValueError):
     """A GPU spec that names no known compute capability or product."""
 
     def __init__(self, spec: str, suggestions: Iterable[str] = (), *, reason: str | None = None) -> None:
+        check_arg("UnknownGPUError", "spec", spec, str)
+        check_strs("UnknownGPUError", "suggestions", suggestions)
+        check_arg("UnknownGPUError", "reason", reason, str, type(None))
         self.spec = spec
         self.suggestions = tuple(suggestions)
         self.reason = reason
@@ -149,6 +167,9 @@ class UnknownModelError(KernelPolicyError, ValueError):
     """A model that is neither a local config.json nor in the shipped catalog."""
 
     def __init__(self, model: str, reason: str, suggestions: Iterable[str] = ()) -> None:
+        check_arg("UnknownModelError", "model", model, str)
+        check_arg("UnknownModelError", "reason", reason, str)
+        check_strs("UnknownModelError", "suggestions", suggestions)
         self.model = model
         self.reason = reason
         self.suggestions = tuple(suggestions)

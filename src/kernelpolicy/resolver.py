@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._args import check_arg, check_strs
 from .decision import Assumption, Candidate, Decision, Override, PathDecision, _Later
 from .dsl.conditions import Condition, TruthValue, compiled, describe_failure, evaluate, failing_tests
 from .errors import KernelPolicyError
@@ -52,6 +53,9 @@ class ContradictionError(KernelPolicyError, ValueError):
     """Explicit choices that contradict each other (two backends for one path, say)."""
 
     def __init__(self, path: str, sources: tuple[str, ...], message: str) -> None:
+        check_arg("ContradictionError", "path", path, str)
+        check_strs("ContradictionError", "sources", sources)
+        check_arg("ContradictionError", "message", message, str)
         self.path = path
         self.sources = sources
         self.message = message
@@ -187,7 +191,11 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
 
     :raises ContradictionError: when explicit choices contradict each other.
     :raises ImplicationConflict: when implications set one fact to different values.
+    :raises TypeError: naming the parameter, for an argument of the wrong type.
     """
+    check_arg("resolve", "facts", facts, Facts)
+    check_arg("resolve", "policy", policy, Policy)
+    check_arg("resolve", "reporter", reporter, BaseReporter, type(None))
     if reporter is None:
         hit = _cache.get(facts, policy)
         if hit is not None:

@@ -2,9 +2,21 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+#: The hostile suites' shared hypothesis settings: bounded for CI, derandomised (a failure is
+#: seen again on the next run); ``KERNELPOLICY_PROPERTY_EXAMPLES`` raises it for a longer hunt.
+SETTINGS = settings(
+    max_examples=int(os.environ.get("KERNELPOLICY_PROPERTY_EXAMPLES", "50")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    derandomize=os.environ.get("KERNELPOLICY_PROPERTY_RANDOM", "") in ("", "0"),
+    database=None,
+)
 
 
 @pytest.fixture(autouse=True)

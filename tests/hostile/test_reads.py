@@ -134,5 +134,6 @@ def test_load_policy_missing_file_says_so(tmp_path: Path) -> None:
 
 
 def test_load_policy_rejects_non_paths() -> None:
-    with pytest.raises(UsageError, match="a policy path must be a file or folder name"):
+    # a wrong type is a TypeError naming the parameter, as everywhere in the API (docs/design.md)
+    with pytest.raises(TypeError, match="kernelpolicy.load_policy: `paths` must be a path or a list of paths"):
         kp.load_policy([3], environ=False)  # type: ignore[list-item]

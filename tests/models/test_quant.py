@@ -178,7 +178,7 @@ def _explain(tmp_path: Path, config: object, capsys: pytest.CaptureFixture[str],
         ),
         (
             lambda d: d["quantization_config"].update(weight_block_size=[128, 0]),
-            "weight_block_size",
+            "quantization_config.weight_block_size",  # the path other fields show (N18; was the bare name)
             "expected positive sizes",
         ),
         (

@@ -96,7 +96,13 @@ def _is_strs(v: Any) -> bool:
 def _backend_expectation(v: Any) -> bool:
     if v is None or isinstance(v, str):
         return True
-    return isinstance(v, Mapping) and bool(v) and set(v) <= {"not", "in"} and all(_is_strs(x) for x in v.values())
+    # `{not: []}` checks nothing (it passed whatever was decided) and `{in: []}` nothing can meet
+    return (
+        isinstance(v, Mapping)
+        and bool(v)
+        and set(v) <= {"not", "in"}
+        and all(_is_strs(x) and bool(x) for x in v.values())
+    )
 
 
 def _fields_problem(data: Mapping[str, Any]) -> str | None:
@@ -142,7 +148,10 @@ def case_problem(data: Any) -> str | None:
             return f"`given.{key}` must be {what}"
     for path in _PATHS:
         if path in expect and not _backend_expectation(expect[path]):
-            return f"`expect.{path}` must be a backend id, null, or `{{not: [...]}}` / `{{in: [...]}}` lists of ids"
+            return (
+                f"`expect.{path}` must be a backend id, null, or `{{not: [...]}}` / `{{in: [...]}}`"
+                " lists of at least one id"
+            )
     if expect.get("warmup") is not None and not _is_strs(expect["warmup"]):
         return "`expect.warmup` must be a list of backend ids"
     rules = expect.get("rules")

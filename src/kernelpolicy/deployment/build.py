@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -64,7 +65,20 @@ def facts_for(  # noqa: PLR0913 (predates the lint; split in a follow-up)
     :param environ: a process environment to read ``deploy.env.*`` and ``KERNELPOLICY_FACTS``
         from (e.g. ``os.environ``); ``None`` reads none (see :mod:`kernelpolicy.deployment.pipeline`).
     :raises UnknownGPUError, UnknownModelError, FactError: on bad input.
+    :raises TypeError: naming the parameter, for an argument of the wrong type.
     """
+    from .._args import check_arg, check_mapping
+    from ..facts.hub import HubOptions as _HubOptions
+    from ..policy import Policy as _Policy
+
+    for name, value in (("gpu", gpu), ("moe_backend", moe_backend), ("linear_backend", linear_backend)):
+        check_arg("facts_for", name, value, str, type(None))
+    check_arg("facts_for", "model", model, str, os.PathLike, type(None))
+    check_mapping("facts_for", "facts", facts)
+    check_mapping("facts_for", "env", env, values=(str,))
+    check_mapping("facts_for", "environ", environ)
+    check_arg("facts_for", "policy", policy, _Policy, type(None))
+    check_arg("facts_for", "hub", hub, _HubOptions, type(None))
     if policy is None:
         from ..dsl.loader import load_policy
 

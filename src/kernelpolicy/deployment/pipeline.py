@@ -175,6 +175,7 @@ def environ_facts(
         if value is None:
             raise _named(FactError(key, "`null` is not a value (leave the key out to keep the detected value)"))
         try:
+            _case_typo(key, policy)
             values[key] = normalise_value(key, value)
         except FactError as exc:
             raise _named(exc) from None
@@ -238,6 +239,25 @@ def engine_facts(spec: str) -> dict[str, Any]:
     """
     name, version = parse_engine(spec)
     return {"deploy.engine": name, f"{name}.version": normalise_value(f"{name}.version", version)}
+
+
+def _case_typo(key: str, policy: Policy) -> None:
+    """:raises FactError: *key* names a variable (``deploy.env.vllm_use_deep_gemm``) that no rule
+    reads but that one does in another case: variable names are case-sensitive, so the
+    deployment's setting would be silently left unread."""
+    if not key.startswith(ENV_PREFIX):
+        return
+    name = key[len(ENV_PREFIX) :]
+    read = env_names(policy)
+    if name in read:
+        return
+    same = [n for n in read if n.lower() == name.lower()]
+    if same:
+        raise FactError(
+            key,
+            f"no rule reads `{name}`: variable names are case-sensitive (the engine reads `{same[0]}`)",
+            help=f"did you mean `{ENV_PREFIX}{same[0]}`?",
+        )
 
 
 def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
@@ -322,6 +342,8 @@ def build_facts(
         user["deploy.moe_backend"] = moe_backend
     if linear_backend is not None:
         user["deploy.linear_backend"] = linear_backend
+    for key in user:
+        _case_typo(key, policy)
     if user:
         out = out.merged(Facts.from_values(user, source="user"))
     out, unread = _without_unread_env(out)

@@ -26,6 +26,7 @@ from ..engines.table import Flag
 from ..engines.vllm.flags import FLAGS as VLLM_FLAGS
 from ..engines.vllm.flags import SERVE_DEFAULTS, backend_name, facts_of
 from ..errors import UsageError, did_you_mean
+from ..facts.quant import KNOWN_METHODS
 
 if TYPE_CHECKING:
     from ..facts import Facts
@@ -111,6 +112,42 @@ def _serve_parser(flags: Sequence[Flag] = VLLM_FLAGS, prog: str = "vllm serve") 
         else:
             p.add_argument(*flag.names, dest=flag.dest, type=flag.type)
     return p
+
+
+#: Flags per argparse call: argparse's parse is quadratic in the number of options on a line
+#: (16,000 ignored `--foo 1` pairs took 21 s), so a line is parsed in runs of this many.
+_FLAGS_PER_PARSE: Final = 64
+
+
+def _parse_known(parser: argparse.ArgumentParser, tokens: Sequence[str]) -> tuple[dict[str, Any], list[str]]:
+    """``parser.parse_known_args(tokens)`` in linear time: the set values (a later flag wins) and
+    the unread tokens in order, as one call would give them.
+
+    The line is cut before a flag (as argparse tells a flag from a value, ``-5`` being a value)
+    into runs of :data:`_FLAGS_PER_PARSE` flags; a flag's value never crosses a flag, so each run
+    reads as it reads within the whole line. ``--`` ends the flags: it and the rest are one run.
+    """
+    runs: list[list[str]] = [[]]
+    flags = 0
+    for i, token in enumerate(tokens):
+        if token == "--":
+            runs.append(list(tokens[i:]))
+            break
+        if parser._parse_optional(token) is not None:  # argparse's own test of a flag
+            flags += 1
+            if flags > _FLAGS_PER_PARSE:
+                runs.append([])
+                flags = 1
+        runs[-1].append(token)
+    values: dict[str, Any] = {}
+    unknown: list[str] = []
+    for run in runs:
+        if not run:
+            continue
+        ns, extra = parser.parse_known_args(run)
+        values.update({k: v for k, v in vars(ns).items() if v is not None})
+        unknown += extra
+    return values, unknown
 
 
 def _dashes(token: str) -> str:
@@ -227,8 +264,7 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     rest = [_dashes(t) for t in rest]
     if engine == "sglang":
         parser = _serve_parser(SGLANG_FLAGS, "sglang serve")
-        ns, unknown = parser.parse_known_args(rest)
-        values = {k: v for k, v in vars(ns).items() if v is not None}
+        values, unknown = _parse_known(parser, rest)
         model = values.pop("model_path", None)
         if positional is not None and model is not None and model != positional:
             raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
@@ -236,18 +272,34 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
             values["model"] = model or positional
         return _Serve(values, env, tuple(t for t in unknown if t.startswith("-")), engine)
     parser = _serve_parser()
-    ns, unknown = parser.parse_known_args(rest)
-    values = {k: v for k, v in vars(ns).items() if v is not None}
+    values, unknown = _parse_known(parser, rest)
     # --config first, then the line itself: the line wins, as in vLLM
     if "vllm_config" in values:
-        from_file, unknown_file = parser.parse_known_args(_config_tokens(values["vllm_config"]))
-        values = {**{k: v for k, v in vars(from_file).items() if v is not None}, **values}
+        from_file, unknown_file = _parse_known(parser, _config_tokens(values["vllm_config"]))
+        values = {**from_file, **values}
         unknown += unknown_file
     if positional is not None and values.setdefault("model", positional) != positional:
         raise UsageError(f"serve line: two models, `{positional}` and `--model {values['model']}`")
     _refuse_config_flags(unknown)
     ignored = tuple(t for t in unknown if t.startswith("-") and t.partition("=")[0] not in _CONFIG_FLAGS)
     return _Serve(values, env, ignored)
+
+
+#: The ignored flags one warning names (a line of 16,000 of them gave one 100 KB line).
+_IGNORED_SHOWN: Final = 8
+_FLAG_SHOWN: Final = 40
+
+
+def ignored_note(ignored: Sequence[str]) -> str:
+    """The one warning for a serve line's ignored flags: each name once, the first
+    :data:`_IGNORED_SHOWN` of them, each cut to :data:`_FLAG_SHOWN` characters, and how many more."""
+    names = list(dict.fromkeys(ignored))
+    shown = ", ".join(
+        f"`{n if len(n) <= _FLAG_SHOWN else n[: _FLAG_SHOWN - 3] + '...'}`" for n in names[:_IGNORED_SHOWN]
+    )
+    more = len(names) - _IGNORED_SHOWN
+    tail = f" and {more} more" if more > 0 else ""
+    return f"serve line: flags that decide no kernel, ignored: {shown}{tail}"
 
 
 def _refuse_config_flags(unknown: Sequence[str]) -> None:
@@ -347,7 +399,7 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         line = {**SGLANG_SERVE_DEFAULTS, **serve.values}
         facts = {**facts, **sglang_facts_of(line, policy.engines["sglang"]), "deploy.engine": "sglang"}
     if serve.ignored:
-        notes.append("serve line: flags that decide no kernel, ignored: " + ", ".join(f"`{t}`" for t in serve.ignored))
+        notes.append(ignored_note(serve.ignored))
     return Deployment(
         args=merged,
         facts=known_values(facts, notes),
@@ -384,8 +436,15 @@ def apply_quantization(facts: Facts, method: str | None) -> Facts:
     """
     out = _quantized(facts, method)
     if out.get("quant.method_known") is False:
+        method = out.get("quant.method")
+        if method in KNOWN_METHODS:  # a method kernelpolicy reads, holding no scheme it decides
+            raise UsageError(
+                f"quantization `{method}`: this checkpoint quantizes no weights in a scheme kernelpolicy decides"
+                " (FP8, FP4, or 4/8-bit integer weights; fact `quant.method_known` is false); vLLM picks its"
+                " kernels itself"
+            )
         raise UsageError(
-            f"quantization `{out.get('quant.method')}` (fact `quant.method_known` is false): kernelpolicy decides"
+            f"quantization `{method}` (fact `quant.method_known` is false): kernelpolicy decides"
             " the FP8/FP4 kernels of fp8, compressed-tensors, modelopt, mxfp4, mxfp8, gptq and awq checkpoints;"
             " vLLM picks this method's kernels itself"
         )

@@ -106,6 +106,7 @@ class Compiler:
 
     def __init__(self) -> None:
         self.diags: list[Diagnostic] = []
+        self._said: set[Diagnostic] = set()  #: what :meth:`add` reported (a list scan was quadratic)
         self.files: list[_File] = []
         self.broken = False  #: a file or catalog entry did not load: no reference errors from it
         self.digest = hashlib.sha256()
@@ -169,7 +170,8 @@ class Compiler:
         diag = Diagnostic(
             message, file=f.src.display, line=line, column=col, source_line=f.loc.line_text(line), span=width, **info
         )
-        if diag not in self.diags:  # one condition compiled for each path of a backend says it once
+        if diag not in self._said:  # one condition compiled for each path of a backend says it once
+            self._said.add(diag)
             self.diags.append(diag)
 
     def _pydantic(self, exc: ValidationError, f: _File, prefix: Where) -> None:

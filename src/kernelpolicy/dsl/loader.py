@@ -47,7 +47,9 @@ def _as_paths(extra: PolicyPaths) -> list[str | os.PathLike[str]]:
     items = [extra] if isinstance(extra, (str, os.PathLike)) else list(extra)
     for item in items:
         if not isinstance(item, (str, os.PathLike)):
-            raise UsageError(f"a policy path must be a file or folder name, got `{item!r}`")
+            raise TypeError(
+                f"kernelpolicy.load_policy: `paths` must be a path or a list of paths, not {type(item).__name__}"
+            )
         if not os.fspath(item):
             raise UsageError("a policy path is empty", help="name a policy file or a folder of them")
     return items
@@ -105,7 +107,14 @@ def load_policy(
 
     :raises PolicyError: listing every problem in every file.
     :raises UsageError: for an empty path.
+    :raises TypeError: naming the parameter, for an argument of the wrong type.
     """
+    from .._args import check_arg
+
+    if not isinstance(paths, (str, os.PathLike, list, tuple)):
+        check_arg("load_policy", "paths", paths, str, os.PathLike, list, tuple)
+    for name, value in (("shipped", shipped), ("default_policy", default_policy), ("environ", environ)):
+        check_arg("load_policy", name, value, bool)
     return load_files(discover(paths, shipped=shipped, default_policy=default_policy, environ=environ))
 
 

@@ -215,7 +215,7 @@ def locate_model(spec: str, catalog: Sequence[CatalogModel], hub: HubOptions | N
             " not read (give the folder vLLM downloaded it to, or unset VLLM_USE_MODELSCOPE)",
         )
     by_id = {m.id.lower(): m for m in catalog}
-    hit = by_id.get(spec.strip().lower())
+    hit = by_id.get(spec.lower())  # as written: an id with a blank or a newline is no id
     extra = hit.facts if hit is not None else {}
     repo = is_repo_id(spec)
     if repo:

@@ -442,7 +442,7 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
         body, prefix = {**nested, **{k: v for k, v in qc.items() if k != "quantization"}}, f"{prefix}quantization."
     parsed: object = _validate(model, {**body, "quant_method": method}, file, prefix)
     if isinstance(parsed, Fp8Config):
-        out.update(_fp8(parsed))
+        out.update(_fp8(parsed, file, prefix))
     elif isinstance(parsed, CompressedTensorsConfig):
         out.update(_compressed_tensors(parsed, file, prefix))
     elif isinstance(parsed, ModelOptConfig):
@@ -467,10 +467,10 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
     return out
 
 
-def _fp8(c: Fp8Config) -> dict[str, object]:
+def _fp8(c: Fp8Config, file: str, prefix: str) -> dict[str, object]:
     out: dict[str, object] = {}
     if c.weight_block_size is not None:
-        _positive(c.weight_block_size, "weight_block_size")
+        _positive(c.weight_block_size, f"{prefix}weight_block_size", file)
         out.update({"quant.scheme": "fp8_block", "quant.block": list(c.weight_block_size)})
     else:
         out["quant.scheme"] = "fp8_tensor" if c.quant_method == "fp8" else "fp8_channel"
@@ -481,7 +481,7 @@ def _fp8(c: Fp8Config) -> dict[str, object]:
     return out
 
 
-def _positive(values: list[int], field: str, file: str = "config.json") -> None:
+def _positive(values: list[int], field: str, file: str) -> None:
     if any(v <= 0 for v in values):
         raise ModelConfigError(file, field, f"expected positive sizes (got `{values}`)")
 

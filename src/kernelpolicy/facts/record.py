@@ -11,24 +11,36 @@ from packaging.version import InvalidVersion, Version
 from ..errors import FactError, did_you_mean
 from .keys import CANONICAL, FACT_KEYS, Kind, lookup_key
 
-__all__ = ["SOURCES", "FactValue", "Facts", "check_values", "normalise_value", "parse_fact_text", "typed_value"]
+__all__ = [
+    "SOURCES",
+    "FactValue",
+    "Facts",
+    "check_source",
+    "check_values",
+    "normalise_value",
+    "parse_fact_text",
+    "typed_value",
+]
 
 FactValue = str | int | bool | tuple[int, ...] | tuple[str, ...]
 
 #: Where a fact can come from, most authoritative first.
 SOURCES: Final = (
     "user",  # --fact, --env, --moe-backend, a Python caller
+    "env",  # KERNELPOLICY_FACTS and the engine variables of the environment
     "vllm",  # the running vLLM's own config, platform and environment (the plugin)
+    "sglang",  # the running SGLang's server arguments (the plugin)
     "probe",  # a live check on this machine's GPU
     "nvml",
     "torch",
     "metadata",  # installed package metadata and files
+    "venv",  # the engine's virtual environment named by --venv
     "config.json",  # a local folder or config.json
     "hf-cache",  # config.json in the local Hugging Face cache
     "hub",  # config.json fetched from the Hugging Face Hub (HF_ENDPOINT)
     "catalog",  # the shipped model or GPU catalog
     "spec",  # derived from the GPU spec given on the command line
-    "implied",  # derived by an `implies` rule from other facts
+    "implied",  # derived by an `implies` rule from other facts (`implied:<id>` names the rule)
     "default",  # the engine's default (tensor and expert parallel size 1)
 )
 
@@ -39,12 +51,42 @@ _INT_MIN: Final[dict[str, int]] = {"model.num_experts": 0, "model.experts_per_to
 _INT_MAX: Final = 2**63 - 1
 
 
+def check_source(key: str, source: object) -> str:
+    """*source* when it is one of :data:`SOURCES`.
+
+    :raises FactError: naming *key*, for a source outside the vocabulary (a decision reports
+        where each fact came from: `bogus` there would be a report nobody can act on).
+    """
+    if isinstance(source, str) and (source in SOURCES or (source.startswith("implied:") and len(source) > 8)):
+        return source  # `implied:<rule id>`: the implication that set it
+    hint = did_you_mean(source, SOURCES) if isinstance(source, str) else []
+    raise FactError(
+        key,
+        f"source `{source}` is not one of {', '.join(SOURCES)}",
+        help=f"did you mean `{hint[0]}`?" if hint else None,
+    )
+
+
 def _in_range(key: str, value: int) -> int:
     if value.bit_length() > 63:
         raise FactError(key, f"a number too large (more than 63 bits, {value.bit_length()} here)")
     least = _INT_MIN.get(key, 1)
     if not least <= value <= _INT_MAX:
         raise FactError(key, f"`{value}` is out of range (at least {least})")
+    return value
+
+
+#: Integer lists of a fixed length: a weight block is ``[n, k]``, both positive.
+_INT_LIST_LEN: Final[dict[str, int]] = {"quant.block": 2}
+
+
+def _int_list(key: str, value: tuple[int, ...]) -> tuple[int, ...]:
+    want = _INT_LIST_LEN.get(key)
+    if want is not None and len(value) != want:
+        raise FactError(key, f"`{list(value)}` must hold {want} sizes (as `[128, 128]`)")
+    if want is not None:
+        for v in value:
+            _in_range(key, v)
     return value
 
 
@@ -66,7 +108,7 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
             return _in_range(key, value)
     elif kind is Kind.INT_LIST:
         if isinstance(value, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-            return tuple(value)
+            return _int_list(key, tuple(value))
     elif kind is Kind.STR_LIST:
         if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
             return tuple(value)
@@ -167,13 +209,15 @@ class Facts:
 
         :raises FactError: with the message the command line gives for the same input.
         """
-        given: tuple[object, object] = (values, sources)  # a caller's types are not checked statically
-        if not all(isinstance(m, Mapping) for m in given):
-            raise TypeError("Facts(values=..., sources=...) takes two mappings")
+        from .._args import check_arg
+
+        check_arg("Facts", "values", values, Mapping)  # a caller's types are not checked statically
+        check_arg("Facts", "sources", sources, Mapping)
         checked = check_values(values)
         for key in checked:
             if not isinstance(sources.get(key), str):
                 raise FactError(key, "has no source", help="give `sources` a string for every key of `values`")
+            check_source(key, sources[key])
         extra = [k for k in sources if k not in checked]
         if extra:
             raise FactError(str(extra[0]), "has a source but no value")
@@ -209,8 +253,18 @@ class Facts:
 
     @classmethod
     def from_values(cls, values: Mapping[str, Any], source: str = "user") -> Facts:
-        """Facts from plain values, all from one *source*; ``None`` values are dropped."""
+        """Facts from plain values, all from one *source* (one of :data:`SOURCES`); ``None``
+        values are dropped.
+
+        :raises FactError: for a value that does not fit its key or a source outside :data:`SOURCES`.
+        """
+        from .._args import check_arg, check_mapping
+
+        check_arg("Facts.from_values", "values", values, Mapping)
+        check_mapping("Facts.from_values", "values", values)
+        check_arg("Facts.from_values", "source", source, str)
         checked = {k: normalise_value(k, v) for k, v in values.items() if v is not None}
+        check_source(next(iter(checked), "source"), source)
         return cls._of(checked, dict.fromkeys(checked, source))
 
     @classmethod

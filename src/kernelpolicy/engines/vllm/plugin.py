@@ -161,13 +161,19 @@ def _core_resolver(facts: Any) -> DecisionLike:
 
 
 def _message(exc: BaseException) -> str:
-    """One line for *exc*: kernelpolicy's own wording, else the exception's class and text."""
+    """One lowercase line for *exc*: kernelpolicy's own wording, else the exception's text with its
+    class after it (``no module named `vllm.x` (ModuleNotFoundError)``), never a repr."""
     from ...errors import KernelPolicyError
 
     text = str(exc).strip().splitlines()
     if isinstance(exc, (KernelPolicyError, _PolicyLoadError)):
         return text[0] if text else type(exc).__name__
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    if isinstance(exc, ModuleNotFoundError) and exc.name:
+        return f"no module named `{exc.name}` ({type(exc).__name__})"
+    if not text:
+        return f"({type(exc).__name__})"
+    line = text[0]
+    return f"{line[:1].lower()}{line[1:]} ({type(exc).__name__})"  # the class last: one lowercase line
 
 
 def _pipeline_facts(values: Mapping[str, object]) -> Any:
