@@ -59,6 +59,7 @@ def test_the_plugin_logs_the_fingerprint_explain_prints(version: str) -> None:
     assert [f"{x.model} on {x.family}" for x in decided if not x.parity] == []
 
 
+@pytest.mark.parametrize("version", RELEASES)
 def test_audit_json_satisfies_its_schema(version: str) -> None:
     """`sglang audit --json` (its cells, as the command writes them) fits `sglang-audit`."""
     import json

@@ -23,11 +23,13 @@ from kernelpolicy.cli._vllm import _target_facts
 from kernelpolicy.deployment.build import derived_facts
 from kernelpolicy.deployment.pipeline import build_facts
 from kernelpolicy.engines.vllm.conformance import (
+    SWEEP_SERVE,
     CellResult,
     matrix_cells,
     render_markdown,
     run_matrix_with,
     section_of,
+    sweep_serve_facts,
 )
 from kernelpolicy.engines.vllm.testing import Deployment, NativeChoices, parse_gpu
 from kernelpolicy.facts import Facts
@@ -74,7 +76,9 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
         derived = derived_facts(gpu=str(given["gpu"]), model=given["model"], policy=policy)
         derived = derived.merged(Facts.from_values(target, source="metadata"))
         derived = derived.merged(Facts.from_values({"gpu.name": name, "host.machine": platform.machine()}, "spec"))
-        facts = build_facts(policy, derived=derived, facts=operator, env=env, moe_backend=given.get("moe_backend"))
+        # served as every sweep cell is (SWEEP_SERVE, read as from a serve line); the case's own facts win
+        served = {**sweep_serve_facts(), **operator}
+        facts = build_facts(policy, derived=derived, facts=served, env=env, moe_backend=given.get("moe_backend"))
         decision = kp.resolve(facts.facts, policy)
         plugin_env = dict(env)
         if files:
@@ -90,6 +94,7 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
             facts=operator,
             router_dtype=str(dtype) if dtype in ("bfloat16", "float16", "float32") else None,
             model_id=given["model"],
+            serve=SWEEP_SERVE,
         )
         out.append(GoldenCell(file.stem, deployment, decision))
     return out

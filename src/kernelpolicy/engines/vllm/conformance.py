@@ -130,6 +130,14 @@ def matrix_cells(
 # ----------------------------------------------------------------------------- running
 
 
+def sweep_serve_facts() -> dict[str, Any]:
+    """The facts of :data:`SWEEP_SERVE` as ``explain`` reads them from a whole serve line (vLLM's
+    defaults for the flags it leaves out)."""
+    from .flags import SERVE_DEFAULTS, facts_of
+
+    return facts_of({**SERVE_DEFAULTS, **SWEEP_SERVE})
+
+
 def deployment_facts(
     policy: Policy,
     model: str,
@@ -143,11 +151,10 @@ def deployment_facts(
     """What ``explain`` builds for a sweep's deployment (:func:`kernelpolicy.deployment.build.sweep_facts`):
     the vLLM and SGLang sweeps both judge against it."""
     from ...deployment.build import sweep_facts
-    from .flags import SERVE_DEFAULTS, facts_of
 
     _cc, name = FAMILIES[family]
     host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": engine}
-    flags = facts_of({**SERVE_DEFAULTS, **SWEEP_SERVE}) if engine == "vllm" else None
+    flags = sweep_serve_facts() if engine == "vllm" else None
     return sweep_facts(policy, model, family, target, host, env=env, moe_backend=moe_backend, flags=flags)
 
 
