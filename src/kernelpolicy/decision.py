@@ -92,7 +92,8 @@ class Candidate:
     backend: str
     verdict: Verdict
     rules: tuple[str, ...] = ()  #: the rules that rejected (or were overridden for) it
-    reason: str | None = None
+    #: why it was rejected (worded when first read: the exhaustive walk never reads most)
+    reason: _Deferred[str | None] = _Deferred(None)
     severity: str | None = None  #: the gravest severity among ``rules``
     refs: tuple[str, ...] = ()
     overridden: tuple[str, ...] = ()  #: rules an explicit choice overrode to choose it

@@ -616,7 +616,7 @@ def _rejected(b: str, rejections: list[_Rejection], assumed: list[_Noted]) -> Ca
             b,
             "rejected",
             rules,
-            rejections[0].reason,
+            _Later(lambda: rejections[0].reason),
             rejections[0].severity,
             tuple(dict.fromkeys(ref for x in rejections for ref in x.refs)),
             assumptions=facts,

@@ -33,9 +33,30 @@ _Part = tuple[str, str, tuple[Test, ...]]
 _UNKNOWN: Final = frozenset({None})
 
 
+#: each rule's keys, by the rule object (kept alive beside its id), and the answers by the
+#: rule and the values of those keys (cleared when full)
+_RULE_KEYS: dict[int, tuple[Rule, tuple[str, ...]]] = {}
+_EFFECTS: dict[tuple[int, tuple[frozenset[Any] | None, ...]], frozenset[bool]] = {}
+_EFFECTS_MAX: Final = 500_000
+
+
 def rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
     """Whether *r* takes effect over a group: rejects its backend (deny, require) or applies
-    (use, prefer), read through :mod:`kernelpolicy.semantics` like the resolver reads it."""
+    (use, prefer), read through :mod:`kernelpolicy.semantics` like the resolver reads it.
+    Memoised on the values of the keys the rule reads (the walk asks it of every group)."""
+    entry = _RULE_KEYS.get(id(r))
+    if entry is None or entry[0] is not r:
+        entry = _RULE_KEYS[id(r)] = (r, tuple(sorted({t.key for t in _tests(r)})))
+    memo_key = (id(r), tuple(possible.get(k) for k in entry[1]))
+    hit = _EFFECTS.get(memo_key)
+    if hit is None:
+        if len(_EFFECTS) >= _EFFECTS_MAX:
+            _EFFECTS.clear()
+        hit = _EFFECTS[memo_key] = _rule_effect(r, possible)
+    return hit
+
+
+def _rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
     until = outcomes(r.until, possible) if r.until is not None else (None,)
     require = outcomes(r.require, possible) if r.kind == "require" else (True,)
     return effect_outcomes(r, outcomes(r.when, possible), until, require)
@@ -60,6 +81,8 @@ class Verdict:
         catalog: _Part = ("catalog", entry.rule_id, tuple(tests_of(entry.requires)))
         self.parts: tuple[_Part, ...] = (catalog, *((r.severity, r.id, _tests(r)) for r in self.rules))
         self.keys = tuple(sorted({t.key for _, _, tests in self.parts for t in tests}))
+        #: the keys each part reads (fixing another key leaves its effect as it is)
+        self.part_keys = tuple(frozenset(t.key for t in tests) for _, _, tests in self.parts)
         self.conds = (entry.requires, *(c for r in self.rules for c in _conditions(r)))
         self._memo: dict[tuple[Any, ...], frozenset[Any]] = {}
 
@@ -101,8 +124,15 @@ class Verdict:
             return frozenset()
         return frozenset({pick_outcome(sure, self.named)})
 
-    def _expand(self, possible: dict[str, frozenset[Any]]) -> frozenset[Any]:
-        effects = self._effects(possible)
+    def _expand(
+        self, possible: dict[str, frozenset[Any]], effects: list[frozenset[bool]] | None = None
+    ) -> frozenset[Any]:
+        """The verdicts over *possible* (every key of :attr:`keys` given), by Shannon expansion.
+        *effects*: the parts' effects over *possible*, where the caller has them. Fixing one key
+        changes only the effects of the parts that read it: the others are handed down as they
+        are, and each state reached is memoised like a group (:meth:`__call__` answers alike)."""
+        if effects is None:
+            effects = self._effects(possible)
         found = self._settled(effects)
         if found:
             return found
@@ -118,12 +148,27 @@ class Verdict:
         )
         if key is None:  # not reached: with every key read fixed, every part is settled
             return frozenset({True, False}) if self.named is None else frozenset({"chosen", "refused"})
+        reading = [i for i, keys in enumerate(self.part_keys) if key in keys]
         seen: set[Any] = set()
         for value in possible[key]:
-            seen |= self._expand({**possible, key: frozenset({value})})
+            sub = {**possible, key: frozenset({value})}
+            memo_key = tuple(sub[k] for k in self.keys)
+            hit = self._memo.get(memo_key)
+            if hit is None:
+                narrowed = list(effects)
+                for i in reading:
+                    narrowed[i] = self._effect(i, sub)
+                hit = self._memo[memo_key] = self._expand(sub, narrowed)
+            seen |= hit
             if len(seen) > 1:
                 break
         return frozenset(seen)
+
+    def _effect(self, i: int, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
+        """The effect of part *i* alone (see :meth:`_effects`)."""
+        if i == 0:
+            return frozenset(not met(o) for o in outcomes(self.requires, possible))
+        return rule_effect(self.rules[i - 1], possible)
 
 
 _TRUE: Final = frozenset({True})
