@@ -429,3 +429,23 @@ def test_progress_shows_a_fraction_and_an_estimate() -> None:
     p.fraction(5, 20)
     line = p.line(0)
     assert "5/20 parts" in line and "s left" in line, line
+
+
+def test_every_class_of_the_shipped_domain_holds_values_its_facts_take() -> None:
+    """The walk resolves a representative of each class: each must be a value the fact takes
+    (a `quant.block` of `[0]` stood for "any other block" and made every walk fail once the
+    fact was held to two positive sizes)."""
+    import kernelpolicy as kernel_policy
+    from kernelpolicy.analysis.domain import build_domain
+    from kernelpolicy.facts.record import normalise_value
+
+    domain = build_domain(kernel_policy.load_policy(environ=False))
+    bad = []
+    for dim in domain.dims:
+        for cls in dim.values:
+            for key, value in cls.facts.items():
+                try:
+                    normalise_value(key, value)
+                except kernel_policy.KernelPolicyError as exc:
+                    bad.append(f"{dim.name}={cls.label}: {exc}")
+    assert bad == []

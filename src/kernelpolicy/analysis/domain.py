@@ -33,8 +33,10 @@ from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..dsl.conditions import All, Condition, Not, Test, tests_of
+from ..errors import FactError
 from ..facts.gpu import derived_gpu_facts
 from ..facts.keys import BACKENDS, CANONICAL, GPU_SMS, FactKey, Kind, lookup_key
+from ..facts.record import int_list_length, normalise_value
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -478,7 +480,8 @@ def _key_classes(
         classes = _version_classes(key, tests, known)
     elif fk.kind is Kind.INT:
         pts = _int_points(tests)
-        reps = sorted({*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}) or [1]
+        near = {*pts, *(p + 1 for p in pts), *(p - 1 for p in pts)}
+        reps = sorted(r for r in near if _takes(key, r)) or [1]  # a size is at least 1: no `tp=0` cell
         reps.sort(key=lambda r: (r not in pts and r - 1 not in pts, -r))
         classes = _classes(key, reps, tests, [str(r) for r in reps], [0] * len(reps), known)
         classes = tuple(_relabel_int(c, tests) for c in classes)
@@ -506,7 +509,8 @@ def _key_classes(
         )
         items: list[Any]
         if fk.kind is Kind.INT_LIST:
-            items = [tuple(m) if isinstance(m, tuple) else m for m in members] + [(0,)]
+            items = [tuple(m) if isinstance(m, tuple) else m for m in members]
+            items.append(_other_int_list(key, items))
             labels = [str(list(v)) for v in items[:-1]] + [OTHER]
         else:
             items = [(m,) for m in members] + [()]
@@ -515,6 +519,25 @@ def _key_classes(
     else:  # pragma: no cover
         return None
     return classes
+
+
+def _takes(key: str, value: int) -> bool:
+    """Whether the fact *key* takes *value* (sizes and counts are at least 1)."""
+    try:
+        normalise_value(key, value)
+    except FactError:
+        return False
+    return True
+
+
+def _other_int_list(key: str, members: list[Any]) -> tuple[int, ...]:
+    """A value of the integer-list fact *key* that no condition names, and that the fact takes
+    (a fixed-length list such as ``quant.block`` holds that many positive sizes)."""
+    size = int_list_length(key)
+    n = 1 if size else 0
+    while (other := (n,) * (size or 1)) in members:
+        n += 1
+    return other
 
 
 def for_path(domain: Domain, path: str) -> Domain:

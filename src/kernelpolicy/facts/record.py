@@ -17,6 +17,7 @@ __all__ = [
     "Facts",
     "check_source",
     "check_values",
+    "int_list_length",
     "normalise_value",
     "parse_fact_text",
     "typed_value",
@@ -78,6 +79,11 @@ def _in_range(key: str, value: int) -> int:
 
 #: Integer lists of a fixed length: a weight block is ``[n, k]``, both positive.
 _INT_LIST_LEN: Final[dict[str, int]] = {"quant.block": 2}
+
+
+def int_list_length(key: str) -> int | None:
+    """How many items an integer-list fact holds, where that is fixed (``quant.block``: 2)."""
+    return _INT_LIST_LEN.get(key)
 
 
 def _int_list(key: str, value: tuple[int, ...]) -> tuple[int, ...]:
