@@ -326,7 +326,7 @@ def test_a_variable_the_release_does_not_read_is_left_out_of_the_facts(
 ) -> None:
     from kernelpolicy.deployment.pipeline import build_facts
 
-    derived = Facts.from_values({"vllm.version": version, "gpu.sm": "sm90"}, source="engine")
+    derived = Facts.from_values({"vllm.version": version, "gpu.sm": "sm90"}, source="vllm")
     env = {"VLLM_TEST_FORCE_FP8_MARLIN": "1", "SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
     built = build_facts(policy, derived=derived, env=env)
     assert ("deploy.env.VLLM_TEST_FORCE_FP8_MARLIN" in built.facts) is kept
