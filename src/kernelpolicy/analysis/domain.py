@@ -25,9 +25,9 @@ that share one decision.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final
+from typing import Any, Final, Generic, TypeVar
 
 from packaging.specifiers import Specifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
@@ -609,9 +609,38 @@ _T: Final = frozenset({True})
 _F: Final = frozenset({False})
 
 
-_KEYS: dict[int, tuple[Condition, tuple[str, ...]]] = {}
-_MEMO: dict[tuple[int, tuple[frozenset[Any] | None, ...]], frozenset[bool | None]] = {}
-_MEMO_MAX: Final = 500_000
+_Item = TypeVar("_Item")
+_Answer = TypeVar("_Answer")
+
+
+class KeyMemo(Generic[_Item, _Answer]):
+    """Answers of ``compute(item, possible)`` memoised on *item* and the values ``possible``
+    gives the keys *item* reads (``keys_of(item)``, found once per item). The walk asks the
+    same questions of many groups that differ only in keys the item does not read. Items are
+    held beside their ids (an id is reused only after its object is gone); the answers are
+    dropped when there are *limit* of them."""
+
+    def __init__(
+        self,
+        keys_of: Callable[[_Item], Iterable[str]],
+        compute: Callable[[_Item, Mapping[str, frozenset[Any]]], _Answer],
+        limit: int = 500_000,
+    ) -> None:
+        self._keys_of, self._compute, self._limit = keys_of, compute, limit
+        self._keys: dict[int, tuple[_Item, tuple[str, ...]]] = {}
+        self._answers: dict[tuple[int, tuple[frozenset[Any] | None, ...]], _Answer] = {}
+
+    def __call__(self, item: _Item, possible: Mapping[str, frozenset[Any]]) -> _Answer:
+        entry = self._keys.get(id(item))
+        if entry is None or entry[0] is not item:
+            entry = self._keys[id(item)] = (item, tuple(sorted(set(self._keys_of(item)))))
+        key = (id(item), tuple(possible.get(k) for k in entry[1]))
+        hit = self._answers.get(key)
+        if hit is None:
+            if len(self._answers) >= self._limit:
+                self._answers.clear()
+            hit = self._answers[key] = self._compute(item, possible)
+        return hit
 
 
 def outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
@@ -620,17 +649,7 @@ def outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozens
     ``None`` in a set stands for *unknown*. An over-approximation: keys read twice are
     treated as independent. Memoised on the values of the keys *cond* reads.
     """
-    entry = _KEYS.get(id(cond))
-    if entry is None or entry[0] is not cond:
-        entry = (cond, tuple(sorted({t.key for t in tests_of(cond)})))
-        _KEYS[id(cond)] = entry
-    memo_key = (id(cond), tuple(possible.get(k) for k in entry[1]))
-    hit = _MEMO.get(memo_key)
-    if hit is None:
-        if len(_MEMO) >= _MEMO_MAX:
-            _MEMO.clear()
-        hit = _MEMO[memo_key] = _outcomes(cond, possible)
-    return hit
+    return _OUTCOMES(cond, possible)
 
 
 def _outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
@@ -645,6 +664,11 @@ def _outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozen
         sub = _outcomes(child, possible)
         acc = frozenset(_and(a, b) if conj else _or(a, b) for a in acc for b in sub)
     return acc
+
+
+_OUTCOMES: Final[KeyMemo[Condition, frozenset[bool | None]]] = KeyMemo(
+    lambda cond: (t.key for t in tests_of(cond)), _outcomes
+)
 
 
 def _and(a: bool | None, b: bool | None) -> bool | None:

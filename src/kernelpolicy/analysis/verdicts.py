@@ -24,7 +24,7 @@ from typing import Any, Final
 from ..dsl.conditions import Test, tests_of
 from ..policy import Policy, Rule
 from ..semantics import effect_outcomes, met, pick_outcome
-from .domain import outcomes
+from .domain import KeyMemo, outcomes
 
 __all__ = ["Verdict", "rule_effect"]
 
@@ -33,27 +33,11 @@ _Part = tuple[str, str, tuple[Test, ...]]
 _UNKNOWN: Final = frozenset({None})
 
 
-#: each rule's keys, by the rule object (kept alive beside its id), and the answers by the
-#: rule and the values of those keys (cleared when full)
-_RULE_KEYS: dict[int, tuple[Rule, tuple[str, ...]]] = {}
-_EFFECTS: dict[tuple[int, tuple[frozenset[Any] | None, ...]], frozenset[bool]] = {}
-_EFFECTS_MAX: Final = 500_000
-
-
 def rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
     """Whether *r* takes effect over a group: rejects its backend (deny, require) or applies
     (use, prefer), read through :mod:`kernelpolicy.semantics` like the resolver reads it.
     Memoised on the values of the keys the rule reads (the walk asks it of every group)."""
-    entry = _RULE_KEYS.get(id(r))
-    if entry is None or entry[0] is not r:
-        entry = _RULE_KEYS[id(r)] = (r, tuple(sorted({t.key for t in _tests(r)})))
-    memo_key = (id(r), tuple(possible.get(k) for k in entry[1]))
-    hit = _EFFECTS.get(memo_key)
-    if hit is None:
-        if len(_EFFECTS) >= _EFFECTS_MAX:
-            _EFFECTS.clear()
-        hit = _EFFECTS[memo_key] = _rule_effect(r, possible)
-    return hit
+    return _EFFECTS(r, possible)
 
 
 def _rule_effect(r: Rule, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool]:
@@ -173,6 +157,10 @@ class Verdict:
 
 _TRUE: Final = frozenset({True})
 _FALSE: Final = frozenset({False})
+
+
+#: the answers of :func:`_rule_effect`, by the rule and the values of the keys it reads
+_EFFECTS: Final[KeyMemo[Rule, frozenset[bool]]] = KeyMemo(lambda r: (t.key for t in _tests(r)), _rule_effect)
 
 
 def _conditions(r: Rule) -> tuple[Any, ...]:
