@@ -3,13 +3,15 @@
 #   1. .venv with kernelpolicy (editable) and its test tools,
 #   2. the vLLM and SGLang releases the integration tests run against, each in its own venv
 #      cached under ~/.cache/kernelpolicy/venvs (built once, a few minutes each; reused after;
-#      the engines share pip's wheel cache),
+#      uv, from the test extra, hard-links them all from one cache there, so a wheel two
+#      releases share is on disk once),
 #   3. pytest over tests/ (arguments are passed on to pytest).
 # With no arguments, the exhaustive proof the suite holds (`check --strict --all-findings` of the
 # shipped tables with the example operator policy: the suite's longest step) starts before step 2,
-# in the background: `check` keeps its proof as a certificate in kernelpolicy's cache, so the test
-# that runs the same check (tests/test_check.py) reads it back instead of walking every cell again,
-# and the walk overlaps the venv builds, which mostly wait on the disk.
+# in the background, and goes on while the venvs build and pytest runs: `check` keeps its proof as
+# a certificate in kernelpolicy's cache and holds a lock while it computes it, so the test that
+# runs the same check (tests/test_check.py, marked `last`: it runs after every other) waits for
+# that walk and reads the certificate back instead of walking every cell again.
 # KERNELPOLICY_SKIP_VLLM=1 / KERNELPOLICY_SKIP_SGLANG=1 skip step 2 for that engine; its
 # integration tests then skip with a reason.
 set -euo pipefail
@@ -44,17 +46,17 @@ if [[ "${KERNELPOLICY_SKIP_SGLANG:-0}" != 1 ]]; then
     done < tests/sglang/releases.txt
 fi
 
+set +e
+.venv/bin/python -m pytest "$@"
+code=$?
+set -e
+
 if [[ -n "$proof" ]]; then
     # its outcome is the test's to judge (the certificate holds the findings); here only its line
     wait "$proof" || true
     echo "test.sh: the exhaustive proof (in the background): $(tail -n 1 "$proof_log")" >&2
     rm -f "$proof_log"
 fi
-
-set +e
-.venv/bin/python -m pytest "$@"
-code=$?
-set -e
 if [[ $code -eq 5 ]]; then
     echo "test.sh: pytest collected no tests" >&2
     exit 1

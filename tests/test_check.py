@@ -207,13 +207,16 @@ def test_an_unsupported_entry_that_refuses_decides_and_the_check_accepts_it(tmp_
     assert [f.code for f in _ops_check(tmp_path, ops.read_text())[1]] == ["unsupported-unused"]
 
 
+@pytest.mark.last
 def test_the_example_fleet_policy_passes_its_own_check(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The exhaustive proof CI runs: every cell of the shipped tables with the example operator
     policy on top, warnings about the shipped rules included (``--all-findings``). The command is
-    the one scripts/test.sh starts in the background while the engine venvs build (same files,
-    same names): this test then reads its certificate back, or walks every cell if there is none."""
+    the one scripts/test.sh starts in the background before the engine venvs build (same files,
+    same names), and it is still walking while the rest of the suite runs: this test runs last
+    and waits for it (the certificate's lock), then reads its certificate back; with no such walk
+    under way and no certificate, it walks every cell itself."""
     monkeypatch.chdir(Path(__file__).parent.parent)
     rc = main(["check", "--strict", "--all-findings", "policy/examples/fleet.yaml"])
     out = capsys.readouterr().out
@@ -352,6 +355,40 @@ def test_the_proof_is_kept_once_per_content_and_a_tampered_one_is_recomputed(
     third = check(_bare_files(), jobs=1)
     assert not third.reused and [f.code for f in third.findings] == ["stale-rule"]
     assert certificate.read(entry.name[len("certificate-") : -len(".json")], tmp_path / "check") is not None
+
+
+def test_a_second_check_of_the_same_files_waits_for_the_first_and_reads_its_proof(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While one check computes a proof (it holds the key's lock), another check of the same
+    files waits, then reads the certificate the first wrote instead of walking again."""
+    import threading
+
+    from kernelpolicy.analysis import certificate
+    from kernelpolicy.analysis import checking as checking_mod
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    key = certificate.certificate_key(_bare_files(), explicit=False, subject=None)
+    assert key is not None
+    walks: list[int] = []
+    real = checking_mod.verify
+    monkeypatch.setattr(checking_mod, "verify", lambda *a, **k: walks.append(1) or real(*a, **k))
+    second: list[checking_mod.CheckReport] = []
+    waiter = threading.Thread(target=lambda: second.append(checking_mod.check(_bare_files(), jobs=1)))
+    with certificate.computing(key):  # the first check, walking
+        waiter.start()
+        waiter.join(0.5)
+        assert waiter.is_alive() and not second  # waiting on the lock, not walking
+        first = checking_mod.check(_bare_files(), jobs=1, cache=False)  # the walk the holder makes...
+        assert first.summary is not None
+        certificate.write(
+            certificate.Certificate(key, first.findings, first.summary, *checking_mod._outcomes(first.coverage))
+        )  # ...and the certificate it leaves
+    waiter.join(60)
+    assert not waiter.is_alive() and second[0].reused and second[0].findings == first.findings
+    assert len(walks) == 1  # only the holder walked
+    assert (tmp_path / "check" / f".lock-{key}").is_file()
 
 
 def test_a_certificate_others_may_write_is_never_believed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

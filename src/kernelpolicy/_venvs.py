@@ -5,7 +5,12 @@ A venv lives in the venvs folder of kernelpolicy's cache (``vllm-X.Y.Z``, ``sgla
 engine environments share pip's (or uv's) wheel cache, so torch is downloaded once. A marker
 file is written only after the install and an import check succeeded, so an interrupted build
 is removed and built again on the next call; concurrent builders of one version wait on a lock
-file. ``uv`` builds it when it is on ``PATH`` (much faster), ``python -m venv`` and pip otherwise.
+file. ``uv`` builds it when it is on ``PATH`` or installed beside kernelpolicy (the ``test`` extra
+has it), ``python -m venv`` and pip otherwise.
+
+With uv, every engine venv is hard-linked from one uv cache in kernelpolicy's cache folder (the
+same file system as the venvs): a wheel that several releases share (the CUDA libraries, a torch
+release) is unpacked once on disk, not once per venv, and a venv built again costs no download.
 """
 
 from __future__ import annotations
@@ -23,7 +28,17 @@ from typing import Final
 
 from .errors import UsageError
 
-__all__ = ["ENGINES", "MARKER", "OVERRIDES", "VenvError", "build_commands", "ensure_venv", "venv_python"]
+__all__ = [
+    "ENGINES",
+    "MARKER",
+    "OVERRIDES",
+    "VenvError",
+    "build_commands",
+    "ensure_venv",
+    "find_uv",
+    "overrides_file",
+    "venv_python",
+]
 
 #: The engines a venv can hold (the package name is the engine's) -> how the engine is written.
 ENGINES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
@@ -107,6 +122,23 @@ _OVERRIDDEN: Final = (
 
 Runner = Callable[[Sequence[str]], int]
 
+#: uv's cache, a folder beside the venvs (hard links need one file system).
+_UV_CACHE: Final = ".uv-cache"
+
+
+def overrides_file(venv: Path) -> Path:
+    """Where uv reads the overridden requirements of the venv at *venv* (written by the builder)."""
+    return venv.parent / f".{venv.name}.overrides.txt"
+
+
+def find_uv() -> str | None:
+    """uv on ``PATH``, else the one the ``uv`` package installed beside this python, else ``None``."""
+    found = shutil.which("uv")
+    if found:
+        return found
+    beside = Path(sys.executable).parent / "uv"
+    return str(beside) if beside.is_file() and os.access(beside, os.X_OK) else None
+
 
 class VenvError(UsageError):
     """A venv could not be built (the one line says which step failed)."""
@@ -130,22 +162,23 @@ def build_commands(
     python = str(venv / "bin" / "python")
     packages = [f"{engine}=={version}", *_EXTRA, *_PINS.get((engine, version), ())]
     overrides = OVERRIDES.get((engine, version))
-    if overrides:  # pip in the venv installs it (uv's venv is seeded with pip)
-        spec = json.dumps({dist: req for dist, (req, _why) in overrides.items()}, sort_keys=True)
-        install = [python, "-c", _OVERRIDDEN, engine, version, spec, *packages[1:]]
-        create = (
-            [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)]
-            if uv
-            else [base_python, "-m", "venv", str(venv)]
-        )
-        return [create, install, [python, "-c", _CUDA_TORCH], [python, "-c", _CHECK, engine, version]]
     if uv:
+        # one uv cache beside the venvs, hard-linked into each: shared wheels are on disk once
+        install = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink"]
+        install += ["--cache-dir", str(venv.parent / _UV_CACHE)]
+        if overrides:
+            install += ["--override", str(overrides_file(venv))]
         return [
             [uv, "venv", "--quiet", "--seed", "--python", base_python, str(venv)],
-            [uv, "pip", "install", "--python", python, *packages],
+            [*install, *packages],
             [python, "-c", _CUDA_TORCH],
             [python, "-c", _CHECK, engine, version],
         ]
+    if overrides:  # pip in the venv installs the engine without its dependencies, then them
+        spec = json.dumps({dist: req for dist, (req, _why) in overrides.items()}, sort_keys=True)
+        install_pip = [python, "-c", _OVERRIDDEN, engine, version, spec, *packages[1:]]
+        create = [base_python, "-m", "venv", str(venv)]
+        return [create, install_pip, [python, "-c", _CUDA_TORCH], [python, "-c", _CHECK, engine, version]]
     return [
         [base_python, "-m", "venv", str(venv)],
         # no .pyc for the ~9 GB installed (minutes of CPU): the modules imported compile when first used
@@ -210,9 +243,15 @@ def ensure_venv(
         if venv.exists():
             note("removing an incomplete venv")
             shutil.rmtree(venv)
-        uv = shutil.which("uv") if use_uv is None or use_uv else None
+        uv = find_uv() if use_uv is None or use_uv else None
         if use_uv and uv is None:
-            raise VenvError("`uv` is not on PATH", help="install uv, or leave out --uv to use pip")
+            raise VenvError(
+                "`uv` is not on PATH nor beside kernelpolicy's python", help="install uv, or leave out --uv to use pip"
+            )
+        overrides = OVERRIDES.get((engine, version), {})
+        if uv and overrides:
+            lines = "".join(f"{req}\n" for req, _why in overrides.values())
+            overrides_file(venv).write_text(lines, encoding="utf-8")
         base = base_python or os.environ.get("KERNELPOLICY_VENV_BASE_PYTHON") or sys.executable
         steps = (
             "creating the venv",
@@ -221,7 +260,7 @@ def ensure_venv(
             "checking the install",
         )
         commands = build_commands(version, venv, uv=uv, base_python=base, engine=engine)
-        for dist, (req, why) in OVERRIDES.get((engine, version), {}).items():
+        for dist, (req, why) in overrides.items():
             note(f"installing {req} instead of the pinned {dist}: {why}")
         for step, cmd in zip(steps, commands, strict=True):
             note(step)

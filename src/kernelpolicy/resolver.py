@@ -208,12 +208,15 @@ def resolve(facts: Facts, policy: Policy, reporter: BaseReporter | None = None) 
 
 def resolve_path(facts: Facts, policy: Policy, path: str) -> Decision:
     """Decide one path (and the warmup of its kernels) for *facts*, uncached: the exhaustive
-    check walks each path on its own, and the other paths' decisions are not read there.
+    check walks each path on its own, and the other paths' decisions are not read there. The
+    path's candidates end at the chosen one (those after it change nothing and are not judged).
 
     :raises ContradictionError: when explicit choices for *path* contradict each other (those
         of the other paths are not looked at: :func:`resolve` refuses the deployment for them).
     """
-    return _Resolution(facts, policy, _NULL_REPORTER).run((path,))
+    res = _Resolution(facts, policy, _NULL_REPORTER)
+    res.judged_only = True
+    return res.run((path,))
 
 
 def apply_implications(facts: Facts, policy: Policy, reporter: BaseReporter = _NULL_REPORTER) -> Facts:
@@ -231,6 +234,8 @@ class _Resolution:
         self.index = _index_of(policy)
         #: build the explanation only when it is read (no reporter is watching every verdict)
         self.lazy = reporter is _NULL_REPORTER
+        #: list only the candidates judged up to the chosen one (:func:`resolve_path`)
+        self.judged_only = False
         self.facts = apply_implications(facts, policy, reporter)
         self.typed = self.facts.typed()
         self._states: dict[str, bool | None] = {}
@@ -444,7 +449,8 @@ class _PathJudge:
         rest: list[str] = []
         for i, b in enumerate(order):
             if self.chosen is not None and self.res.lazy:
-                rest = order[i:]  # nothing after the chosen candidate changes the outcome
+                # nothing after the chosen candidate changes the outcome
+                rest = [] if self.res.judged_only else order[i:]
                 break
             head.append(self._judge(b))
         deciding = tuple(dict.fromkeys(self.deciding))

@@ -84,12 +84,41 @@ def test_an_incomplete_venv_is_rebuilt(cache: Path) -> None:
 def test_bad_version_and_missing_uv(
     cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(_venvs.shutil, "which", lambda name: None)
+    monkeypatch.setattr(_venvs, "find_uv", lambda: None)
     with pytest.raises(UsageError, match="not on PATH"):
         _venvs.ensure_venv("0.26.0", use_uv=True, runner=_fake([]))
     monkeypatch.undo()
     assert main(["vllm", "venv", "0.26.0; rm -rf /"]) == 2
     assert "is not a vLLM version" in capsys.readouterr().err
+
+
+def test_uv_builds_every_venv_from_one_cache_beside_them_by_hard_links() -> None:
+    """Shared wheels (torch, the CUDA libraries) are on disk once: uv links each venv's files from
+    one cache, which must be on the venvs' file system for links (a folder beside them)."""
+    for version, venv in (("0.26.0", Path("/c/vllm-0.26.0")), ("0.34.0", Path("/c/vllm-0.34.0"))):
+        install = _venvs.build_commands(version, venv, uv="/bin/uv", base_python="python3")[1]
+        assert install[:5] == ["/bin/uv", "pip", "install", "--python", f"{venv}/bin/python"]
+        assert install[install.index("--link-mode") + 1] == "hardlink"
+        assert install[install.index("--cache-dir") + 1] == "/c/.uv-cache"
+        assert f"vllm=={version}" in install and "nvidia-ml-py" in install
+        assert ("--override" in install) == (version == "0.34.0")
+
+
+def test_the_builder_writes_the_overrides_uv_reads(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_venvs, "find_uv", lambda: "/bin/uv")
+    ran: list[list[str]] = []
+
+    def runner(cmd: Sequence[str]) -> int:
+        ran.append(list(cmd))
+        if cmd[1] == "venv":
+            python = Path(cmd[-1]) / "bin" / "python"
+            python.parent.mkdir(parents=True)
+            python.write_text("")
+        return 0
+
+    _venvs.ensure_venv("0.34.0", use_uv=True, runner=runner)
+    path = Path(ran[1][ran[1].index("--override") + 1])
+    assert path.read_text() == "flashinfer-python==0.7.4\n"
 
 
 def test_pip_commands_are_what_the_script_ran() -> None:
@@ -189,7 +218,8 @@ def test_a_pin_the_index_lacks_is_overridden_with_its_reason() -> None:
     req, why = _venvs.OVERRIDES[("vllm", "0.34.0")]["flashinfer-python"]
     assert req == "flashinfer-python==0.7.4" and "0.7.3" in why
     with_uv = _venvs.build_commands("0.34.0", Path("/c/v"), uv="uv", base_python="python3")
-    assert with_uv[0][:3] == ["uv", "venv", "--quiet"] and with_uv[1][1:3] == ["-c", _venvs._OVERRIDDEN]
+    assert with_uv[0][:3] == ["uv", "venv", "--quiet"]
+    assert with_uv[1][with_uv[1].index("--override") + 1] == str(_venvs.overrides_file(Path("/c/v")))
     # a release without overrides keeps the plain install
     assert "vllm==0.33.0" in _venvs.build_commands("0.33.0", Path("/c/v"), uv=None, base_python="python3")[1]
 

@@ -13,6 +13,11 @@ The file is a header line (format, key, the SHA-256 of the rest) and the body. O
 digest is recomputed and every field is checked for its type; an entry that fails any check,
 is not a regular file or is larger than :data:`MAX_ENTRY_BYTES` is not trusted: the caller
 computes the proof again and rewrites it. The folder keeps the newest :data:`MAX_ENTRIES`.
+
+One proof of a content is computed at a time: ``check`` holds a lock named by the key while it
+walks (:func:`computing`), so a second check of the same files (the pre-commit hook beside an
+editor's, the test suite beside the walk it started in the background) waits for the first and
+reads its certificate instead of walking every cell again.
 """
 
 from __future__ import annotations
@@ -23,13 +28,14 @@ import hashlib
 import json
 import os
 import sys
+import time
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._files import ReadError, read_owned, write_private
+from .._files import ReadError, owned_folder, read_owned, write_private
 from .._paths import cache_subdir
 from .._version import __version__
 from ..dsl.files import SourceError, SourceFile
@@ -41,6 +47,7 @@ __all__ = [
     "MAX_ENTRY_BYTES",
     "Certificate",
     "certificate_key",
+    "computing",
     "read",
     "read_groups",
     "write",
@@ -184,6 +191,38 @@ def write(cert: Certificate, where: Path | None = None) -> None:
         _prune(where)
 
 
+#: A lock file older than this belongs to no running check (none holds one that long): pruned.
+_LOCK_AGE_S: Final = 86_400.0
+
+
+@contextlib.contextmanager
+def computing(key: str, where: Path | None = None) -> Iterator[None]:
+    """Hold the lock of *key*'s proof while computing it: another process computing the same
+    proof is waited for (its certificate is then there to read). Where no lock can be taken (a
+    folder that is not this user's alone, a platform without ``flock``), nothing is waited for."""
+    try:
+        import fcntl  # noqa: PLC0415 (POSIX only)
+    except ImportError:
+        yield
+        return
+    where = where or folder()
+    fd = -1
+    try:
+        where.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if owned_folder(where):
+            fd = os.open(where / f".lock-{key}", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+    except OSError:
+        if fd >= 0:
+            os.close(fd)
+        fd = -1
+    try:
+        yield
+    finally:
+        if fd >= 0:
+            os.close(fd)  # closing releases the lock
+
+
 def _prune(where: Path, keep: int = MAX_ENTRIES) -> None:
     """Keep the newest *keep* entries and their groups; delete the rest (groups without an entry too)."""
     try:
@@ -197,6 +236,12 @@ def _prune(where: Path, keep: int = MAX_ENTRIES) -> None:
         if n.removesuffix(".groups.json.gz").removesuffix(".json") not in kept:
             with contextlib.suppress(OSError):
                 os.unlink(where / n)
+    old = time.time() - _LOCK_AGE_S
+    with contextlib.suppress(OSError), os.scandir(where) as it:
+        stale = [e.name for e in it if e.name.startswith(".lock-") and e.stat(follow_symlinks=False).st_mtime < old]
+    for n in stale:
+        with contextlib.suppress(OSError):
+            os.unlink(where / n)
 
 
 # --------------------------------------------------------------------------- encoding

@@ -95,21 +95,52 @@ def check(
         report.seconds = time.perf_counter() - start
         return report
     key = certificate_key(files, explicit=explicit, subject=subject) if coverage and cache and compose else None
-    if key is not None:
-        cert = certificate.read(key)
-        if cert is not None:
-            report.findings, report.summary, report.reused = cert.findings, cert.summary, True
-            report.seconds = time.perf_counter() - start
+    how = _How(coverage, explicit, jobs, subject, cache, progress, compose)
+    if key is None:
+        return _verified(report, policy, None, start, how)
+    if _reused(report, key, start):
+        return report
+    with certificate.computing(key):  # a check of the same files elsewhere is waited for, then read
+        if _reused(report, key, start):
             return report
+        return _verified(report, policy, key, start, how)
+
+
+@dataclass(frozen=True)
+class _How:
+    """The options of one :func:`check`, as it hands them on."""
+
+    coverage: bool
+    explicit: bool
+    jobs: int | None
+    subject: Sequence[str] | None
+    cache: bool
+    progress: Callable[[int, int], None] | None
+    compose: bool
+
+
+def _reused(report: CheckReport, key: str, start: float) -> bool:
+    """Fill *report* from the certificate of *key*, where there is one."""
+    cert = certificate.read(key)
+    if cert is None:
+        return False
+    report.findings, report.summary, report.reused = cert.findings, cert.summary, True
+    report.seconds = time.perf_counter() - start
+    return True
+
+
+def _verified(report: CheckReport, policy: Policy, key: str | None, start: float, how: _How) -> CheckReport:
+    """Analyse and walk *policy* (the loaded files of *report*); keep the certificate of *key*."""
+    files, explicit, subject = report.files, how.explicit, how.subject
     locator = Locator(files)
     report.findings = [from_diagnostic(d) for d in policy.warnings]
     ground: tuple[Delta, str | None] | None = None
-    if coverage and subject is not None and compose:
-        ground = _ground(files, subject, policy, explicit=explicit, jobs=jobs, cache=cache)
+    if how.coverage and subject is not None and how.compose:
+        ground = _ground(files, subject, policy, explicit=explicit, jobs=how.jobs, cache=how.cache)
     cov = None
-    if coverage:
+    if how.coverage:
         scope = ground[0] if ground is not None else None
-        cov = verify(policy, explicit=explicit, jobs=jobs, scope=scope, progress=progress)
+        cov = verify(policy, explicit=explicit, jobs=how.jobs, scope=scope, progress=how.progress)
     report.findings += analyse(policy, cov, locator)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
     located = implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))

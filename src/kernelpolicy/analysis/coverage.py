@@ -71,6 +71,7 @@ from .domain import (
     implied_sources,
     merge,
     outcomes,
+    pool_values,
     possible_values,
     rule_paths,
 )
@@ -82,6 +83,8 @@ __all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
 PATHS: Final = DECIDED_PATHS
 _UNKNOWN: Final = frozenset({None})
 _NO: Final = frozenset({False})
+#: decisions a walker keeps for reuse before it starts afresh
+_DECIDED_MAX: Final = 50_000
 
 
 @dataclass(frozen=True)
@@ -285,6 +288,10 @@ class _Walker:
         self.key_dim: dict[str, Dimension] = {k: d for d in domain.dims for k in d.keys}
         self.moe_keys = tuple(k for d in domain.dims if d.moe_only for k in d.keys)
         self.index = {d.name: i for i, d in enumerate(domain.dims)}
+        self.dim_by_name = {d.name: d for d in domain.dims}
+        self._bases: dict[bool, _Bases] = {}
+        #: decisions by path and representative facts (see :meth:`decide`)
+        self._decided: dict[Any, tuple[Facts, Decision | ContradictionError]] = {}
         self.implied = implied_sources(policy)
         self.resolves = 0
         self.judges: dict[str, _Judge] = {}
@@ -385,12 +392,24 @@ class _Walker:
                 out[d.name] = list(parts.values())
         return out
 
+    def bases(self, moe: bool) -> _Bases:
+        """What a group that fixes no dimension holds (see :class:`_Bases`), per model kind."""
+        found = self._bases.get(moe)
+        if found is None:
+            found = self._bases[moe] = _Bases.of(self.domain, self.policy, moe, self.moe_keys)
+        return found
+
     def facts_of(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for d in self.domain.dims:
+        """The facts of the group's representative: each dimension's fixed class, else its
+        *unknown* class (else its first), read as the base with the fixed dimensions replaced."""
+        base = self.bases(moe)
+        out = dict(base.facts)
+        for name, v in fixed.items():
+            d = self.dim_by_name[name]
             if d.moe_only and not moe:
                 continue
-            v = fixed.get(d.name) or next((c for c in d.values if not c.facts), d.values[0])
+            for k in base.default_keys[name]:
+                del out[k]
             out.update(v.facts)
         if moe:
             out.setdefault("quant.moe_scheme", out.get("quant.scheme"))
@@ -399,14 +418,15 @@ class _Walker:
         return {k: v for k, v in out.items() if v is not None}
 
     def weight(self, fixed: Mapping[str, ValueClass], moe: bool) -> int:
-        n = 1
-        for d in self.domain.dims:
-            if d.name in fixed or (d.moe_only and not moe):
-                continue
-            n *= d.size
+        """The cells of the group: the fixed classes' weights times every open dimension's size."""
+        n = self.bases(moe).cells
         for name, v in fixed.items():
-            if name != "model.is_moe":
-                n *= v.weight
+            if name == "model.is_moe":
+                continue
+            d = self.dim_by_name[name]
+            if not (d.moe_only and not moe):
+                n //= d.size  # exact: the base counts every open dimension's size
+            n *= v.weight
         return n
 
     def tasks(self) -> list[tuple[str, int, int]]:
@@ -525,11 +545,9 @@ class _Walker:
             yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
             return
         facts_raw = self.facts_of(fixed, moe)
-        facts = Facts.from_values(facts_raw, source="user")
-        self.resolves += 1
         group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
         try:
-            decision = resolve_path(facts, self.policy, path)
+            facts, decision = self.decide(path, facts_raw)
         except ContradictionError as exc:
             # the explicit picks are settled: every cell of the group raises alike; settings
             # of the deployment that contradict each other are bad input, not a policy defect
@@ -566,6 +584,30 @@ class _Walker:
         yield PathGroup(
             path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first, known
         )
+
+    def decide(self, path: str, facts_raw: dict[str, Any]) -> tuple[Facts, Decision]:
+        """The resolver's decision of *path* for a representative's facts. A group split after
+        its representative was resolved hands a part the same representative where the part
+        holds its class of the split dimension: that decision is reused, not made again."""
+        try:
+            key: Any = (path, frozenset(facts_raw.items()))
+        except TypeError:  # a value that is not hashable: decide it afresh
+            key = None
+        hit = self._decided.get(key) if key is not None else None
+        if hit is None:
+            facts = Facts.from_values(facts_raw, source="user")
+            self.resolves += 1
+            try:
+                hit = (facts, resolve_path(facts, self.policy, path))
+            except ContradictionError as exc:
+                hit = (facts, exc)
+            if key is not None:
+                if len(self._decided) >= _DECIDED_MAX:
+                    self._decided.clear()
+                self._decided[key] = hit
+        if isinstance(hit[1], ContradictionError):
+            raise hit[1]
+        return hit  # type: ignore[return-value]
 
     def unsupported(self, path: str) -> list[Unsupported]:
         found = self._unsupported.get(path)
@@ -757,8 +799,14 @@ class _Walker:
 
     def possible(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, frozenset[Any]]:
         """The values each key can take over a group (:func:`possible_values`); a dense model's
-        cells leave the facts only MoE models have unknown, so those keys hold nothing else."""
-        out = possible_values(self.domain, fixed, self.policy)
+        cells leave the facts only MoE models have unknown, so those keys hold nothing else.
+        Without implications, the values over the whole domain with the fixed dimensions' replaced."""
+        if self.policy.implications:
+            out = possible_values(self.domain, fixed, self.policy)
+        else:
+            out = dict(self.bases(moe).possible)
+            for name, v in fixed.items():
+                out.update(pool_values(self.dim_by_name[name], v))
         if not moe:
             for k in self.moe_keys:
                 out[k] = _UNKNOWN
@@ -826,6 +874,35 @@ class _Walker:
         if j is None:
             j = self.judges[key] = _Judge((u.when,), partial(_holds, u.when))
         return j
+
+
+@dataclass(frozen=True)
+class _Bases:
+    """What a group that fixes no dimension holds, for one model kind: the walk reads each group
+    as this with its fixed dimensions replaced (a handful), not by visiting every dimension."""
+
+    facts: Mapping[str, Any]  #: each dimension's *unknown* class (else its first), unfiltered
+    default_keys: Mapping[str, tuple[str, ...]]  #: the keys each dimension's default class sets
+    possible: Mapping[str, frozenset[Any]]  #: the values of every key over the whole domain
+    cells: int  #: the product of the sizes of the dimensions the model kind has
+
+    @classmethod
+    def of(cls, domain: Domain, policy: Policy, moe: bool, moe_keys: tuple[str, ...]) -> _Bases:
+        facts: dict[str, Any] = {}
+        default_keys: dict[str, tuple[str, ...]] = {}
+        cells = 1
+        for d in domain.dims:
+            if d.moe_only and not moe:
+                continue
+            v = next((c for c in d.values if not c.facts), d.values[0])
+            # a key set by two dimensions would make the order of replacement matter
+            assert not facts.keys() & v.facts.keys(), f"dimension `{d.name}` sets a key another sets"
+            facts.update(v.facts)
+            default_keys[d.name] = tuple(v.facts)
+            if d.name != "model.is_moe":
+                cells *= d.size
+        possible = possible_values(domain, {}, replace(policy, implications=()))
+        return cls(facts, default_keys, possible, cells)
 
 
 def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:

@@ -50,6 +50,7 @@ __all__ = [
     "meet",
     "merge",
     "outcomes",
+    "pool_values",
     "possible_values",
     "rule_outcome",
 ]
@@ -703,7 +704,7 @@ def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Pol
     """
     base: dict[str, frozenset[Any]] = {}
     for d in domain.dims:
-        base.update(_pool_values(d, fixed.get(d.name)))
+        base.update(pool_values(d, fixed.get(d.name)))
     if not policy.implications:
         return base
     setters = _setters(policy)
@@ -741,7 +742,7 @@ _POOLS: dict[int, tuple[object, dict[str, frozenset[Any]]]] = {}
 _POOLS_MAX: Final = 200_000
 
 
-def _pool_values(d: Dimension, chosen: ValueClass | None) -> dict[str, frozenset[Any]]:
+def pool_values(d: Dimension, chosen: ValueClass | None) -> dict[str, frozenset[Any]]:
     """The values each key of *d* takes over *chosen* (``None``: over the whole dimension)."""
     owner: object = chosen if chosen is not None else d
     hit = _POOLS.get(id(owner))

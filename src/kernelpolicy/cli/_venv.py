@@ -20,7 +20,8 @@ def add_parser(vsub: Any, engine: str = "vllm", label: str = "vLLM") -> None:
         "venv",
         help=f"build (once) the cached venv of one {label} release; print its python",
         description=f"Create, or reuse, a virtual environment with {engine}==X.Y.Z from the package index "
-        "in kernelpolicy's cache (uv when it is on PATH, pip otherwise), and print its python path. "
+        "in kernelpolicy's cache (uv when it is on PATH or beside kernelpolicy, hard-linking every venv "
+        "from one uv cache; pip otherwise), and print its python path. "
         "An interrupted build is removed and redone on the next call. Exit status: 0 built or found, "
         "2 the build failed.",
     )
