@@ -57,7 +57,7 @@ from typing import Any, Final
 from .._lifetime import die_with_parent
 from ..decision import Candidate, Decision
 from ..dsl.conditions import Test, evaluate, tests_of
-from ..facts.record import Facts
+from ..facts.record import Facts, normalise_value, typed_value
 from ..policy import Implication, Policy, Rule, Unsupported
 from ..resolver import ContradictionError, resolve, resolve_path
 from ..semantics import DECIDED_PATHS, ImplicationConflict, applies, gravity, imply, met, rule_state
@@ -400,22 +400,31 @@ class _Walker:
         return found
 
     def facts_of(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, Any]:
-        """The facts of the group's representative: each dimension's fixed class, else its
-        *unknown* class (else its first), read as the base with the fixed dimensions replaced."""
+        """The facts of the group's representative (see :meth:`represent`)."""
+        return self.represent(fixed, moe)[0]
+
+    def represent(self, fixed: Mapping[str, ValueClass], moe: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The facts of the group's representative, checked, and as conditions compare them:
+        each dimension's fixed class, else its *unknown* class (else its first), read as the
+        base with the fixed dimensions replaced."""
         base = self.bases(moe)
-        out = dict(base.facts)
+        values, typed = dict(base.values), dict(base.typed)
         for name, v in fixed.items():
             d = self.dim_by_name[name]
             if d.moe_only and not moe:
                 continue
             for k in base.default_keys[name]:
-                del out[k]
-            out.update(v.facts)
-        if moe:
-            out.setdefault("quant.moe_scheme", out.get("quant.scheme"))
-        else:
-            out.pop("quant.moe_scheme", None)
-        return {k: v for k, v in out.items() if v is not None}
+                del values[k], typed[k]
+            mine, mine_typed = class_facts(v)
+            values.update(mine)
+            typed.update(mine_typed)
+        if not moe:
+            values.pop("quant.moe_scheme", None)
+            typed.pop("quant.moe_scheme", None)
+        elif "quant.moe_scheme" not in values and "quant.scheme" in values:
+            values["quant.moe_scheme"] = values["quant.scheme"]
+            typed["quant.moe_scheme"] = typed["quant.scheme"]
+        return values, typed
 
     def weight(self, fixed: Mapping[str, ValueClass], moe: bool) -> int:
         """The cells of the group: the fixed classes' weights times every open dimension's size."""
@@ -544,10 +553,10 @@ class _Walker:
         if split is not None:
             yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
             return
-        facts_raw = self.facts_of(fixed, moe)
+        facts_raw, typed_raw = self.represent(fixed, moe)
         group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
         try:
-            facts, decision = self.decide(path, facts_raw)
+            facts, decision = self.decide(path, facts_raw, typed_raw)
         except ContradictionError as exc:
             # the explicit picks are settled: every cell of the group raises alike; settings
             # of the deployment that contradict each other are bad input, not a policy defect
@@ -585,17 +594,19 @@ class _Walker:
             path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first, known
         )
 
-    def decide(self, path: str, facts_raw: dict[str, Any]) -> tuple[Facts, Decision]:
-        """The resolver's decision of *path* for a representative's facts. A group split after
-        its representative was resolved hands a part the same representative where the part
-        holds its class of the split dimension: that decision is reused, not made again."""
+    def decide(self, path: str, facts_raw: dict[str, Any], typed: dict[str, Any]) -> tuple[Facts, Decision]:
+        """The resolver's decision of *path* for a representative's facts (checked, and *typed*
+        as conditions compare them: :meth:`represent`). A group split after its representative
+        was resolved hands a part the same representative where the part holds its class of the
+        split dimension: that decision is reused, not made again."""
         try:
             key: Any = (path, frozenset(facts_raw.items()))
         except TypeError:  # a value that is not hashable: decide it afresh
             key = None
         hit = self._decided.get(key) if key is not None else None
         if hit is None:
-            facts = Facts.from_values(facts_raw, source="user")
+            # checked once per class (:func:`class_facts`): the facts of kernelpolicy's own making
+            facts = Facts._of(dict(facts_raw), dict.fromkeys(facts_raw, "user"), dict(typed))
             self.resolves += 1
             try:
                 hit = (facts, resolve_path(facts, self.policy, path))
@@ -881,28 +892,47 @@ class _Bases:
     """What a group that fixes no dimension holds, for one model kind: the walk reads each group
     as this with its fixed dimensions replaced (a handful), not by visiting every dimension."""
 
-    facts: Mapping[str, Any]  #: each dimension's *unknown* class (else its first), unfiltered
+    values: Mapping[str, Any]  #: each dimension's *unknown* class (else its first), checked
+    typed: Mapping[str, Any]  #: the same, as conditions compare them
     default_keys: Mapping[str, tuple[str, ...]]  #: the keys each dimension's default class sets
     possible: Mapping[str, frozenset[Any]]  #: the values of every key over the whole domain
     cells: int  #: the product of the sizes of the dimensions the model kind has
 
     @classmethod
     def of(cls, domain: Domain, policy: Policy, moe: bool, moe_keys: tuple[str, ...]) -> _Bases:
-        facts: dict[str, Any] = {}
+        values: dict[str, Any] = {}
+        typed: dict[str, Any] = {}
         default_keys: dict[str, tuple[str, ...]] = {}
         cells = 1
         for d in domain.dims:
             if d.moe_only and not moe:
                 continue
-            v = next((c for c in d.values if not c.facts), d.values[0])
+            mine, mine_typed = class_facts(next((c for c in d.values if not c.facts), d.values[0]))
             # a key set by two dimensions would make the order of replacement matter
-            assert not facts.keys() & v.facts.keys(), f"dimension `{d.name}` sets a key another sets"
-            facts.update(v.facts)
-            default_keys[d.name] = tuple(v.facts)
+            assert not values.keys() & mine.keys(), f"dimension `{d.name}` sets a key another sets"
+            values.update(mine)
+            typed.update(mine_typed)
+            default_keys[d.name] = tuple(mine)
             if d.name != "model.is_moe":
                 cells *= d.size
         possible = possible_values(domain, {}, replace(policy, implications=()))
-        return cls(facts, default_keys, possible, cells)
+        return cls(values, typed, default_keys, possible, cells)
+
+
+#: each class's facts, checked, and as conditions compare them, by the class (kept alive beside)
+_CLASS_FACTS: dict[int, tuple[ValueClass, dict[str, Any], dict[str, Any]]] = {}
+
+
+def class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The facts class *v* gives its representative, checked against the vocabulary (unknown
+    ones left out), and as conditions compare them; computed once per class."""
+    hit = _CLASS_FACTS.get(id(v))
+    if hit is None or hit[0] is not v:
+        values = {k: normalise_value(k, x) for k, x in v.facts.items() if x is not None}
+        if len(_CLASS_FACTS) >= 200_000:
+            _CLASS_FACTS.clear()
+        hit = _CLASS_FACTS[id(v)] = (v, values, {k: typed_value(k, x) for k, x in values.items()})
+    return hit[1], hit[2]
 
 
 def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:
