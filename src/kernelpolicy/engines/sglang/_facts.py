@@ -7,7 +7,6 @@ exactly as ``kernelpolicy explain`` adds them.
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import platform
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
@@ -21,37 +20,16 @@ if TYPE_CHECKING:
 
 __all__ = ["facts_from_sglang", "gpu_facts", "package_facts"]
 
-_PACKAGES: Final = (
-    ("sglang", "sglang"),
-    ("torch", "torch"),
-    ("triton", "triton"),
-    ("flashinfer", "flashinfer-python"),
-    ("cutlass_dsl", "nvidia-cutlass-dsl"),
-)
+#: the packages whose versions the plugin reads (keys of the facts providers' table)
+_PACKAGES: Final = ("sglang", "torch", "triton", "flashinfer", "cutlass_dsl")
 
 
 def package_facts() -> dict[str, object]:
-    """Installed versions of SGLang's kernel packages and the DeepGEMM build it would load."""
-    from ...facts.providers import find_builds, in_use
+    """Installed versions of SGLang's kernel packages and the DeepGEMM build it would load
+    (metadata and files only, like vLLM's plugin reads them)."""
+    from ...facts.providers import installed
 
-    values: dict[str, object] = {}
-    for key, dist in _PACKAGES:
-        try:
-            values[f"{key}.version"] = md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-    build = in_use(*find_builds())
-    values["deep_gemm.source"] = build.source if build is not None else "none"
-    if build is not None:
-        for key, value in (
-            ("dist", build.dist),
-            ("version", build.version),
-            ("commit", build.commit),
-            ("has_sm120_sf_layout", build.has_sm120_sf_layout),
-        ):
-            if value is not None:
-                values[f"deep_gemm.{key}"] = value
-    return values
+    return installed(_PACKAGES)
 
 
 def gpu_facts() -> dict[str, object]:

@@ -8,7 +8,6 @@ exactly as ``kernelpolicy explain`` adds them.
 
 from __future__ import annotations
 
-import importlib.metadata as md
 import json
 import platform
 from collections.abc import Mapping, Sequence
@@ -23,13 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["config_key", "facts_from_vllm", "package_facts"]
 
-_PACKAGES: Final = (
-    ("vllm", "vllm"),
-    ("torch", "torch"),
-    ("triton", "triton"),
-    ("flashinfer", "flashinfer-python"),
-    ("cutlass_dsl", "nvidia-cutlass-dsl"),
-)
+#: the packages whose versions the plugin reads (keys of the facts providers' table)
+_PACKAGES: Final = ("vllm", "torch", "triton", "flashinfer", "cutlass_dsl")
 
 
 def package_facts() -> dict[str, object]:
@@ -38,31 +32,9 @@ def package_facts() -> dict[str, object]:
     Reads package metadata and files only (nothing is imported), so ``kernelpolicy vllm
     audit`` runs it in another venv's interpreter too.
     """
-    values: dict[str, object] = {}
-    for key, dist in _PACKAGES:
-        try:
-            values[f"{key}.version"] = md.version(dist)
-        except md.PackageNotFoundError:
-            continue
-    values.update(_deep_gemm_facts())
-    return values
+    from ...facts.providers import installed
 
-
-def _deep_gemm_facts() -> dict[str, object]:
-    """Which DeepGEMM this vLLM loads and what its build holds (the facts provider's reading)."""
-    from ...facts.providers import find_builds, in_use
-
-    build = in_use(*find_builds())
-    if build is None:
-        return {"deep_gemm.source": "none"}
-    values: dict[str, object | None] = {
-        "deep_gemm.source": build.source,
-        "deep_gemm.dist": build.dist,
-        "deep_gemm.version": build.version,
-        "deep_gemm.commit": build.commit,
-        "deep_gemm.has_sm120_sf_layout": build.has_sm120_sf_layout,
-    }
-    return {k: v for k, v in values.items() if v is not None}
+    return installed(_PACKAGES)
 
 
 def _gpu_facts() -> dict[str, object]:

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from ._base import COSTS, Context, Cost, Provider, ProviderResult, Runner, ScriptRun, Source
 from ._cache import cache_key, default_cache_dir, device_identity, read_cache, write_cache
-from ._deep_gemm import DeepGemmBuildProvider, find_builds, in_use
+from ._deep_gemm import DeepGemmBuildProvider, build_facts, find_builds, in_use
 from ._host import HostProvider
 from ._nvcc import NvccProvider
 from ._nvml import NvmlProvider
-from ._packages import PackagesProvider
+from ._packages import PackagesProvider, installed
 from ._probes import DeepGemmProbeProvider, TritonProbeProvider
 from ._subprocess import run_script
 from ._torch import TorchProvider
@@ -34,12 +34,14 @@ __all__ = [
     "Source",
     "TorchProvider",
     "TritonProbeProvider",
+    "build_facts",
     "cache_key",
     "default_cache_dir",
     "default_providers",
     "device_identity",
     "find_builds",
     "in_use",
+    "installed",
     "read_cache",
     "run_script",
     "write_cache",

@@ -19,7 +19,7 @@ from ._locate import dist_version, module_dir, owning_dist, read_assigned_string
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["DeepGemmBuild", "DeepGemmBuildProvider", "describe_build", "find_builds", "in_use"]
+__all__ = ["DeepGemmBuild", "DeepGemmBuildProvider", "build_facts", "describe_build", "find_builds", "in_use"]
 
 _SM120_GLOB = "include/deep_gemm/impls/sm120_*.cuh"
 _COMMIT = re.compile(r"\+(?:g)?([0-9a-f]{7,40})\Z")
@@ -80,6 +80,21 @@ def in_use(external: DeepGemmBuild | None, vendored: DeepGemmBuild | None) -> De
     return external if external is not None else vendored
 
 
+def build_facts(build: DeepGemmBuild | None) -> dict[str, object]:
+    """The ``deep_gemm.*`` facts of the build an engine loads (:func:`in_use`): ``source`` is
+    ``none`` without one; what the build does not say is left unknown."""
+    if build is None:
+        return {"deep_gemm.source": "none"}
+    values: dict[str, object | None] = {
+        "deep_gemm.source": build.source,
+        "deep_gemm.dist": build.dist,
+        "deep_gemm.version": build.version,
+        "deep_gemm.commit": build.commit,
+        "deep_gemm.has_sm120_sf_layout": build.has_sm120_sf_layout,
+    }
+    return {k: v for k, v in values.items() if v is not None}
+
+
 class DeepGemmBuildProvider:
     name = "deep_gemm_build"
     cost: Cost = "static"
@@ -97,15 +112,11 @@ class DeepGemmBuildProvider:
         res.raw["external"] = external.to_json() if external else None
         res.raw["vendored"] = vendored.to_json() if vendored else None
         build = in_use(external, vendored)
+        for key, value in build_facts(build).items():
+            res.put(key, value, "metadata")
         if build is None:
-            res.put("deep_gemm.source", "none", "metadata")
             res.notes.append("deep_gemm: neither an external `deep_gemm` nor vLLM's copy is installed")
             return res
-        res.put("deep_gemm.source", build.source, "metadata")
-        res.put("deep_gemm.dist", build.dist, "metadata")
-        res.put("deep_gemm.version", build.version, "metadata")
-        res.put("deep_gemm.commit", build.commit, "metadata")
-        res.put("deep_gemm.has_sm120_sf_layout", build.has_sm120_sf_layout, "metadata")
         where = "an external `deep_gemm`" if build.source == "external" else "vLLM's vendored copy"
         marker = "has" if build.has_sm120_sf_layout else "has no"
         res.notes.append(

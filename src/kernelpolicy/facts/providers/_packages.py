@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from packaging.version import InvalidVersion, Version
 
 from ._base import Context, Cost, ProviderResult
 from ._capabilities import TRITON_TARGETS, cutlass_dsl_sm121a_ok, triton_target_ok
+from ._deep_gemm import build_facts, find_builds, in_use
 from ._locate import dist_version, module_dir, read_assigned_string
 
-__all__ = ["PACKAGE_DISTS", "PackagesProvider", "flashinfer_cubin_matches"]
+__all__ = ["PACKAGE_DISTS", "PackagesProvider", "flashinfer_cubin_matches", "installed"]
 
 #: ``<key>.version`` -> the distributions that install it, first found wins.
 PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
@@ -27,6 +30,19 @@ PACKAGE_DISTS: dict[str, tuple[str, ...]] = {
 _PTXAS_ENV = ("TRITON_PTXAS_PATH", "TRITON_PTXAS_BLACKWELL_PATH")
 #: FlashInfer skips its companion-version check when this is `1`.
 _FI_NO_CHECK_ENV = "FLASHINFER_DISABLE_VERSION_CHECK"
+
+
+def installed(keys: Iterable[str]) -> dict[str, object]:
+    """``<key>.version`` of each of *keys* (of :data:`PACKAGE_DISTS`) that is installed, and the
+    ``deep_gemm.*`` facts of the DeepGEMM build an engine would load: what an engine's plugin
+    reads of its own process (metadata and files only; nothing is imported)."""
+    values: dict[str, object] = {}
+    for key in keys:
+        found = next((v for v in map(dist_version, PACKAGE_DISTS[key]) if v is not None), None)
+        if found is not None:
+            values[f"{key}.version"] = found
+    values.update(build_facts(in_use(*find_builds())))
+    return values
 
 
 class PackagesProvider:
