@@ -28,7 +28,6 @@ import hashlib
 import json
 import os
 import sys
-import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,26 +190,27 @@ def write(cert: Certificate, where: Path | None = None) -> None:
         _prune(where)
 
 
-#: A lock file older than this belongs to no running check (none holds one that long): pruned.
-_LOCK_AGE_S: Final = 86_400.0
-
-
 @contextlib.contextmanager
 def computing(key: str, where: Path | None = None) -> Iterator[None]:
     """Hold the lock of *key*'s proof while computing it: another process computing the same
     proof is waited for (its certificate is then there to read). Where no lock can be taken (a
-    folder that is not this user's alone, a platform without ``flock``), nothing is waited for."""
+    folder that is not this user's alone, a platform without ``flock``), nothing is waited for.
+
+    The lock file is removed when the proof is done: a process that waited on it reads the
+    certificate written meanwhile, and one that comes later finds the certificate first (were
+    none written, two later checks might walk at once: work done twice, never a wrong proof)."""
     try:
         import fcntl  # noqa: PLC0415 (POSIX only)
     except ImportError:
         yield
         return
     where = where or folder()
+    lock = where / f".lock-{key}"
     fd = -1
     try:
         where.mkdir(mode=0o700, parents=True, exist_ok=True)
         if owned_folder(where):
-            fd = os.open(where / f".lock-{key}", os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
     except OSError:
         if fd >= 0:
@@ -220,6 +220,8 @@ def computing(key: str, where: Path | None = None) -> Iterator[None]:
         yield
     finally:
         if fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(lock)
             os.close(fd)  # closing releases the lock
 
 
@@ -236,12 +238,6 @@ def _prune(where: Path, keep: int = MAX_ENTRIES) -> None:
         if n.removesuffix(".groups.json.gz").removesuffix(".json") not in kept:
             with contextlib.suppress(OSError):
                 os.unlink(where / n)
-    old = time.time() - _LOCK_AGE_S
-    with contextlib.suppress(OSError), os.scandir(where) as it:
-        stale = [e.name for e in it if e.name.startswith(".lock-") and e.stat(follow_symlinks=False).st_mtime < old]
-    for n in stale:
-        with contextlib.suppress(OSError):
-            os.unlink(where / n)
 
 
 # --------------------------------------------------------------------------- encoding
