@@ -4,7 +4,7 @@
 #   scripts/sglang-venv.sh VERSION        e.g. scripts/sglang-venv.sh 0.5.23
 #
 # A wrapper of `kernelpolicy sglang venv VERSION` (src/kernelpolicy/_venvs.py; the same builder
-# as scripts/vllm-venv.sh, sharing pip's wheel cache). The venv's python path is the last (and
+# as scripts/vllm-venv.sh: uv, hard-linked from the venvs' one uv cache). The venv's python path is the last (and
 # only stdout) line.
 set -euo pipefail
 

@@ -1,8 +1,7 @@
 """Cached virtual environments holding one engine release each (``kernelpolicy vllm venv X.Y.Z``,
 ``kernelpolicy sglang venv X.Y.Z``).
 
-A venv lives in the venvs folder of kernelpolicy's cache (``vllm-X.Y.Z``, ``sglang-X.Y.Z``);
-engine environments share pip's (or uv's) wheel cache, so torch is downloaded once. A marker
+A venv lives in the venvs folder of kernelpolicy's cache (``vllm-X.Y.Z``, ``sglang-X.Y.Z``). A marker
 file is written only after the install and an import check succeeded, so an interrupted build
 is removed and built again on the next call; concurrent builders of one version wait on a lock
 file. ``uv`` builds it when it is on ``PATH`` or installed beside kernelpolicy (the ``test`` extra
