@@ -65,6 +65,7 @@ from .domain import (
     Dimension,
     Domain,
     Group,
+    KeyMemo,
     ValueClass,
     build_domain,
     for_path,
@@ -290,6 +291,7 @@ class _Walker:
         self.index = {d.name: i for i, d in enumerate(domain.dims)}
         self.dim_by_name = {d.name: d for d in domain.dims}
         self._bases: dict[bool, _Bases] = {}
+        self._usages: dict[tuple[str, str], _Usage] = {}
         #: decisions by path and representative facts (see :meth:`decide`)
         self._decided: dict[Any, tuple[Facts, Decision | ContradictionError]] = {}
         self.implied = implied_sources(policy)
@@ -707,20 +709,14 @@ class _Walker:
                 break
             if explicit and i == 0:
                 continue
-            entry = self.policy.backends[path][cand.backend]
-            runs = _met(entry.requires, possible)
-            rules = self.policy.rules_for(cand.backend, path)
-            effects = {r.id: rule_effect(r, possible) for r in rules}
-            for r in rules:
-                if True not in effects[r.id]:
-                    continue
-                fires.add(r.id)
-                others_off = all(False in effects[t.id] for t in rules if t.id != r.id)
-                if True in runs and others_off:
-                    sole.add(r.id)
-                graver = [t for t in rules if gravity(t.severity) < gravity(r.severity)]
-                if True in runs and all(False in effects[t.id] for t in graver):
-                    first.add(r.id)
+            key = (path, cand.backend)
+            usage = self._usages.get(key)
+            if usage is None:
+                usage = self._usages[key] = _Usage(self.policy, path, cand.backend)
+            f, s, fst = _USAGE(usage, possible)
+            fires |= f
+            sole |= s
+            first |= fst
         return frozenset(fires), frozenset(sole), frozenset(first)
 
     def _all_user(self, sources: tuple[str, ...]) -> bool:
@@ -933,6 +929,40 @@ def class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
             _CLASS_FACTS.clear()
         hit = _CLASS_FACTS[id(v)] = (v, values, {k: typed_value(k, x) for k, x in values.items()})
     return hit[1], hit[2]
+
+
+class _Usage:
+    """Which of a candidate's rules reject it over a group (``fires``), as the only reason
+    (``sole``) or the gravest one (``first``), where it runs at all: read by :data:`_USAGE`,
+    memoised on the values of the keys its catalog requirement and its rules read."""
+
+    def __init__(self, policy: Policy, path: str, backend: str) -> None:
+        self.requires = policy.backends[path][backend].requires
+        self.rules = policy.rules_for(backend, path)
+        tests = [*tests_of(self.requires), *(t for r in self.rules for t in _rule_judge(r).tests)]
+        self.keys = tuple(sorted({t.key for t in tests}))
+
+    def __call__(self, possible: Mapping[str, frozenset[Any]]) -> tuple[frozenset[str], ...]:
+        fires: set[str] = set()
+        sole: set[str] = set()
+        first: set[str] = set()
+        runs = True in _met(self.requires, possible)
+        effects = {r.id: rule_effect(r, possible) for r in self.rules}
+        for r in self.rules:
+            if True not in effects[r.id]:
+                continue
+            fires.add(r.id)
+            if not runs:
+                continue
+            if all(False in effects[t.id] for t in self.rules if t.id != r.id):
+                sole.add(r.id)
+            graver = (t for t in self.rules if gravity(t.severity) < gravity(r.severity))
+            if all(False in effects[t.id] for t in graver):
+                first.add(r.id)
+        return frozenset(fires), frozenset(sole), frozenset(first)
+
+
+_USAGE: Final[KeyMemo[_Usage, tuple[frozenset[str], ...]]] = KeyMemo(lambda u: u.keys, lambda u, p: u(p))
 
 
 def _state(r: Rule, typed: Mapping[str, Any]) -> bool | None:
