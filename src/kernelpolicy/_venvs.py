@@ -28,11 +28,13 @@ from typing import Final
 from .errors import UsageError
 
 __all__ = [
+    "CONSTRAINTS",
     "ENGINES",
     "MARKER",
     "OVERRIDES",
     "VenvError",
     "build_commands",
+    "constraints_file",
     "ensure_venv",
     "find_uv",
     "overrides_file",
@@ -66,8 +68,19 @@ OVERRIDES: Final[dict[tuple[str, str], dict[str, tuple[str, str]]]] = {
         ),
     },
 }
-#: Run in the new venv: the engine release it has (argv: engine, version), and the packages
-#: kernelpolicy's plugin imports there.
+#: Requirements every uv build adds as constraints, each with why. uv installs wheels in parallel,
+#: so where two distributions ship the same file, which copy stays is chance: cuda-python before
+#: 12.8 ships `cuda/bindings` itself, beside cuda-bindings (which FlashInfer and the CUTLASS DSL
+#: require); vLLM 0.34.0's venv once kept 12.6.2's runtime module, and the CUTLASS DSL failed to
+#: import (`cuda.bindings.runtime` has no `cudaLibrary_t`), so vLLM could not inspect any model.
+#: From 12.8, cuda-python is a metapackage over cuda-bindings (no file of its own there).
+CONSTRAINTS: Final[dict[str, str]] = {
+    "cuda-python>=12.8": "cuda-python before 12.8 ships the files of cuda-bindings itself, and which "
+    "copy a parallel install keeps is chance",
+}
+#: Run in the new venv: the engine release it has (argv: engine, version), the packages
+#: kernelpolicy's plugin imports there, and no file inside a package that two distributions ship
+#: with different contents (which copy stays would depend on the order of the install).
 _CHECK: Final = (
     "import importlib.metadata as md, sys\n"
     "engine, want = sys.argv[1], sys.argv[2]\n"
@@ -75,7 +88,19 @@ _CHECK: Final = (
     "[md.version(d) for d in ('torch', 'pydantic', 'PyYAML', 'packaging')]\n"
     "torch = md.version('torch')\n"
     "ok = got == want and not torch.endswith('+cpu')\n"
-    "sys.exit(0 if ok else f'installed {engine} {got} with torch {torch}, wanted {want} with a CUDA torch')\n"
+    "if not ok:\n"
+    "    sys.exit(f'installed {engine} {got} with torch {torch}, wanted {want} with a CUDA torch')\n"
+    "owners = {}\n"
+    "for d in md.distributions():\n"
+    "    for f in d.files or ():\n"
+    "        s = str(f)\n"
+    "        if '/' in s and '.dist-info/' not in s and not s.startswith('..') and f.hash is not None:\n"
+    "            owners.setdefault(s, {})[d.metadata['Name']] = f.hash.value\n"
+    "clash = sorted((p, sorted(o)) for p, o in owners.items() if len(set(o.values())) > 1)\n"
+    "if clash:\n"
+    "    p, names = clash[0]\n"
+    "    sys.exit(f'{len(clash)} files are shipped by two distributions with different contents, '\n"
+    "             f'`{p}` by {\" and \".join(names)}: the venv depends on the order of the install')\n"
 )
 
 #: Run in the new venv: a package index or find-links folder may offer a CPU-only torch build
@@ -130,6 +155,11 @@ def overrides_file(venv: Path) -> Path:
     return venv.parent / f".{venv.name}.overrides.txt"
 
 
+def constraints_file(venv: Path) -> Path:
+    """Where uv reads :data:`CONSTRAINTS` for the venv at *venv* (written by the builder)."""
+    return venv.parent / f".{venv.name}.constraints.txt"
+
+
 def find_uv() -> str | None:
     """uv on ``PATH``, else the one the ``uv`` package installed beside this python, else ``None``."""
     found = shutil.which("uv")
@@ -164,7 +194,7 @@ def build_commands(
     if uv:
         # one uv cache beside the venvs, hard-linked into each: shared wheels are on disk once
         install = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink"]
-        install += ["--cache-dir", str(venv.parent / _UV_CACHE)]
+        install += ["--cache-dir", str(venv.parent / _UV_CACHE), "--constraint", str(constraints_file(venv))]
         if overrides:
             install += ["--override", str(overrides_file(venv))]
         return [
@@ -248,6 +278,8 @@ def ensure_venv(
                 "`uv` is not on PATH nor beside kernelpolicy's python", help="install uv, or leave out --uv to use pip"
             )
         overrides = OVERRIDES.get((engine, version), {})
+        if uv:
+            constraints_file(venv).write_text("".join(f"{c}\n" for c in CONSTRAINTS), encoding="utf-8")
         if uv and overrides:
             lines = "".join(f"{req}\n" for req, _why in overrides.values())
             overrides_file(venv).write_text(lines, encoding="utf-8")

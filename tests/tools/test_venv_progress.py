@@ -100,6 +100,7 @@ def test_uv_builds_every_venv_from_one_cache_beside_them_by_hard_links() -> None
         assert install[:5] == ["/bin/uv", "pip", "install", "--python", f"{venv}/bin/python"]
         assert install[install.index("--link-mode") + 1] == "hardlink"
         assert install[install.index("--cache-dir") + 1] == "/c/.uv-cache"
+        assert install[install.index("--constraint") + 1] == str(_venvs.constraints_file(venv))
         assert f"vllm=={version}" in install and "nvidia-ml-py" in install
         assert ("--override" in install) == (version == "0.34.0")
 
@@ -119,6 +120,36 @@ def test_the_builder_writes_the_overrides_uv_reads(cache: Path, monkeypatch: pyt
     _venvs.ensure_venv("0.34.0", use_uv=True, runner=runner)
     path = Path(ran[1][ran[1].index("--override") + 1])
     assert path.read_text() == "flashinfer-python==0.7.4\n"
+    # a parallel install keeps either copy of a file two distributions ship: old cuda-python is kept out
+    constraints = Path(ran[1][ran[1].index("--constraint") + 1])
+    assert constraints.read_text() == "cuda-python>=12.8\n"
+
+
+def test_the_install_check_refuses_a_venv_whose_files_depend_on_the_install_order(tmp_path: Path) -> None:
+    """Two distributions shipping one file of a package with different contents: which copy a
+    parallel install keeps is chance (vLLM 0.34.0's venv once kept cuda-python 12.6's
+    `cuda/bindings` over cuda-bindings 13.5's), so the check refuses the venv, naming them."""
+    import base64
+    import hashlib
+
+    def dist(name: str, content: bytes) -> None:
+        info = tmp_path / f"{name}-1.0.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+        digest = base64.urlsafe_b64encode(hashlib.sha256(content).digest()).rstrip(b"=").decode()
+        (info / "RECORD").write_text(f"pkg/runtime.py,sha256={digest},{len(content)}\n")
+
+    for name in ("torch", "pydantic", "PyYAML", "packaging", "vllm"):
+        info = tmp_path / f"{name}-9.9.9.dist-info"
+        info.mkdir()
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 9.9.9\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    cmd = [sys.executable, "-S", "-c", _venvs._CHECK, "vllm", "9.9.9"]
+    assert subprocess.run(cmd, env=env, capture_output=True, text=True, check=False).returncode == 0
+    dist("cuda-bindings", b"new")
+    dist("cuda-python", b"old")
+    bad = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    assert bad.returncode == 1 and "`pkg/runtime.py` by cuda-bindings and cuda-python" in bad.stderr
 
 
 def test_pip_commands_are_what_the_script_ran() -> None:
