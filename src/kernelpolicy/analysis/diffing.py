@@ -23,7 +23,7 @@ implications (slower: the dimensions implications read are split on too).
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -108,21 +108,15 @@ def diff(old: Policy, new: Policy, *, jobs: int | None = None, scoped: bool = Tr
     order = [d.name for d in domain.dims]
     news = _by_task(b.results)
     for key, olds in _by_task(a.results).items():
-        for og in olds:
-            for ng in news.get(key, ()):
-                if og.backend == ng.backend:
+        for og, ng, fixed in _overlaps(olds, news.get(key, [])):
+            moe = bool(fixed["model.is_moe"].facts.get("model.is_moe"))
+            cells = 1
+            for name in order:
+                if name == "model.is_moe" or (name in moe_only and not moe):
                     continue
-                fixed = _meet(og.group.fixed, ng.group.fixed)
-                if fixed is None:
-                    continue
-                moe = bool(fixed["model.is_moe"].facts.get("model.is_moe"))
-                cells = 1
-                for name in order:
-                    if name == "model.is_moe" or (name in moe_only and not moe):
-                        continue
-                    cells *= fixed[name].weight if name in fixed else sizes[name]
-                pairs = tuple((n, fixed[n].label) for n in order if n in fixed and n != "model.is_moe")
-                report.changes.append(Change(og.path, og.backend, ng.backend, _label(pairs), cells, pairs))
+                cells *= fixed[name].weight if name in fixed else sizes[name]
+            pairs = tuple((n, fixed[n].label) for n in order if n in fixed and n != "model.is_moe")
+            report.changes.append(Change(og.path, og.backend, ng.backend, _label(pairs), cells, pairs))
     full = {d.name: [v.label for v in d.values] for d in domain.dims}
     report.changes = _merge(report.changes, full)
     report.seconds = time.perf_counter() - start
@@ -145,6 +139,67 @@ def _by_task(results: list[PathGroup]) -> dict[_TaskKey, list[PathGroup]]:
         key = (pg.path, pg.group.fixed["gpu.sm"].label, pg.group.fixed["model.is_moe"].label)
         out.setdefault(key, []).append(pg)
     return out
+
+
+def _overlaps(
+    olds: list[PathGroup], news: list[PathGroup]
+) -> Iterator[tuple[PathGroup, PathGroup, dict[str, ValueClass]]]:
+    """Every old and new group that share cells and choose different backends, with the cells
+    they share, in the order of the old groups, then the new.
+
+    Two groups share cells when, on every dimension both fix, their classes share a class of
+    the full domain. Comparing every pair is quadratic (two walks of 10,000 groups: 10^8
+    comparisons), so the new groups are indexed instead: for each dimension and class of the
+    full domain, the set of new groups that hold it (leaving the dimension open holds every
+    class), as a bit set. An old group's partners are then the intersection, over the
+    dimensions it fixes, of the sets of the classes it holds, less the groups that choose its
+    backend: a few machine words per dimension, and only real overlaps are visited."""
+    everyone = (1 << len(news)) - 1
+    holding: dict[str, dict[str, list[int]]] = {}
+    choosing: dict[str | None, list[int]] = {}
+    for j, ng in enumerate(news):
+        choosing.setdefault(ng.backend, []).append(j)
+        for name, v in ng.group.fixed.items():
+            at = holding.setdefault(name, {})
+            for m in v.members:
+                at.setdefault(m.label, []).append(j)
+    fixing = {name: _bits(j for js in at.values() for j in js) for name, at in holding.items()}
+    sets = {name: {label: _bits(js) for label, js in at.items()} for name, at in holding.items()}
+    others = {b: everyone & ~_bits(js) for b, js in choosing.items()}
+    memo: dict[tuple[str, tuple[str, ...]], int] = {}
+    for og in olds:
+        mask = others.get(og.backend, everyone)
+        for name, v in og.group.fixed.items():
+            if not mask:
+                break
+            if name not in sets:
+                continue  # no new group fixes it: every one holds the class
+            labels = tuple(m.label for m in v.members)
+            part = memo.get((name, labels))
+            if part is None:
+                part = everyone & ~fixing[name]
+                for label in labels:
+                    part |= sets[name].get(label, 0)
+                memo[(name, labels)] = part
+            mask &= part
+        while mask:
+            low = mask & -mask
+            ng = news[low.bit_length() - 1]
+            mask ^= low
+            fixed = _meet(og.group.fixed, ng.group.fixed)
+            assert fixed is not None, "the index and the meet of two groups disagree"
+            yield og, ng, fixed
+
+
+def _bits(indexes: Iterable[int]) -> int:
+    """A bit set of *indexes*, as an integer (bit *j* set for each *j*)."""
+    buf = bytearray()
+    for j in indexes:
+        byte = j >> 3
+        if byte >= len(buf):
+            buf.extend(bytes(byte + 1 - len(buf)))
+        buf[byte] |= 1 << (j & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _meet(a: Mapping[str, ValueClass], b: Mapping[str, ValueClass]) -> dict[str, ValueClass] | None:
@@ -172,36 +227,48 @@ def _label(pairs: tuple[tuple[str, str], ...]) -> str:
 def _merge(changes: list[Change], full: Mapping[str, list[str]]) -> list[Change]:
     """Coalesce changes that differ in one dimension only (the overlap of two walks fixes
     more dimensions than the change depends on): a dimension all of whose classes appear is
-    dropped, some classes are named together (``true|unknown``)."""
-    classes_order = dict(full)
+    dropped, some classes are named together (``true|unknown``).
+
+    Each pass buckets the changes by everything but one dimension (a dictionary, so a pass
+    is linear in the changes); passes repeat over the dimensions until none coalesces."""
     todo = list(changes)
     merged = True
     while merged:
         merged = False
         for name, ordered in full.items():
-            classes = set(ordered)
-            buckets: dict[tuple[str, str | None, str | None, tuple[tuple[str, str], ...]], list[Change]] = {}
-            for c in todo:
-                d = dict(c.fixed)
-                if name not in d:
-                    continue
-                rest = tuple((n, v) for n, v in c.fixed if n != name)
-                buckets.setdefault((c.path, c.old, c.new, rest), []).append(c)
-            for (path, old, new, rest), items in buckets.items():
-                seen = [dict(c.fixed)[name] for c in items]
-                if len(items) < 2 or len(set(seen)) != len(seen):
-                    continue
-                if set(seen) == classes:
-                    pairs = rest  # every class of the dimension: it does not matter
-                else:  # some classes: name them together
-                    joined = "|".join(v for v in classes_order[name] if v in seen)
-                    at = [n for n, _ in items[0].fixed].index(name)
-                    pairs = (*rest[:at], (name, joined), *rest[at:])
-                keep = [c for c in todo if c not in items]
-                keep.append(Change(path, old, new, _label(pairs), sum(c.cells for c in items), pairs))
-                todo = keep
-                merged = True
+            todo, joined = _merge_on(todo, name, ordered)
+            merged = merged or joined
     return todo
+
+
+def _merge_on(todo: list[Change], name: str, ordered: list[str]) -> tuple[list[Change], bool]:
+    """One pass of :func:`_merge` over dimension *name*: the changes, with those that differ
+    only in their class of *name* coalesced (each once), and whether any were."""
+    classes = set(ordered)
+    buckets: dict[tuple[str, str | None, str | None, tuple[tuple[str, str], ...]], list[Change]] = {}
+    for c in todo:
+        if any(n == name for n, _ in c.fixed):
+            rest = tuple((n, v) for n, v in c.fixed if n != name)
+            buckets.setdefault((c.path, c.old, c.new, rest), []).append(c)
+    replaced: dict[int, Change | None] = {}  # id of a change coalesced -> its merge (first only)
+    for (path, old, new, rest), items in buckets.items():
+        seen = [dict(c.fixed)[name] for c in items]
+        if len(items) < 2 or len(set(seen)) != len(seen):
+            continue
+        if set(seen) == classes:
+            pairs = rest  # every class of the dimension: it does not matter
+        else:  # some classes: name them together
+            joined = "|".join(v for v in ordered if v in seen)
+            at = [n for n, _ in items[0].fixed].index(name)
+            pairs = (*rest[:at], (name, joined), *rest[at:])
+        one = Change(path, old, new, _label(pairs), sum(c.cells for c in items), pairs)
+        for i, c in enumerate(items):
+            replaced[id(c)] = one if i == 0 else None
+    if not replaced:
+        return todo, False
+    out = [c for c in todo if id(c) not in replaced]
+    out += [c for c in (replaced[id(c)] for c in todo if id(c) in replaced) if c is not None]
+    return out, True
 
 
 def _show(name: str, v: ValueClass) -> str:
