@@ -315,6 +315,46 @@ def test_a_backend_rejected_for_different_reasons_is_walked_past_once(tmp_path: 
         assert len(mine) == 1 and mine[0].backend == kp.resolve(facts, policy).paths["moe"].backend, raw
 
 
+OPS_DEEPER = """\
+  - id: ops-no-triton-with-big-ep
+    when: {deploy.ep: ">= 8", triton.version: "<3.4"}
+    deny: triton
+    paths: [moe]
+    severity: perf
+    because: a test rule over an integer and a version
+  - id: ops-no-marlin-with-lora
+    when: {deploy.lora: true, quant.moe_scheme: fp8_block}
+    deny: marlin
+    paths: [moe]
+    severity: support
+    because: a test rule over a flag and a scheme
+"""
+
+
+def test_a_walk_over_several_workers_gives_the_groups_of_one_walk_in_its_order(tmp_path: Path) -> None:
+    """With workers, each task is cut into the parts its first splits make and the parts are
+    walked apart (one task holds most of the groups): the groups, their outcomes and their
+    order are those of the walk on one process."""
+    from kernelpolicy.analysis.coverage import PLAN_DEPTH, _Part, _Walker, verify
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_TWO_REASONS + OPS_DEEPER)
+    policy = load_files([SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")])
+    one, two = verify(policy, jobs=1), verify(policy, jobs=2)
+
+    def shown(cov: Any) -> list[Any]:
+        return [
+            (pg.path, pg.group.label(), pg.group.weight, pg.backend, pg.candidates, pg.violations, pg.fires)
+            for pg in cov.results
+        ]
+
+    assert shown(one) == shown(two) and one.groups == two.groups and one.skipped == two.skipped
+    walker = _Walker(policy, one.domain)
+    parts = [x for t in walker.tasks() for x in walker.plan(t, PLAN_DEPTH) if isinstance(x, _Part)]
+    assert any(len(x.route) == PLAN_DEPTH for x in parts)  # some task was cut that deep
+
+
 def _bare_files() -> list[Any]:
     from kernelpolicy.dsl.loader import SourceFile
 

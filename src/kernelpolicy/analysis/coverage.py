@@ -65,6 +65,7 @@ from .domain import (
     Dimension,
     Domain,
     Group,
+    IdMemo,
     KeyMemo,
     ValueClass,
     build_domain,
@@ -77,7 +78,7 @@ from .domain import (
     rule_paths,
 )
 from .scope import Delta
-from .verdicts import Verdict, rule_effect
+from .verdicts import Verdict, rule_effect, rule_tests
 
 __all__ = ["PATHS", "Coverage", "PathGroup", "Violation", "verify"]
 
@@ -268,6 +269,17 @@ def _scope_judge(scope: Delta, path: str, policy: Policy) -> _Judge:
     return _Judge(tuple(c for c in conds if c is not None), fn)
 
 
+_Task = tuple[str, int, int]  #: (path, index of the GPU class, index of the model kind)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A child of a task's first splits, walked apart from the rest (:meth:`_Walker.plan`):
+    the index of the child taken at each split from the task's root."""
+
+    route: tuple[int, ...]
+
+
 class _Walker:
     def __init__(
         self,
@@ -282,6 +294,12 @@ class _Walker:
         self.scope = scope
         self.scopes: dict[str, _Judge | None] = {}
         self.skipped = 0  #: groups of cells left out of the walk (no item of the scope changes them)
+        #: the part of a task this walker walks: the child to take at each of the first splits
+        #: (empty: the whole task; see :meth:`plan`)
+        self.route: tuple[int, ...] = ()
+        #: while planning, the depth at which a split hands each child out as a :class:`_Part`
+        self.depth = 0
+        self._trail: list[int] = []  #: the children taken from the task's root to here
         self.by_path: dict[str, _Walker] = {}
         self.policy = policy
         self.original = original
@@ -440,7 +458,7 @@ class _Walker:
             n *= v.weight
         return n
 
-    def tasks(self) -> list[tuple[str, int, int]]:
+    def tasks(self) -> list[_Task]:
         """Independent parts of the walk: (path, GPU class, model kind). The dense path of MoE
         models is walked with that of dense models when nothing it reads tells them apart."""
         kinds = self.domain.dim("model.is_moe")
@@ -476,20 +494,56 @@ class _Walker:
             return any(b in dense for b in r.backends)
         return any(e.rule_id == owner for e in dense.values())
 
-    def walk_task(self, task: tuple[str, int, int]) -> list[PathGroup]:
-        """One part of the walk, over the domain as the task's path sees it (:func:`for_path`)."""
+    def walk_task(self, task: _Task, route: tuple[int, ...] = ()) -> list[PathGroup]:
+        """One part of the walk, over the domain as the task's path sees it (:func:`for_path`):
+        the whole task, or the child *route* names (see :meth:`plan`)."""
+        out = self._task(task, route, 0)
+        assert all(isinstance(x, PathGroup) for x in out)
+        return out  # type: ignore[return-value]
+
+    def plan(self, task: _Task, depth: int) -> list[PathGroup | _Part]:
+        """*task* cut into parts that can be walked apart: the walk down to *depth* splits,
+        with each child there handed out as a :class:`_Part` (its route) instead of walked,
+        and the groups settled above it. Walking each part (``walk_task(task, part.route)``)
+        and putting the results in their places gives the groups of the whole walk, in its
+        order: the walk is deterministic, so every part takes the same splits down to it.
+        A task whose groups are copied after the walk (the dense path of MoE models) is one part."""
+        if not self.splittable(task):
+            return [_Part(())]
+        return self._task(task, (), depth)
+
+    def splittable(self, task: _Task) -> bool:
+        """Whether *task*'s groups are all walked (not some copied from others after the walk)."""
+        walker = self._for(task[0])
+        moe = bool(walker.domain.dim("model.is_moe").values[task[2]].facts["model.is_moe"])
+        return not (task[0] == "dense" and not moe and walker.dense_blind_to_moe)
+
+    def _for(self, path: str) -> _Walker:
+        if self.path is not None:
+            return self
+        sub = self.by_path.get(path)
+        if sub is None:
+            domain = for_path(self.domain, path)
+            sub = self.by_path[path] = _Walker(self.policy, domain, self.original, path, self.scope)
+        return sub
+
+    def _task(self, task: _Task, route: tuple[int, ...], depth: int) -> list[PathGroup | _Part]:
         path = task[0]
         if self.path is None:
-            sub = self.by_path.get(path)
-            if sub is None:
-                domain = for_path(self.domain, path)
-                sub = self.by_path[path] = _Walker(self.policy, domain, self.original, path, self.scope)
+            sub = self._for(path)
             before, skipped = sub.resolves, sub.skipped
-            out = sub.walk_task(task)
+            out = sub._task(task, route, depth)
             self.resolves += sub.resolves - before
             self.skipped += sub.skipped - skipped
             return out
-        _, gi, mi = task
+        self.route, self.depth = route, depth
+        try:
+            return self._path_task(task)
+        finally:
+            self.route, self.depth = (), 0
+
+    def _path_task(self, task: _Task) -> list[PathGroup | _Part]:
+        path, gi, mi = task
         g = self.domain.dim("gpu.sm").values[gi]
         m = self.domain.dim("model.is_moe").values[mi]
         conds, order_rules = self.order_conditions(path)
@@ -502,12 +556,14 @@ class _Walker:
         out = list(self._walk(path, fixed, moe, conds, order_rules))
         if path == "dense" and not moe and self.dense_blind_to_moe:
             kind = next(v for v in self.domain.dim("model.is_moe").values if v.facts["model.is_moe"])
-            out += [x for pg in out for x in self._for_moe_models(pg, kind, conds, order_rules)]
+            out += [
+                x for pg in out if isinstance(pg, PathGroup) for x in self._for_moe_models(pg, kind, conds, order_rules)
+            ]
         return out
 
     def _for_moe_models(
         self, pg: PathGroup, kind: ValueClass, conds: list[_Judge], order_rules: list[Rule]
-    ) -> Iterator[PathGroup]:
+    ) -> Iterator[PathGroup | _Part]:
         """*pg*, a group of dense models' cells, as the same group of MoE models' cells. One
         that breaks an invariant is walked again (which of its cells are states the resolver
         decides from may depend on facts only MoE models have)."""
@@ -519,7 +575,7 @@ class _Walker:
 
     def _walk(
         self, path: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge], order_rules: list[Rule]
-    ) -> Iterator[PathGroup]:
+    ) -> Iterator[PathGroup | _Part]:
         possible = self.possible(fixed, moe)
         scope = self.scope_for(path)
         if scope is not None:
@@ -541,7 +597,7 @@ class _Walker:
         conds: list[_Judge],
         order_rules: list[Rule],
         possible: dict[str, frozenset[Any]],
-    ) -> Iterator[PathGroup]:
+    ) -> Iterator[PathGroup | _Part]:
         """Resolve the group's representative, or split the group where it does not decide
         for every cell of it."""
         pending = [j for j in conds if not j.settled(possible)]
@@ -756,14 +812,24 @@ class _Walker:
         conds: list[_Judge],
         order_rules: list[Rule],
         pending: list[_Judge] | None = None,
-    ) -> Iterator[PathGroup]:
+    ) -> Iterator[PathGroup | _Part]:
         name, blocks = split
         before = fixed.get(name)
         if pending:
             blocks = self._merged(name, blocks, fixed, moe, pending)
-        for block in blocks:
+        at = len(self._trail)
+        for i, block in enumerate(blocks):
+            if at < len(self.route) and i != self.route[at]:
+                continue  # another part of the task walks this child (see :meth:`plan`)
             fixed[name] = merge(block)
-            yield from self._walk(path, fixed, moe, conds, order_rules)
+            self._trail.append(i)
+            try:
+                if len(self._trail) == self.depth:
+                    yield _Part(tuple(self._trail))
+                else:
+                    yield from self._walk(path, fixed, moe, conds, order_rules)
+            finally:
+                self._trail.pop()
         if before is None:
             del fixed[name]
         else:
@@ -915,20 +981,18 @@ class _Bases:
         return cls(values, typed, default_keys, possible, cells)
 
 
-#: each class's facts, checked, and as conditions compare them, by the class (kept alive beside)
-_CLASS_FACTS: dict[int, tuple[ValueClass, dict[str, Any], dict[str, Any]]] = {}
-
-
 def class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
     """The facts class *v* gives its representative, checked against the vocabulary (unknown
     ones left out), and as conditions compare them; computed once per class."""
-    hit = _CLASS_FACTS.get(id(v))
-    if hit is None or hit[0] is not v:
-        values = {k: normalise_value(k, x) for k, x in v.facts.items() if x is not None}
-        if len(_CLASS_FACTS) >= 200_000:
-            _CLASS_FACTS.clear()
-        hit = _CLASS_FACTS[id(v)] = (v, values, {k: typed_value(k, x) for k, x in values.items()})
-    return hit[1], hit[2]
+    return _CLASS_FACTS(v)
+
+
+def _class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
+    values = {k: normalise_value(k, x) for k, x in v.facts.items() if x is not None}
+    return values, {k: typed_value(k, x) for k, x in values.items()}
+
+
+_CLASS_FACTS: Final[IdMemo[ValueClass, tuple[dict[str, Any], dict[str, Any]]]] = IdMemo(_class_facts)
 
 
 class _Usage:
@@ -939,7 +1003,7 @@ class _Usage:
     def __init__(self, policy: Policy, path: str, backend: str) -> None:
         self.requires = policy.backends[path][backend].requires
         self.rules = policy.rules_for(backend, path)
-        tests = [*tests_of(self.requires), *(t for r in self.rules for t in _rule_judge(r).tests)]
+        tests = [*tests_of(self.requires), *(t for r in self.rules for t in rule_tests(r))]
         self.keys = tuple(sorted({t.key for t in tests}))
 
     def __call__(self, possible: Mapping[str, frozenset[Any]]) -> tuple[frozenset[str], ...]:
@@ -1043,16 +1107,20 @@ def _warmup_violations(path: str, group: Group, d: Decision, policy: Policy) -> 
 
 #: the walker a forked worker inherits (set only while a pool runs)
 _WORKER: dict[str, _Walker] = {}
+#: the splits from a task's root down to the parts a pool hands its workers (see :meth:`_Walker.plan`)
+PLAN_DEPTH: Final = 3
+
+_Walked = tuple[list[PathGroup], int, int]  #: groups, resolves, groups left out
 
 
-def _run_here(walker: _Walker, task: tuple[str, int, int]) -> tuple[list[PathGroup], int, int]:
+def _run_here(walker: _Walker, task: _Task, route: tuple[int, ...] = ()) -> _Walked:
     before, skipped = walker.resolves, walker.skipped
-    out = walker.walk_task(task)
+    out = walker.walk_task(task, route)
     return out, walker.resolves - before, walker.skipped - skipped
 
 
-def _run_indexed(item: tuple[int, tuple[str, int, int]]) -> tuple[int, tuple[list[PathGroup], int, int]]:
-    return item[0], _run_here(_WORKER["walker"], item[1])
+def _run_indexed(item: tuple[int, tuple[_Task, tuple[int, ...]]]) -> tuple[int, _Walked]:
+    return item[0], _run_here(_WORKER["walker"], *item[1])
 
 
 def verify(
@@ -1089,7 +1157,7 @@ def verify(
     if jobs is None:
         jobs = os.cpu_count() or 1
     jobs = max(1, min(jobs, len(tasks)))
-    parts: list[tuple[list[PathGroup], int, int]]
+    parts: list[_Walked]
     ctx = None
     if jobs > 1:
         try:
@@ -1097,26 +1165,14 @@ def verify(
         except ValueError:
             ctx = None
     report = progress or (lambda done, total: None)
-    report(0, len(tasks))
     if ctx is None:
+        report(0, len(tasks))
         parts = []
         for i, t in enumerate(tasks):
             parts.append(_run_here(walker, t))
             report(i + 1, len(tasks))
     else:
-        _WORKER["walker"] = walker
-        try:
-            with ctx.Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-                # the MoE walks take longest: start them first, keep the results in task order
-                order = sorted(range(len(tasks)), key=lambda i: tasks[i][0] != "moe")
-                found: dict[int, tuple[list[PathGroup], int, int]] = {}
-                it = pool.imap_unordered(_run_indexed, [(i, tasks[i]) for i in order], chunksize=1)
-                for i, part in it:
-                    found[i] = part
-                    report(len(found), len(tasks))
-                parts = [found[i] for i in range(len(tasks))]
-        finally:
-            _WORKER.clear()
+        parts = _pooled(walker, tasks, ctx, jobs, report)
     cov = Coverage(domain, domain.size)
     for groups_, n, skipped in parts:
         cov.resolves += n
@@ -1127,3 +1183,45 @@ def verify(
             cov.results.append(pg)
     cov.seconds = time.perf_counter() - start
     return cov
+
+
+def _pooled(
+    walker: _Walker, tasks: list[_Task], ctx: Any, jobs: int, report: Callable[[int, int], None]
+) -> list[_Walked]:
+    """Each task's walk, over *jobs* forked workers. A task is cut into the parts its first
+    splits make (:meth:`_Walker.plan`: one task, the MoE walk of one GPU, holds most of the
+    groups, and whole tasks would leave all but one worker idle), the parts are walked in any
+    order and put back in their places: the groups, and their order, are those of a walk on
+    one process."""
+    plans: list[tuple[list[PathGroup | _Part], int, int]] = []
+    for t in tasks:  # each plan's resolves and groups left out (those above its parts)
+        before, left = walker.resolves, walker.skipped
+        plans.append((walker.plan(t, PLAN_DEPTH), walker.resolves - before, walker.skipped - left))
+    work = [(ti, x.route) for ti, (items, _, _) in enumerate(plans) for x in items if isinstance(x, _Part)]
+    report(0, len(work))
+    _WORKER["walker"] = walker
+    try:
+        with ctx.Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+            # the MoE walks take longest: start them first
+            order = sorted(range(len(work)), key=lambda k: tasks[work[k][0]][0] != "moe")
+            items = [(k, (tasks[work[k][0]], work[k][1])) for k in order]
+            found: dict[int, _Walked] = {}
+            for k, part in pool.imap_unordered(_run_indexed, items, chunksize=1):
+                found[k] = part
+                report(len(found), len(work))
+    finally:
+        _WORKER.clear()
+    at = {w: k for k, w in enumerate(work)}
+    out: list[_Walked] = []
+    for ti, (items_, planned, left_out) in enumerate(plans):
+        groups: list[PathGroup] = []
+        resolves, skipped = planned, left_out
+        for x in items_:
+            if isinstance(x, PathGroup):
+                groups.append(x)
+                continue
+            walked, n, left = found[at[(ti, x.route)]]
+            groups += walked
+            resolves, skipped = resolves + n, skipped + left
+        out.append((groups, resolves, skipped))
+    return out

@@ -644,6 +644,26 @@ class KeyMemo(Generic[_Item, _Answer]):
         return hit
 
 
+class IdMemo(Generic[_Item, _Answer]):
+    """Answers of ``compute(item, *more)`` by the object asked about (*more*: what the answer
+    is read from besides, which the item determines): the walk asks of the same few classes and
+    dimensions hundreds of thousands of times, and an identity is cheaper to look up than a
+    class's facts are to hash. Items are held beside their answers (an id is reused only after
+    its object is gone); the answers are dropped when there are *limit* of them."""
+
+    def __init__(self, compute: Callable[..., _Answer], limit: int = 200_000) -> None:
+        self._compute, self._limit = compute, limit
+        self._answers: dict[int, tuple[_Item, _Answer]] = {}
+
+    def __call__(self, item: _Item, *more: Any) -> _Answer:
+        hit = self._answers.get(id(item))
+        if hit is None or hit[0] is not item:
+            if len(self._answers) >= self._limit:
+                self._answers.clear()
+            hit = self._answers[id(item)] = (item, self._compute(item, *more))
+        return hit[1]
+
+
 def outcomes(cond: Condition, possible: Mapping[str, frozenset[Any]]) -> frozenset[bool | None]:
     """Every truth value *cond* can take when each key ranges over ``possible[key]``.
 
@@ -737,23 +757,21 @@ def possible_values(domain: Domain, fixed: Mapping[str, ValueClass], policy: Pol
 
 
 _NONE: Final = frozenset({None})
-#: each key's values over a dimension's classes, by the object holding them (kept alive beside)
-_POOLS: dict[int, tuple[object, dict[str, frozenset[Any]]]] = {}
-_POOLS_MAX: Final = 200_000
 
 
 def pool_values(d: Dimension, chosen: ValueClass | None) -> dict[str, frozenset[Any]]:
     """The values each key of *d* takes over *chosen* (``None``: over the whole dimension)."""
-    owner: object = chosen if chosen is not None else d
-    hit = _POOLS.get(id(owner))
-    if hit is not None and hit[0] is owner:
-        return hit[1]
-    pool = chosen.members if chosen is not None else d.values
-    found = {k: frozenset(v.typed.get(k) for v in pool) for k in d.keys}
-    if len(_POOLS) >= _POOLS_MAX:
-        _POOLS.clear()
-    _POOLS[id(owner)] = (owner, found)
-    return found
+    if chosen is None:
+        return _DIMENSION_POOLS(d, d.values, d.keys)
+    return _CLASS_POOLS(chosen, chosen.members, d.keys)
+
+
+def _pool(_: object, pool: Sequence[ValueClass], keys: Sequence[str]) -> dict[str, frozenset[Any]]:
+    return {k: frozenset(v.typed.get(k) for v in pool) for k in keys}
+
+
+_DIMENSION_POOLS: Final[IdMemo[Dimension, dict[str, frozenset[Any]]]] = IdMemo(_pool)
+_CLASS_POOLS: Final[IdMemo[ValueClass, dict[str, frozenset[Any]]]] = IdMemo(_pool)
 
 
 def _setters(policy: Policy) -> dict[str, list[tuple[Any, Any, frozenset[str]]]]:

@@ -26,7 +26,7 @@ from ..policy import Policy, Rule
 from ..semantics import effect_outcomes, met, pick_outcome
 from .domain import KeyMemo, outcomes
 
-__all__ = ["Verdict", "rule_effect"]
+__all__ = ["Verdict", "rule_effect", "rule_tests"]
 
 #: a part of a verdict: the severity and rule id it rejects with, and the tests it reads
 _Part = tuple[str, str, tuple[Test, ...]]
@@ -63,7 +63,7 @@ class Verdict:
         self.requires = entry.requires
         self.rules = policy.rules_for(backend, path)
         catalog: _Part = ("catalog", entry.rule_id, tuple(tests_of(entry.requires)))
-        self.parts: tuple[_Part, ...] = (catalog, *((r.severity, r.id, _tests(r)) for r in self.rules))
+        self.parts: tuple[_Part, ...] = (catalog, *((r.severity, r.id, rule_tests(r)) for r in self.rules))
         self.keys = tuple(sorted({t.key for _, _, tests in self.parts for t in tests}))
         #: the keys each part reads (fixing another key leaves its effect as it is)
         self.part_keys = tuple(frozenset(t.key for t in tests) for _, _, tests in self.parts)
@@ -160,12 +160,13 @@ _FALSE: Final = frozenset({False})
 
 
 #: the answers of :func:`_rule_effect`, by the rule and the values of the keys it reads
-_EFFECTS: Final[KeyMemo[Rule, frozenset[bool]]] = KeyMemo(lambda r: (t.key for t in _tests(r)), _rule_effect)
+_EFFECTS: Final[KeyMemo[Rule, frozenset[bool]]] = KeyMemo(lambda r: (t.key for t in rule_tests(r)), _rule_effect)
 
 
 def _conditions(r: Rule) -> tuple[Any, ...]:
     return tuple(c for c in (r.when, r.require if r.kind == "require" else None, r.until) if c is not None)
 
 
-def _tests(r: Rule) -> tuple[Test, ...]:
+def rule_tests(r: Rule) -> tuple[Test, ...]:
+    """The tests *r* reads: of its ``when``, its ``require`` (a ``require`` rule) and its ``until``."""
     return tuple(t for c in _conditions(r) for t in tests_of(c))
