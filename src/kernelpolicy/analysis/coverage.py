@@ -1108,7 +1108,7 @@ def _warmup_violations(path: str, group: Group, d: Decision, policy: Policy) -> 
 #: the walker a forked worker inherits (set only while a pool runs)
 _WORKER: dict[str, _Walker] = {}
 #: the splits from a task's root down to the parts a pool hands its workers (see :meth:`_Walker.plan`)
-PLAN_DEPTH: Final = 3
+PLAN_DEPTH: Final = 6
 
 _Walked = tuple[list[PathGroup], int, int]  #: groups, resolves, groups left out
 
