@@ -554,7 +554,7 @@ class _Walker:
         fixed = {"gpu.sm": g, "model.is_moe": m}
         moe = bool(m.facts["model.is_moe"])
         out = list(self._walk(path, fixed, moe, conds, order_rules))
-        if path == "dense" and not moe and self.dense_blind_to_moe:
+        if not self.splittable(task):  # the dense path of MoE models decides as dense models'
             kind = next(v for v in self.domain.dim("model.is_moe").values if v.facts["model.is_moe"])
             out += [
                 x for pg in out if isinstance(pg, PathGroup) for x in self._for_moe_models(pg, kind, conds, order_rules)
@@ -1156,7 +1156,7 @@ def verify(
     tasks = walker.tasks()
     if jobs is None:
         jobs = os.cpu_count() or 1
-    jobs = max(1, min(jobs, len(tasks)))
+    jobs = max(1, jobs)  # more workers than tasks still help: tasks are cut into parts (:func:`_pooled`)
     parts: list[_Walked]
     ctx = None
     if jobs > 1:
@@ -1199,18 +1199,19 @@ def _pooled(
         plans.append((walker.plan(t, PLAN_DEPTH), walker.resolves - before, walker.skipped - left))
     work = [(ti, x.route) for ti, (items, _, _) in enumerate(plans) for x in items if isinstance(x, _Part)]
     report(0, len(work))
-    _WORKER["walker"] = walker
-    try:
-        with ctx.Pool(jobs, initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
-            # the MoE walks take longest: start them first
-            order = sorted(range(len(work)), key=lambda k: tasks[work[k][0]][0] != "moe")
-            items = [(k, (tasks[work[k][0]], work[k][1])) for k in order]
-            found: dict[int, _Walked] = {}
-            for k, part in pool.imap_unordered(_run_indexed, items, chunksize=1):
-                found[k] = part
-                report(len(found), len(work))
-    finally:
-        _WORKER.clear()
+    found: dict[int, _Walked] = {}
+    if work:  # (a small table may settle every group above the parts)
+        _WORKER["walker"] = walker
+        try:
+            with ctx.Pool(min(jobs, len(work)), initializer=die_with_parent, initargs=(os.getpid(),)) as pool:
+                # the MoE walks take longest: start them first
+                order = sorted(range(len(work)), key=lambda k: tasks[work[k][0]][0] != "moe")
+                items = [(k, (tasks[work[k][0]], work[k][1])) for k in order]
+                for k, part in pool.imap_unordered(_run_indexed, items, chunksize=1):
+                    found[k] = part
+                    report(len(found), len(work))
+        finally:
+            _WORKER.clear()
     at = {w: k for k, w in enumerate(work)}
     out: list[_Walked] = []
     for ti, (items_, planned, left_out) in enumerate(plans):
