@@ -526,3 +526,123 @@ def test_every_class_of_the_shipped_domain_holds_values_its_facts_take() -> None
                 except kernel_policy.KernelPolicyError as exc:
                     bad.append(f"{dim.name}={cls.label}: {exc}")
     assert bad == []
+
+
+def test_a_group_s_values_are_narrowed_from_its_parent_s_as_computed_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child of a split reads the values its keys can take from its parent's, with the split
+    dimension's replaced: at every split of a walk, the same as computed from the child's
+    classes alone."""
+    from kernelpolicy.analysis import coverage
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_TWO_REASONS + OPS_DEEPER)
+    policy = load_files([SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")])
+    narrowed = coverage._Walker.narrowed
+    seen: list[str] = []
+
+    def checked(self: Any, possible: Any, fixed: Any, name: str, moe: bool) -> dict[str, Any]:
+        out = narrowed(self, possible, fixed, name, moe)
+        assert out == self.possible(fixed, moe), name
+        seen.append(name)
+        return out
+
+    monkeypatch.setattr(coverage._Walker, "narrowed", checked)
+    coverage.verify(policy, jobs=1)
+    assert len(seen) > 100 and len(set(seen)) > 5  # many splits, over many dimensions
+
+
+def test_a_part_s_groups_go_back_to_the_parent_with_each_candidate_list_once(tmp_path: Path) -> None:
+    """The groups a worker hands back hold each distinct candidate list as one object (pickle
+    then writes it once): equal to the groups as walked, and far fewer bytes."""
+    import pickle
+
+    from kernelpolicy.analysis.coverage import _shared, _Walker
+    from kernelpolicy.analysis.domain import build_domain
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_TWO_REASONS + OPS_DEEPER)
+    policy = load_files([SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")])
+    walker = _Walker(policy, build_domain(policy))
+    groups = [pg for t in walker.tasks() if t[0] == "moe" for pg in walker.walk_task(t)]
+    shared = _shared(groups)
+    assert shared == groups
+    lists = {pg.candidates for pg in groups}
+    assert len({id(pg.candidates) for pg in shared}) == len(lists) < len(groups) // 2
+    assert len({id(c) for pg in shared for c in pg.candidates}) == len({c for cs in lists for c in cs})
+    assert len(pickle.dumps(shared)) < len(pickle.dumps(groups))
+
+
+def test_a_walk_leaves_no_reference_cycles_behind(tmp_path: Path) -> None:
+    """The walk runs with Python's cycle collector paused (:func:`kernelpolicy._collector.collector_paused`), which is
+    sound only while every object it drops is freed by its reference count: walked with the
+    collector keeping whatever it would have freed, nothing is left (reasons worded, explicit
+    picks that contradict each other, several layers)."""
+    import gc
+
+    from kernelpolicy.analysis.coverage import verify
+    from kernelpolicy.dsl.loader import SourceFile, load_files
+
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_TWO_REASONS + OPS_DEEPER)
+    files = [SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(ops, str(ops), "policy")]
+    clash = HERE / "contradiction-use.yaml"
+    files.append(SourceFile(clash, str(clash), "policy"))
+    policy = load_files(files)
+    gc.collect()
+    gc.set_debug(gc.DEBUG_SAVEALL)
+    try:
+        cov = verify(policy, jobs=1)
+        for pg in cov.results:  # the reasons, worded as `check` words them
+            _ = [c.reason for c in pg.candidates]
+        gc.collect()
+        left = list(gc.garbage)
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+    assert any(v.code == "contradiction" for v in cov.violations)
+    assert left == []
+
+
+def test_an_operator_file_without_implications_is_not_searched_for_their_conflicts_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The search for implications that contradict each other runs over the whole domain (11 s
+    for the shipped tables). Composed on a clean ground, FILES that add no implication hold the
+    ground's, which its proof cleared: the search is not made again. FILES that add one are
+    searched, and a conflict with the ground's implication is found."""
+    from kernelpolicy.analysis import checking
+    from kernelpolicy.dsl.loader import SourceFile
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    shipped, theirs = tmp_path / "implies.yaml", tmp_path / "theirs.yaml"
+    pair = (HERE / "implies-conflict.yaml").read_text().split("  - id: family120")
+    shipped.write_text(pair[0])
+    theirs.write_text("implies:\n  - id: family120" + pair[1])
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(OPS_HOLE)
+    ground = [SourceFile(BASE, "rules/catalog.yaml", "shipped"), SourceFile(shipped, "rules/implies.yaml", "shipped")]
+    searched: list[int] = []
+    search = checking.implication_conflicts
+
+    def counted(*args: Any) -> Any:
+        searched.append(1)
+        return search(*args)
+
+    monkeypatch.setattr(checking, "implication_conflicts", counted)
+    assert checking.check(ground, jobs=1).findings == []  # the ground's own proof: searched once
+    assert searched == [1]
+    mine = checking.check([*ground, SourceFile(rules, str(rules), "policy")], subject=[str(rules)], jobs=1)
+    assert mine.summary is not None and mine.summary["certificate"]  # composed on the ground
+    assert [f.code for f in mine.findings] == ["no-backend"] and searched == [1]
+    whole = checking.check(
+        [*ground, SourceFile(rules, str(rules), "policy")], subject=[str(rules)], jobs=1, compose=False
+    )
+    assert [(f.code, f.cells) for f in whole.findings] == [(f.code, f.cells) for f in mine.findings]
+    assert searched == [1, 1]
+    clash = checking.check([*ground, SourceFile(theirs, str(theirs), "policy")], subject=[str(theirs)], jobs=1)
+    assert [f.code for f in clash.findings] == ["implies-conflict"] and searched == [1, 1, 1]

@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._collector import collector_paused
 from ..dsl.files import SourceFile
 from ..dsl.loader import NO_CACHE_ENV
 from ..errors import PolicyError
@@ -129,6 +130,7 @@ def _reused(report: CheckReport, key: str, start: float) -> bool:
     return True
 
 
+@collector_paused()
 def _verified(report: CheckReport, policy: Policy, key: str | None, start: float, how: _How) -> CheckReport:
     """Analyse and walk *policy* (the loaded files of *report*); keep the certificate of *key*."""
     files, explicit, subject = report.files, how.explicit, how.subject
@@ -143,7 +145,11 @@ def _verified(report: CheckReport, policy: Policy, key: str | None, start: float
         cov = verify(policy, explicit=explicit, jobs=how.jobs, scope=scope, progress=how.progress)
     report.findings += analyse(policy, cov, locator)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
-    located = implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
+    located: list[Finding] = []
+    if ground is None or ground[0].implications:
+        # (on a clean ground, FILES that add no implication hold its implications in its order,
+        # over classes no coarser for them: the ground's proof found no conflict, nor can this)
+        located += implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)
         located += unused_unsupported(policy, cov)

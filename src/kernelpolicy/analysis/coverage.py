@@ -54,6 +54,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, Final
 
+from .._collector import collector_paused
 from .._lifetime import die_with_parent
 from ..decision import Candidate, Decision
 from ..dsl.conditions import Test, evaluate, tests_of
@@ -316,6 +317,7 @@ class _Walker:
         self.resolves = 0
         self.judges: dict[str, _Judge] = {}
         self._elsewhere: dict[str, list[Rule]] = {}
+        self._uses: dict[tuple[str, str], list[Rule]] = {}
         self._unsupported: dict[str, list[Unsupported]] = {}
         #: the rules whose applicability a group records (contradicting ``prefer`` rules)
         self.prefers = [r for r in policy.rules if r.kind == "prefer"]
@@ -339,11 +341,15 @@ class _Walker:
 
     # -- what shapes a path's order and explicit pick
     def uses_of(self, deny: Rule, path: str) -> list[Rule]:
-        return [
-            r
-            for r in self.policy.rules
-            if r.kind == "use" and path in rule_paths(r, self.policy) and set(r.backends) & set(deny.backends)
-        ]
+        """The ``use`` rules for *path* that may pick a backend *deny* names."""
+        found = self._uses.get((deny.id, path))
+        if found is None:
+            found = self._uses[(deny.id, path)] = [
+                r
+                for r in self.policy.rules
+                if r.kind == "use" and path in rule_paths(r, self.policy) and set(r.backends) & set(deny.backends)
+            ]
+        return found
 
     def order_conditions(self, path: str) -> tuple[list[_Judge], list[Rule]]:
         conds = [_Judge((o.when,), partial(_holds, o.when)) for o in self.policy.orders.get(path, ())]
@@ -574,9 +580,16 @@ class _Walker:
         yield replace(pg, group=Group(fixed, self.weight(fixed, True), self.facts_of(fixed, True)))
 
     def _walk(
-        self, path: str, fixed: dict[str, ValueClass], moe: bool, conds: list[_Judge], order_rules: list[Rule]
+        self,
+        path: str,
+        fixed: dict[str, ValueClass],
+        moe: bool,
+        conds: list[_Judge],
+        order_rules: list[Rule],
+        possible: dict[str, frozenset[Any]] | None = None,
     ) -> Iterator[PathGroup | _Part]:
-        possible = self.possible(fixed, moe)
+        if possible is None:
+            possible = self.possible(fixed, moe)
         scope = self.scope_for(path)
         if scope is not None:
             touched = scope.fn(possible)
@@ -585,7 +598,7 @@ class _Walker:
                 return
             split = self.split_on([scope], fixed, moe, possible) if False in touched else None
             if split is not None:
-                yield from self._split(path, split, fixed, moe, conds, order_rules, [scope])
+                yield from self._split(path, split, fixed, moe, conds, order_rules, possible, [scope])
                 return
         yield from self._decide(path, fixed, moe, conds, order_rules, possible)
 
@@ -609,23 +622,22 @@ class _Walker:
                 pending.append(j)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
             return
         facts_raw, typed_raw = self.represent(fixed, moe)
         group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
-        try:
-            facts, decision = self.decide(path, facts_raw, typed_raw)
-        except ContradictionError as exc:
+        facts, decision = self.decide(path, facts_raw, typed_raw)
+        if isinstance(decision, ContradictionError):
             # the explicit picks are settled: every cell of the group raises alike; settings
             # of the deployment that contradict each other are bad input, not a policy defect
-            if not self._all_user(exc.sources):
-                v = Violation("contradiction", path, group, str(exc))
-                yield PathGroup(path, group, None, (), None, {}, str(exc), (v,))
+            if not self._all_user(decision.sources):
+                v = Violation("contradiction", path, group, str(decision))
+                yield PathGroup(path, group, None, (), None, {}, str(decision), (v,))
             return
         pending = self._judged_pending(path, decision, possible)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
             return
         typed = decision.facts.typed()
         when = {r.id: _state(r, typed) for r in self.prefers}
@@ -634,7 +646,7 @@ class _Walker:
         pending = self._violation_pending(path, found, moe, possible, closed_here)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, pending)
+            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
             return
         known: tuple[str, ...] = ()
         closed = self.closed.get(moe)
@@ -652,11 +664,15 @@ class _Walker:
             path, group, pd.backend, pd.candidates, pd.explicit, when, None, found, fires, sole, first, known
         )
 
-    def decide(self, path: str, facts_raw: dict[str, Any], typed: dict[str, Any]) -> tuple[Facts, Decision]:
+    def decide(
+        self, path: str, facts_raw: dict[str, Any], typed: dict[str, Any]
+    ) -> tuple[Facts, Decision | ContradictionError]:
         """The resolver's decision of *path* for a representative's facts (checked, and *typed*
-        as conditions compare them: :meth:`represent`). A group split after its representative
-        was resolved hands a part the same representative where the part holds its class of the
-        split dimension: that decision is reused, not made again."""
+        as conditions compare them: :meth:`represent`), or the contradiction it raised (returned,
+        not raised again: a raise would tie the memo's exception to this frame, a reference cycle).
+        A group split after its representative was resolved hands a part the same representative
+        where the part holds its class of the split dimension: that decision is reused, not made
+        again."""
         try:
             key: Any = (path, frozenset(facts_raw.items()))
         except TypeError:  # a value that is not hashable: decide it afresh
@@ -669,14 +685,13 @@ class _Walker:
             try:
                 hit = (facts, resolve_path(facts, self.policy, path))
             except ContradictionError as exc:
-                hit = (facts, exc)
+                # kept without its traceback, whose frames would hold the memo that holds it
+                hit = (facts, exc.with_traceback(None))
             if key is not None:
                 if len(self._decided) >= _DECIDED_MAX:
                     self._decided.clear()
                 self._decided[key] = hit
-        if isinstance(hit[1], ContradictionError):
-            raise hit[1]
-        return hit  # type: ignore[return-value]
+        return hit
 
     def unsupported(self, path: str) -> list[Unsupported]:
         found = self._unsupported.get(path)
@@ -811,12 +826,13 @@ class _Walker:
         moe: bool,
         conds: list[_Judge],
         order_rules: list[Rule],
+        possible: Mapping[str, frozenset[Any]],
         pending: list[_Judge] | None = None,
     ) -> Iterator[PathGroup | _Part]:
         name, blocks = split
         before = fixed.get(name)
         if pending:
-            blocks = self._merged(name, blocks, fixed, moe, pending)
+            blocks = self._merged(name, blocks, fixed, moe, possible, pending)
         at = len(self._trail)
         for i, block in enumerate(blocks):
             if at < len(self.route) and i != self.route[at]:
@@ -827,7 +843,9 @@ class _Walker:
                 if len(self._trail) == self.depth:
                     yield _Part(tuple(self._trail))
                 else:
-                    yield from self._walk(path, fixed, moe, conds, order_rules)
+                    yield from self._walk(
+                        path, fixed, moe, conds, order_rules, self.narrowed(possible, fixed, name, moe)
+                    )
             finally:
                 self._trail.pop()
         if before is None:
@@ -836,7 +854,13 @@ class _Walker:
             fixed[name] = before
 
     def _merged(
-        self, name: str, blocks: list[list[ValueClass]], fixed: dict[str, ValueClass], moe: bool, pending: list[_Judge]
+        self,
+        name: str,
+        blocks: list[list[ValueClass]],
+        fixed: dict[str, ValueClass],
+        moe: bool,
+        possible: Mapping[str, frozenset[Any]],
+        pending: list[_Judge],
     ) -> list[list[ValueClass]]:
         """*blocks*, the parts of a split on dimension *name*, with the parts over which the
         *pending* judges answer alike (over their union too, and with one of them settled) joined
@@ -848,13 +872,13 @@ class _Walker:
         alike: dict[tuple[frozenset[Any], ...], list[list[ValueClass]]] = {}
         for block in blocks:
             fixed[name] = merge(block)
-            alike.setdefault(self._signature(pending, fixed, moe), []).append(block)
+            alike.setdefault(self._signature(pending, self.narrowed(possible, fixed, name, moe)), []).append(block)
         out: list[list[ValueClass]] = []
         for sig, parts in alike.items():
             union = [m for b in parts for m in b]
             joinable = len(parts) > 1 and len(parts) < len(blocks) and any(len(x) == 1 for x in sig)
             fixed[name] = merge(union)
-            if joinable and self._signature(pending, fixed, moe) == sig:
+            if joinable and self._signature(pending, self.narrowed(possible, fixed, name, moe)) == sig:
                 out.append(union)
             else:
                 out += parts
@@ -864,10 +888,8 @@ class _Walker:
             fixed[name] = before
         return out
 
-    def _signature(
-        self, pending: list[_Judge], fixed: Mapping[str, ValueClass], moe: bool
-    ) -> tuple[frozenset[Any], ...]:
-        possible = self.possible(fixed, moe)
+    @staticmethod
+    def _signature(pending: list[_Judge], possible: Mapping[str, frozenset[Any]]) -> tuple[frozenset[Any], ...]:
         return tuple(j.fn(possible) for j in pending)
 
     def possible(self, fixed: Mapping[str, ValueClass], moe: bool) -> dict[str, frozenset[Any]]:
@@ -883,6 +905,21 @@ class _Walker:
         if not moe:
             for k in self.moe_keys:
                 out[k] = _UNKNOWN
+        return out
+
+    def narrowed(
+        self, possible: Mapping[str, frozenset[Any]], fixed: Mapping[str, ValueClass], name: str, moe: bool
+    ) -> dict[str, frozenset[Any]]:
+        """:meth:`possible` for *fixed*, given *possible* for *fixed* as it was before its class
+        of dimension *name* was set: the keys of *name* take that class's values, every other key
+        keeps its own (each key is one dimension's). With implications, a key's values may hang
+        on other keys': computed afresh."""
+        if self.policy.implications:
+            return self.possible(fixed, moe)
+        d = self.dim_by_name[name]
+        out = dict(possible)
+        if not (d.moe_only and not moe):  # a dense model's MoE-only keys stay unknown
+            out.update(pool_values(d, fixed[name]))
         return out
 
     def _judged_pending(self, path: str, decision: Decision, possible: Mapping[str, frozenset[Any]]) -> list[_Judge]:
@@ -1120,7 +1157,25 @@ def _run_here(walker: _Walker, task: _Task, route: tuple[int, ...] = ()) -> _Wal
 
 
 def _run_indexed(item: tuple[int, tuple[_Task, tuple[int, ...]]]) -> tuple[int, _Walked]:
-    return item[0], _run_here(_WORKER["walker"], *item[1])
+    groups, resolves, skipped = _run_here(_WORKER["walker"], *item[1])
+    return item[0], (_shared(groups), resolves, skipped)
+
+
+def _shared(groups: list[PathGroup]) -> list[PathGroup]:
+    """*groups* with equal candidate lists made one object, before they are pickled back to
+    the parent: a part's groups hold few distinct lists (the MoE walk of sm90: 1,206 among
+    14,372 groups, 116 distinct candidates among 80,209), and pickle writes an object it has
+    written once as a reference, so the parent reads each list once (24 MB and 2.4 s of
+    unpickling for those groups before, the parent's main cost on many workers)."""
+    lists: dict[tuple[Candidate, ...], tuple[Candidate, ...]] = {}
+    each: dict[Candidate, Candidate] = {}
+    out = []
+    for pg in groups:
+        cands = lists.get(pg.candidates)
+        if cands is None:
+            cands = lists[pg.candidates] = tuple(each.setdefault(c, c) for c in pg.candidates)
+        out.append(replace(pg, candidates=cands))
+    return out
 
 
 def verify(
@@ -1165,14 +1220,15 @@ def verify(
         except ValueError:
             ctx = None
     report = progress or (lambda done, total: None)
-    if ctx is None:
-        report(0, len(tasks))
-        parts = []
-        for i, t in enumerate(tasks):
-            parts.append(_run_here(walker, t))
-            report(i + 1, len(tasks))
-    else:
-        parts = _pooled(walker, tasks, ctx, jobs, report)
+    with collector_paused():
+        if ctx is None:
+            report(0, len(tasks))
+            parts = []
+            for i, t in enumerate(tasks):
+                parts.append(_run_here(walker, t))
+                report(i + 1, len(tasks))
+        else:
+            parts = _pooled(walker, tasks, ctx, jobs, report)
     cov = Coverage(domain, domain.size)
     for groups_, n, skipped in parts:
         cov.resolves += n

@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from .._collector import collector_paused
 from ..policy import Backend, Policy
 from .coverage import PATHS, PathGroup, verify
 from .domain import Domain, ValueClass, build_domain, meet
@@ -88,6 +89,7 @@ def joint_domain(old: Policy, new: Policy) -> Domain:
     return build_domain(both)
 
 
+@collector_paused()
 def diff(old: Policy, new: Policy, *, jobs: int | None = None, scoped: bool = True) -> DiffReport:
     """Every cell of the joint domain whose decision for some path differs.
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Final, Generic, TypeVar
 
 from packaging.specifiers import Specifier, SpecifierSet
@@ -128,8 +129,9 @@ class Dimension:
     values: tuple[ValueClass, ...]
     moe_only: bool = False
 
-    @property
+    @cached_property
     def size(self) -> int:
+        """The values the dimension stands for (its classes' weights summed)."""
         return sum(v.weight for v in self.values)
 
 
@@ -635,7 +637,7 @@ class KeyMemo(Generic[_Item, _Answer]):
         entry = self._keys.get(id(item))
         if entry is None or entry[0] is not item:
             entry = self._keys[id(item)] = (item, tuple(sorted(set(self._keys_of(item)))))
-        key = (id(item), tuple(possible.get(k) for k in entry[1]))
+        key = (id(item), tuple(map(possible.get, entry[1])))
         hit = self._answers.get(key)
         if hit is None:
             if len(self._answers) >= self._limit:

@@ -71,7 +71,7 @@ class Verdict:
         self._memo: dict[tuple[Any, ...], frozenset[Any]] = {}
 
     def __call__(self, possible: Mapping[str, frozenset[Any]]) -> frozenset[Any]:
-        key = tuple(possible.get(k) for k in self.keys)
+        key = tuple(map(possible.get, self.keys))
         hit = self._memo.get(key)
         if hit is None:
             hit = _TRUE if self.never else self._expand({k: possible.get(k, _UNKNOWN) for k in self.keys})
@@ -136,7 +136,7 @@ class Verdict:
         seen: set[Any] = set()
         for value in possible[key]:
             sub = {**possible, key: frozenset({value})}
-            memo_key = tuple(sub[k] for k in self.keys)
+            memo_key = tuple(map(sub.__getitem__, self.keys))
             hit = self._memo.get(memo_key)
             if hit is None:
                 narrowed = list(effects)

@@ -227,23 +227,20 @@ def describe_failure(cond: Condition, values: Values) -> str:
 
     ``all`` lists its failing members, ``any`` shows its alternatives as ``one of (a | b)``.
     """
+    if isinstance(cond, Test):
+        v = values.get(cond.key)
+        return f"{cond.describe()} (is `{_shown(v)}`)" if v is not None else f"{cond.describe()} (unknown)"
+    if isinstance(cond, Not):
+        return "not " + ", ".join(t.describe() for t in tests_of(cond.child))
+    if isinstance(cond, All):
+        return "; ".join(describe_failure(k, values) for k in cond.children if evaluate(k, values) is not True)
+    return "one of (" + " | ".join(describe_failure(k, values) for k in cond.children) + ")"
 
-    def show(v: Any) -> str:
-        if isinstance(v, bool):
-            return str(v).lower()
-        return ", ".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
-    def walk(c: Condition) -> str:
-        if isinstance(c, Test):
-            v = values.get(c.key)
-            return f"{c.describe()} (is `{show(v)}`)" if v is not None else f"{c.describe()} (unknown)"
-        if isinstance(c, Not):
-            return "not " + ", ".join(t.describe() for t in tests_of(c.child))
-        if isinstance(c, All):
-            return "; ".join(walk(k) for k in c.children if evaluate(k, values) is not True)
-        return "one of (" + " | ".join(walk(k) for k in c.children) + ")"
-
-    return walk(cond)
+def _shown(v: Any) -> str:
+    if isinstance(v, bool):
+        return str(v).lower()
+    return ", ".join(map(str, v)) if isinstance(v, tuple) else str(v)
 
 
 def tests_of(cond: Condition) -> list[Test]:
@@ -262,23 +259,25 @@ def failing_tests(cond: Condition, values: Values) -> tuple[list[Test], list[Tes
     """
     failed: list[Test] = []
     unknown: list[Test] = []
-
-    def walk(c: Condition, negated: bool) -> None:
-        if isinstance(c, Test):
-            v = values.get(c.key)
-            if v is None:
-                unknown.append(c)
-            elif c.match(v) == negated:
-                failed.append(c)
-        elif isinstance(c, Not):
-            walk(c.child, not negated)
-        elif evaluate(c, values) is not (not negated):
-            for child in c.children:
-                walk(child, negated)
-
     if evaluate(cond, values) is not True:
-        walk(cond, False)
+        _failing(cond, False, values, failed, unknown)
     return failed, unknown
+
+
+def _failing(c: Condition, negated: bool, values: Values, failed: list[Test], unknown: list[Test]) -> None:
+    # a module function, not a closure that calls itself: that is a reference cycle per call,
+    # which only the cyclic collector frees (the exhaustive walk words reasons by the thousand)
+    if isinstance(c, Test):
+        v = values.get(c.key)
+        if v is None:
+            unknown.append(c)
+        elif c.match(v) == negated:
+            failed.append(c)
+    elif isinstance(c, Not):
+        _failing(c.child, not negated, values, failed, unknown)
+    elif evaluate(c, values) is not (not negated):
+        for child in c.children:
+            _failing(child, negated, values, failed, unknown)
 
 
 # --------------------------------------------------------------------------- parsing
