@@ -274,6 +274,18 @@ _Task = tuple[str, int, int]  #: (path, index of the GPU class, index of the mod
 
 
 @dataclass(frozen=True)
+class _Course:
+    """What stays the same over the walk of one task (:meth:`_Walker.walk_task`): the path,
+    whether its models are MoE, the judges that shape its order, and the rules behind its
+    explicit picks (:meth:`_Walker.order_conditions`)."""
+
+    path: str
+    moe: bool
+    conds: tuple[_Judge, ...]
+    order_rules: tuple[Rule, ...]
+
+
+@dataclass(frozen=True)
 class _Part:
     """A child of a task's first splits, walked apart from the rest (:meth:`_Walker.plan`):
     the index of the child taken at each split from the task's root."""
@@ -558,39 +570,31 @@ class _Walker:
         # the dense walk of sm90 with SGLang's fbgemm_fp8 refusal: 15,848 groups, 8,100 first)
         conds = conds + [self.holds_judge(u) for u in self.unsupported(path) if u.refuse]
         fixed = {"gpu.sm": g, "model.is_moe": m}
-        moe = bool(m.facts["model.is_moe"])
-        out = list(self._walk(path, fixed, moe, conds, order_rules))
+        course = _Course(path, bool(m.facts["model.is_moe"]), tuple(conds), tuple(order_rules))
+        out = list(self._walk(course, fixed))
         if not self.splittable(task):  # the dense path of MoE models decides as dense models'
             kind = next(v for v in self.domain.dim("model.is_moe").values if v.facts["model.is_moe"])
-            out += [
-                x for pg in out if isinstance(pg, PathGroup) for x in self._for_moe_models(pg, kind, conds, order_rules)
-            ]
+            again = replace(course, moe=True)
+            out += [x for pg in out if isinstance(pg, PathGroup) for x in self._for_moe_models(pg, kind, again)]
         return out
 
-    def _for_moe_models(
-        self, pg: PathGroup, kind: ValueClass, conds: list[_Judge], order_rules: list[Rule]
-    ) -> Iterator[PathGroup | _Part]:
+    def _for_moe_models(self, pg: PathGroup, kind: ValueClass, course: _Course) -> Iterator[PathGroup | _Part]:
         """*pg*, a group of dense models' cells, as the same group of MoE models' cells. One
         that breaks an invariant is walked again (which of its cells are states the resolver
         decides from may depend on facts only MoE models have)."""
         fixed = {**pg.group.fixed, "model.is_moe": kind}
         if pg.violations:
-            yield from self._walk("dense", fixed, True, conds, order_rules)
+            yield from self._walk(course, fixed)
             return
         yield replace(pg, group=Group(fixed, self.weight(fixed, True), self.facts_of(fixed, True)))
 
     def _walk(
-        self,
-        path: str,
-        fixed: dict[str, ValueClass],
-        moe: bool,
-        conds: list[_Judge],
-        order_rules: list[Rule],
-        possible: dict[str, frozenset[Any]] | None = None,
+        self, course: _Course, fixed: dict[str, ValueClass], possible: dict[str, frozenset[Any]] | None = None
     ) -> Iterator[PathGroup | _Part]:
+        moe = course.moe
         if possible is None:
             possible = self.possible(fixed, moe)
-        scope = self.scope_for(path)
+        scope = self.scope_for(course.path)
         if scope is not None:
             touched = scope.fn(possible)
             if True not in touched:
@@ -598,23 +602,18 @@ class _Walker:
                 return
             split = self.split_on([scope], fixed, moe, possible) if False in touched else None
             if split is not None:
-                yield from self._split(path, split, fixed, moe, conds, order_rules, possible, [scope])
+                yield from self._split(course, split, fixed, possible, [scope])
                 return
-        yield from self._decide(path, fixed, moe, conds, order_rules, possible)
+        yield from self._decide(course, fixed, possible)
 
     def _decide(
-        self,
-        path: str,
-        fixed: dict[str, ValueClass],
-        moe: bool,
-        conds: list[_Judge],
-        order_rules: list[Rule],
-        possible: dict[str, frozenset[Any]],
+        self, course: _Course, fixed: dict[str, ValueClass], possible: dict[str, frozenset[Any]]
     ) -> Iterator[PathGroup | _Part]:
         """Resolve the group's representative, or split the group where it does not decide
         for every cell of it."""
-        pending = [j for j in conds if not j.settled(possible)]
-        for r in order_rules:
+        path, moe = course.path, course.moe
+        pending = [j for j in course.conds if not j.settled(possible)]
+        for r in course.order_rules:
             if r.kind == "deny" and not any(True in rule_effect(u, possible) for u in self.uses_of(r, path)):
                 continue  # a user's deny matters to the explicit pick only where a `use` may pick
             j = self.rule_judge(r)
@@ -622,7 +621,7 @@ class _Walker:
                 pending.append(j)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
+            yield from self._split(course, split, fixed, possible, pending)
             return
         facts_raw, typed_raw = self.represent(fixed, moe)
         group = Group(dict(fixed), self.weight(fixed, moe), facts_raw)
@@ -637,7 +636,7 @@ class _Walker:
         pending = self._judged_pending(path, decision, possible)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
+            yield from self._split(course, split, fixed, possible, pending)
             return
         typed = decision.facts.typed()
         when = {r.id: _state(r, typed) for r in self.prefers}
@@ -646,7 +645,7 @@ class _Walker:
         pending = self._violation_pending(path, found, moe, possible, closed_here)
         split = self._next_split(pending, fixed, moe, possible)
         if split is not None:
-            yield from self._split(path, split, fixed, moe, conds, order_rules, possible, pending)
+            yield from self._split(course, split, fixed, possible, pending)
             return
         known: tuple[str, ...] = ()
         closed = self.closed.get(moe)
@@ -820,16 +819,14 @@ class _Walker:
 
     def _split(
         self,
-        path: str,
+        course: _Course,
         split: _Split,
         fixed: dict[str, ValueClass],
-        moe: bool,
-        conds: list[_Judge],
-        order_rules: list[Rule],
         possible: Mapping[str, frozenset[Any]],
         pending: list[_Judge] | None = None,
     ) -> Iterator[PathGroup | _Part]:
         name, blocks = split
+        moe = course.moe
         before = fixed.get(name)
         if pending:
             blocks = self._merged(name, blocks, fixed, moe, possible, pending)
@@ -843,9 +840,7 @@ class _Walker:
                 if len(self._trail) == self.depth:
                     yield _Part(tuple(self._trail))
                 else:
-                    yield from self._walk(
-                        path, fixed, moe, conds, order_rules, self.narrowed(possible, fixed, name, moe)
-                    )
+                    yield from self._walk(course, fixed, self.narrowed(possible, fixed, name, moe))
             finally:
                 self._trail.pop()
         if before is None:
