@@ -15,6 +15,9 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 SEED = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"]
 #: The exit statuses the command line documents.
 EXIT_CODES = (0, 1, 2, 3)
+#: ... and those of `explain`: 5, an explicit choice refused and another backend decided
+#: (docs/design.md; `--moe-backend cutlass` on GB10, say)
+EXPLAIN_EXIT_CODES = (*EXIT_CODES, 5)
 
 
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

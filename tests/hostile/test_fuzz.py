@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kernelpolicy.cli import main
 from kernelpolicy.facts import BACKENDS, FACT_KEYS
 
-from .helpers import EXIT_CODES
+from .helpers import EXIT_CODES, EXPLAIN_EXIT_CODES
 
 _SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 _FILES = itertools.count()
@@ -99,7 +99,7 @@ def _run(argv: list[str]) -> tuple[int, str]:
 
 
 def _assert_documented(argv: list[str], code: int, err: str) -> None:
-    assert code in EXIT_CODES, (argv, code, err)
+    assert code in (EXPLAIN_EXIT_CODES if argv[0] == "explain" else EXIT_CODES), (argv, code, err)
     assert "Traceback" not in err and "internal error" not in err, (argv, err)
     lines = err.strip().splitlines()
     assert all(line.startswith("kernelpolicy") for line in lines), (argv, err)
@@ -124,6 +124,7 @@ def test_argv(command: str, tokens: list[str]) -> None:
 @pytest.mark.property
 @_SETTINGS
 @given(tokens=st.lists(_token, max_size=6))
+@example(tokens=["--moe-backend", "cutlass"])  # exits 5, which `explain` documents
 def test_explain_argv(tokens: list[str]) -> None:
     argv = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", *tokens]
     code, err = _run(argv)
@@ -217,3 +218,11 @@ def test_rule_files(tmp_path_factory: pytest.TempPathFactory, doc: object, mutat
     ):
         code, err = _run(argv)
         _assert_documented(argv, code, err)
+
+
+def test_an_explicit_choice_refused_exits_with_its_documented_status(capsys: pytest.CaptureFixture[str]) -> None:
+    """The case the fuzzing found: `explain` exits 5 (documented) with one line naming the choice."""
+    argv = ["explain", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--moe-backend", "cutlass"]
+    code, err = _run(argv)
+    _assert_documented(argv, code, err)
+    assert code == 5 and "`--moe-backend" in err and len(err.strip().splitlines()) == 1
