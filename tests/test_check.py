@@ -556,7 +556,7 @@ def test_a_group_s_values_are_narrowed_from_its_parent_s_as_computed_afresh(
 
 def test_a_part_s_groups_go_back_to_the_parent_with_each_candidate_list_once(tmp_path: Path) -> None:
     """The groups a worker hands back hold each distinct candidate list as one object (pickle
-    then writes it once): equal to the groups as walked, and far fewer bytes."""
+    then writes it once): equal to the groups as walked, and fewer bytes to pickle."""
     import pickle
 
     from kernelpolicy.analysis.coverage import _shared, _Walker
@@ -577,10 +577,11 @@ def test_a_part_s_groups_go_back_to_the_parent_with_each_candidate_list_once(tmp
 
 
 def test_a_walk_leaves_no_reference_cycles_behind(tmp_path: Path) -> None:
-    """The walk runs with Python's cycle collector paused (:func:`kernelpolicy._collector.collector_paused`), which is
-    sound only while every object it drops is freed by its reference count: walked with the
-    collector keeping whatever it would have freed, nothing is left (reasons worded, explicit
-    picks that contradict each other, several layers)."""
+    """The walk runs with Python's cycle collector paused
+    (:func:`kernelpolicy._collector.collector_paused`), which is sound only while every object it
+    drops is freed by its reference count: walked with the collector keeping whatever it would
+    have freed, nothing is left (reasons worded, explicit picks that contradict each other,
+    several layers)."""
     import gc
 
     from kernelpolicy.analysis.coverage import verify
