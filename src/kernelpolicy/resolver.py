@@ -32,12 +32,15 @@ from .reporters import BaseReporter
 from .semantics import (
     DECIDED_PATHS,
     ImplicationConflict,
+    Pick,
     applies,
     can_override,
     gravity,
     imply,
     met,
+    one_pick,
     pick_outcome,
+    preferred,
     rule_state,
 )
 
@@ -135,14 +138,6 @@ def _index_of(policy: Policy) -> _Index:
     if index is None:
         index = _indexes[policy] = _Index(policy)
     return index
-
-
-@dataclass(frozen=True)
-class _Pick:
-    backend: str
-    source: str
-    overrides: tuple[str, ...]
-    layer: str
 
 
 class _Cache:
@@ -276,17 +271,17 @@ class _Resolution:
 
     # -- explicit choices
 
-    def _explicit_picks(self, only: tuple[str, ...]) -> dict[str, _Pick]:
+    def _explicit_picks(self, only: tuple[str, ...]) -> dict[str, Pick]:
         """The explicit backend choice per path (warnings about choices that lost are kept)."""
         allowed = tuple(self.facts.get("deploy.allow_rules", ()) or ())
-        by_path: dict[str, list[_Pick]] = {}
+        by_path: dict[str, list[Pick]] = {}
         for key, path, flag in (
             ("deploy.moe_backend", "moe", "--moe-backend"),
             ("deploy.linear_backend", "dense", "--linear-backend"),
         ):
             b = self.facts.get(key)
             if b is not None:
-                by_path.setdefault(path, []).append(_Pick(str(b), f"{flag} {b}", allowed, "user"))
+                by_path.setdefault(path, []).append(Pick(str(b), f"{flag} {b}", allowed, "user"))
         for r in self.index.uses:
             if self.state(r.id) is not True:
                 continue
@@ -302,19 +297,18 @@ class _Resolution:
                         )
                     continue
                 named = r.overrides + (allowed if r.layer == "user" else ())
-                by_path.setdefault(path, []).append(_Pick(r.backends[0], source, named, r.layer))
+                by_path.setdefault(path, []).append(Pick(r.backends[0], source, named, r.layer))
         return {path: self._one_pick(path, options) for path, options in by_path.items() if path in only}
 
-    def _one_pick(self, path: str, options: list[_Pick]) -> _Pick:
-        for layer in ("user", "policy"):
-            mine = [o for o in options if o.layer == layer]
-            if len({o.backend for o in mine}) > 1:
-                raise ContradictionError(
-                    path,
-                    tuple(o.source for o in mine),
-                    " and ".join(f"`{o.source}` asks for `{o.backend}`" for o in mine),
-                )
-        best = next(o for layer in ("user", "policy") for o in options if o.layer == layer)
+    def _one_pick(self, path: str, options: list[Pick]) -> Pick:
+        best = one_pick(options)
+        if isinstance(best, tuple):
+            raise ContradictionError(
+                path,
+                tuple(o.source for o in best),
+                " and ".join(f"`{o.source}` asks for `{o.backend}`" for o in best),
+            )
+        assert best is not None
         for o in options:
             if o.backend != best.backend:
                 self.warnings.append(f"`{best.source}` wins over policy `{o.source}` on path `{path}`")
@@ -329,7 +323,7 @@ class _Resolution:
 
     # -- one path
 
-    def _path(self, path: str, pick: _Pick | None) -> PathDecision:
+    def _path(self, path: str, pick: Pick | None) -> PathDecision:
         if path in ("moe", "router") and self.facts.get("model.is_moe") is False:
             self.reporter.ending_path(path, None)
             return PathDecision(path, None, reason="the model has no MoE layers", present=False)
@@ -359,7 +353,7 @@ class _Resolution:
             explicit=pick.source if pick is not None else None,
         )
 
-    def _refused(self, path: str, order: list[str], pick: _Pick | None, u: Unsupported) -> PathDecision:
+    def _refused(self, path: str, order: list[str], pick: Pick | None, u: Unsupported) -> PathDecision:
         """The path where an ``unsupported`` entry that decides (``refuse``) holds: every backend is
         out for the entry's reason (an explicit choice too: the engine refuses the deployment)."""
         cands = tuple(Candidate(b, "rejected", (u.id,), u.because, "support", u.refs) for b in order)
@@ -391,8 +385,7 @@ class _Resolution:
         order += [b for b in self.policy.backends[path] if b not in order]
         for r in self.index.prefers[path]:
             if self.state(r.id) is True:
-                front = [b for b in r.backends if b in order]
-                order = front + [b for b in order if b not in front]
+                order = preferred(order, r.backends)
         return order
 
     # -- warmup, derived from the other paths
@@ -435,7 +428,7 @@ class _PathJudge:
     first read, unless a reporter watches every verdict.
     """
 
-    def __init__(self, res: _Resolution, path: str, pick: _Pick | None) -> None:
+    def __init__(self, res: _Resolution, path: str, pick: Pick | None) -> None:
         self.res = res
         self.path = path
         self.pick = pick

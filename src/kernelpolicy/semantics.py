@@ -24,7 +24,8 @@ them (the analysis feeds it every combination a group of cells can produce).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .dsl.conditions import compiled, tests_of
@@ -41,13 +42,16 @@ __all__ = [
     "GRAVITY",
     "OVERRIDABLE",
     "ImplicationConflict",
+    "Pick",
     "applies",
     "can_override",
     "effect_outcomes",
     "gravity",
     "imply",
     "met",
+    "one_pick",
     "pick_outcome",
+    "preferred",
     "rule_state",
     "takes_effect",
 ]
@@ -110,6 +114,38 @@ def pick_outcome(rejections: Iterable[tuple[str, str]], named: Iterable[str]) ->
     if any(not can_override(severity, rule_id, named) for severity, rule_id in found):
         return "refused"
     return "chosen"
+
+
+@dataclass(frozen=True)
+class Pick:
+    """An explicit choice of a backend for a path: where it came from, the rule ids it may
+    override, and its layer (``user``: the deployment's own settings; ``policy``: an operator's
+    ``use`` rule)."""
+
+    backend: str
+    source: str
+    overrides: tuple[str, ...]
+    layer: str
+
+
+def one_pick(options: Sequence[Pick]) -> Pick | tuple[Pick, ...] | None:
+    """The explicit choice a path takes of *options* (in the order they were read): ``None``
+    when there is none; the first of the deployment's own settings, else the first of the
+    policy's; or, where the choices of one layer name different backends, those choices (they
+    contradict each other: the deployment is refused)."""
+    if not options:
+        return None
+    for layer in ("user", "policy"):
+        mine = tuple(o for o in options if o.layer == layer)
+        if len({o.backend for o in mine}) > 1:
+            return mine
+    return next((o for layer in ("user", "policy") for o in options if o.layer == layer), options[0])
+
+
+def preferred(order: Sequence[str], backends: Iterable[str]) -> list[str]:
+    """*order* with the *backends* a ``prefer`` rule names moved to the front, in the rule's order."""
+    front = [b for b in backends if b in order]
+    return front + [b for b in order if b not in front]
 
 
 def effect_outcomes(

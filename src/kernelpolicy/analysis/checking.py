@@ -7,29 +7,28 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._collector import collector_paused
 from ..dsl.files import SourceFile
 from ..dsl.loader import NO_CACHE_ENV
 from ..errors import PolicyError
 from ..policy import Policy
 from . import certificate
-from .certificate import certificate_key
-from .coverage import Coverage, PathGroup, Violation, verify
+from .certificate import certificate_key, pinned
+from .coverage import PATHS, Coverage, Violation, verify
 from .domain import build_domain
 from .findings import Finding, from_diagnostic
 from .implications import implication_conflicts
 from .locate import Locator
+from .mdd import DEFAULT_BUDGET
 from .releases import unknown_release_bounds
-from .scope import Delta, delta
 from .static import analyse
 
-__all__ = ["CheckReport", "check", "summary", "violation_findings"]
+__all__ = ["CheckReport", "cells_said", "check", "diagrams", "summary", "violation_findings"]
 
-#: How many cell groups a coverage finding names before it says how many more there are.
+#: How many boxes of cells a coverage finding names before it says how many more there are.
 SHOW_GROUPS = 3
 
 
@@ -39,9 +38,9 @@ class CheckReport:
 
     files: tuple[SourceFile, ...]
     findings: list[Finding] = field(default_factory=list)
-    coverage: Coverage | None = None  #: the walk (``None``: not run, or reused from a certificate)
+    coverage: Coverage | None = None  #: the proof (``None``: not run, or reused from a certificate)
     seconds: float = 0.0  #: the whole check: loading, analysis and the exhaustive run
-    #: what the walk verified (:func:`summary`), whether it ran now or comes from a certificate
+    #: what the proof verified (:func:`summary`), whether it ran now or comes from a certificate
     summary: dict[str, Any] | None = None
     reused: bool = False  #: the findings and summary come from the certificate of these files
 
@@ -63,61 +62,39 @@ def check(
     *,
     coverage: bool = True,
     explicit: bool = False,
-    jobs: int | None = None,
     subject: Sequence[str] | None = None,
     cache: bool | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    compose: bool = True,
+    budget: int = DEFAULT_BUDGET,
 ) -> CheckReport:
     """Load *files* (every schema problem at once), analyse them and verify their domain.
 
     :param subject: the files under check (``display`` names), when the others (the shipped
         rules, say) are only the ground they stand on: warnings about rules outside them are
         not the operator's to fix and are left out; errors are kept, located in *subject*
-        wherever one of its rules is involved. The ground's proof is then computed once (a
-        certificate, :mod:`.certificate`) and the walk covers only the cells *subject*'s rules
-        can change (:mod:`.scope`), when the ground is clean and *subject* adds only rules,
-        implications and ``unsupported`` entries; otherwise every cell is walked.
+        wherever one of its rules is involved.
     :param cache: reuse and keep certificates (default: unless ``KERNELPOLICY_NO_CACHE`` is set).
-    :param progress: called with (parts walked, parts) as the exhaustive run goes.
-    :param compose: with *subject*, walk only where it can change a decision when it may
-        (``False``: every cell, for tests that compare the two).
+    :param budget: the most decision-diagram nodes the proof may make (see :mod:`.mdd`).
+    :raises ~kernelpolicy.analysis.mdd.DiagramTooLarge: the proof passes *budget* nodes.
     """
     from ..dsl.loader import load_files
 
     start = time.perf_counter()
     if cache is None:
         cache = os.environ.get(NO_CACHE_ENV, "") in ("", "0")
+    # each file is read once: the proof is of these bytes, and so is the certificate's key
+    # (a file saved while the check runs never gets the old content's proof under its new key)
+    files = pinned(files)
     report = CheckReport(tuple(files))
+    key = certificate_key(files, explicit=explicit, subject=subject) if coverage and cache else None
+    if key is not None and _reused(report, key, start):
+        return report
     try:
         policy = load_files(files)
     except PolicyError as exc:
         report.findings = [from_diagnostic(d) for d in exc.diagnostics]
         report.seconds = time.perf_counter() - start
         return report
-    key = certificate_key(files, explicit=explicit, subject=subject) if coverage and cache and compose else None
-    how = _How(coverage, explicit, jobs, subject, cache, progress, compose)
-    if key is None:
-        return _verified(report, policy, None, start, how)
-    if _reused(report, key, start):
-        return report
-    with certificate.computing(key):  # a check of the same files elsewhere is waited for, then read
-        if _reused(report, key, start):
-            return report
-        return _verified(report, policy, key, start, how)
-
-
-@dataclass(frozen=True)
-class _How:
-    """The options of one :func:`check`, as it hands them on."""
-
-    coverage: bool
-    explicit: bool
-    jobs: int | None
-    subject: Sequence[str] | None
-    cache: bool
-    progress: Callable[[int, int], None] | None
-    compose: bool
+    return _verified(report, policy, key, start, coverage, explicit, subject, budget)
 
 
 def _reused(report: CheckReport, key: str, start: float) -> bool:
@@ -130,139 +107,95 @@ def _reused(report: CheckReport, key: str, start: float) -> bool:
     return True
 
 
-@collector_paused()
-def _verified(report: CheckReport, policy: Policy, key: str | None, start: float, how: _How) -> CheckReport:
-    """Analyse and walk *policy* (the loaded files of *report*); keep the certificate of *key*."""
-    files, explicit, subject = report.files, how.explicit, how.subject
-    locator = Locator(files)
+def _verified(
+    report: CheckReport,
+    policy: Policy,
+    key: str | None,
+    start: float,
+    coverage: bool,
+    explicit: bool,
+    subject: Sequence[str] | None,
+    budget: int,
+) -> CheckReport:
+    """Analyse and verify *policy* (the loaded files of *report*); keep the certificate of *key*."""
+    locator = Locator(report.files)
     report.findings = [from_diagnostic(d) for d in policy.warnings]
-    ground: tuple[Delta, str | None] | None = None
-    if how.coverage and subject is not None and how.compose:
-        ground = _ground(files, subject, policy, explicit=explicit, jobs=how.jobs, cache=how.cache)
-    cov = None
-    if how.coverage:
-        scope = ground[0] if ground is not None else None
-        cov = verify(policy, explicit=explicit, jobs=how.jobs, scope=scope, progress=how.progress)
+    cov = verify(policy, explicit=explicit, budget=budget) if coverage else None
+    domain = cov.domain if cov is not None else build_domain(policy, explicit=explicit)
     report.findings += analyse(policy, cov, locator)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
-    located: list[Finding] = []
-    if ground is None or ground[0].implications:
-        # (on a clean ground, FILES that add no implication hold its implications in its order,
-        # over classes no coarser for them: the ground's proof found no conflict, nor can this)
-        located += implication_conflicts(policy, cov.domain if cov is not None else build_domain(policy))
+    located = implication_conflicts(policy, domain)
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)
         located += unused_unsupported(policy, cov)
         report.coverage = cov
-        report.summary = summary(cov, ground[1] if ground is not None else None)
+        report.summary = summary(cov)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in located]
     if subject is not None:
         mine = set(subject)
         report.findings = [f for f in report.findings if f.level == "error" or not f.file or f.file in mine]
     report.findings.sort(key=lambda f: (f.level != "error", f.file == "", f.file, f.line, f.column, f.code))
     if key is not None and cov is not None and report.summary is not None:
-        certificate.write(certificate.Certificate(key, report.findings, report.summary, *_outcomes(cov)))
+        certificate.write(certificate.Certificate(key, report.findings, report.summary, diagrams(cov)))
     report.seconds = time.perf_counter() - start
     return report
 
 
-def _outcomes(cov: Coverage) -> tuple[list[list[Any]], list[str]]:
-    """Each group walked as ``[path, backend, cells, [class ...], [rule ...]]``, its classes
-    (``dimension=label``) and rule ids as indexes into one table of names (a walk of the shipped
-    tables has ~140,000 groups: spelled out, more than 64 MB)."""
-    names: dict[str, int] = {}
-
-    def at(name: str) -> int:
-        return names.setdefault(name, len(names))
-
-    groups = [
-        [
-            pg.path,
-            pg.backend,
-            pg.group.weight,
-            [at(f"{d}={v.label}") for d, v in pg.group.fixed.items()],
-            [at(r) for r in sorted(pg.fires)],
-        ]
-        for pg in cov.results
+def diagrams(cov: Coverage) -> dict[str, Any]:
+    """Each path's outcome diagram, as the certificate keeps it (:meth:`~.mdd.Manager.export`)."""
+    c = cov.compiled
+    if c is None:
+        return {}
+    data = c.m.export({path: c.outcome(path) for path in PATHS})
+    data["nodes"] = [
+        ["t", list(v[1]) if isinstance(v[1], tuple) else v[1]] if v[0] == "t" else v for v in data["nodes"]
     ]
-    return groups, list(names)
+    data["levels"] = [d.name for d in cov.domain.dims]
+    return data
 
 
-def summary(cov: Coverage, ground: str | None = None) -> dict[str, Any]:
-    """What a walk verified, as data: cells per path, dimensions, groups walked per path,
-    resolves, seconds; with a *ground* certificate, the groups left to it (``skipped``) and
-    its key."""
+def summary(cov: Coverage) -> dict[str, Any]:
+    """What a run verified, as data: cells, dimensions, nodes and distinct outcomes per path,
+    witness cells resolved, seconds."""
     return {
         "cells": cov.cells,
-        "groups": dict(cov.groups),
+        "nodes": dict(cov.nodes),
+        "outcomes": dict(cov.outcomes),
         "resolves": cov.resolves,
         "seconds": round(cov.seconds, 3),
         "dimensions": [d.name for d in cov.domain.dims],
         "pruned": len(cov.domain.pruned),
-        "skipped": cov.skipped,
-        "certificate": ground,
     }
-
-
-def _ground(
-    files: Sequence[SourceFile],
-    subject: Sequence[str],
-    policy: Policy,
-    *,
-    explicit: bool,
-    jobs: int | None,
-    cache: bool,
-) -> tuple[Delta, str | None] | None:
-    """What *subject* changes on the files it stands on, when the check may walk only that:
-    the ground's own proof (its certificate, computed here the first time) finds no error, and
-    the two differ only in rules, implications and ``unsupported`` entries. With it, its key."""
-    from ..dsl.loader import load_files
-
-    mine = set(subject)
-    base = [f for f in files if f.display not in mine]
-    if not base or len(base) == len(files):
-        return None
-    proof = check(base, explicit=explicit, jobs=jobs, cache=cache)
-    if proof.failed() or proof.summary is None:
-        return None  # the ground breaks something itself: walk every cell of the whole
-    try:
-        found = delta(load_files(base), policy)
-    except PolicyError:
-        return None
-    if found is None:
-        return None
-    key = certificate_key(base, explicit=explicit, subject=None) if cache else None
-    return found, key
 
 
 def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[Finding]:
     """The invariants the exhaustive run found broken, one finding per kind, path and rule,
-    with the number of cells and the first few groups of cells."""
-    grouped: dict[tuple[str, str, tuple[str, ...]], list[tuple[PathGroup, Violation]]] = {}
-    walked: dict[str, str] = {}  # a contradiction raises on every path's walk: count one
-    for pg in cov.results:
-        for v in pg.violations:
-            if v.code == "contradiction":
-                if walked.setdefault(v.message, v.path) != v.path:
-                    continue
-                grouped.setdefault((v.code, v.message, ()), []).append((pg, v))
-            else:
-                grouped.setdefault((v.code, v.path, v.rules), []).append((pg, v))
+    with the exact number of cells and the first few boxes of them."""
+    grouped: dict[tuple[str, str, tuple[str, ...]], list[Violation]] = {}
+    seen: dict[str, str] = {}  # a contradiction holds on every path of its cells: count one
+    for v in cov.violations:
+        if v.code == "contradiction":
+            if seen.setdefault(v.message, v.path) != v.path:
+                continue
+            grouped.setdefault((v.code, v.message, ()), []).append(v)
+        else:
+            grouped.setdefault((v.code, v.path, v.rules), []).append(v)
     out: list[Finding] = []
     for (code, path, rules), items in grouped.items():  # path: the message, for contradictions
-        cells = sum(v.group.weight for _, v in items)
-        shown = "; ".join(v.group.label() for _, v in items[:SHOW_GROUPS])
-        more = len(items) - SHOW_GROUPS
-        where = shown + (f"; and {more} more groups" if more > 0 else "")
-        pg, first = items[0]
+        cells = sum(v.cells for v in items)
+        boxes = [g for v in items for g in v.groups]
+        shown = "; ".join(g.label() for g in boxes[:SHOW_GROUPS])
+        more = sum(v.boxes for v in items) - min(len(boxes), SHOW_GROUPS)
+        where = shown + (f"; and {more:,} more boxes of cells" if more > 0 else "")
+        first = items[0]
         if code == "no-backend":
-            out.append(_no_backend(policy, locator, path, pg, first, where, cells))
+            out.append(_no_backend(policy, locator, path, first, where, cells))
             continue
         if code == "contradiction":
             ids = [s for s in _sources(first.message) if s in policy.by_id]
             f = Finding(
                 code,
-                f"{first.message} in {_cells(cells)}",
+                f"{first.message} in {cells_said(cells)}",
                 "error",
                 rule=ids[-1] if ids else None,
                 help="give one of the rules a narrower `when`, or put them in different layers",
@@ -273,7 +206,7 @@ def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[
             continue
         f = Finding(
             code,
-            f"{first.message} in {_cells(cells)}",
+            f"{first.message} in {cells_said(cells)}",
             "error",
             rule=rules[0] if rules else None,
             cell=where,
@@ -283,16 +216,17 @@ def violation_findings(policy: Policy, cov: Coverage, locator: Locator) -> list[
     return out
 
 
-def _no_backend(
-    policy: Policy, locator: Locator, path: str, pg: PathGroup, first: Violation, where: str, cells: int
-) -> Finding:
+def _no_backend(policy: Policy, locator: Locator, path: str, first: Violation, where: str, cells: int) -> Finding:
     """A hole, pointed at the rule that made it: an operator's rule where one rejects a backend
     there (operators never edit shipped rules), else the rule that rejects the last backend the
     catalog allows, else the path's catalog."""
     rejecting = [
-        policy.by_id[r] for c in pg.candidates for r in c.rules if r in policy.by_id and policy.by_id[r].kind != "use"
+        policy.by_id[r]
+        for c in first.candidates
+        for r in c.rules
+        if r in policy.by_id and policy.by_id[r].kind != "use"
     ]
-    why = "; ".join(f"`{c.backend}` {c.reason or 'is rejected'}" for c in pg.candidates)
+    why = "; ".join(f"`{c.backend}` {c.reason or 'is rejected'}" for c in first.candidates)
     helps = [f"in {first.group.label()}: {why}"]
     culprit = next((r for layer in ("policy", "user") for r in rejecting if r.layer == layer), None)
     culprit = culprit or (rejecting[-1] if rejecting else None)
@@ -303,7 +237,7 @@ def _no_backend(
         )
     f = Finding(
         "no-backend",
-        f"path `{path}` has no valid backend in {_cells(cells)}",
+        f"path `{path}` has no valid backend in {cells_said(cells)}",
         "error",
         rule=culprit.id if culprit else None,
         help="; ".join(helps),
@@ -318,7 +252,7 @@ def _no_backend(
 
 def unused_unsupported(policy: Policy, cov: Coverage) -> list[Finding]:
     """``unsupported`` entries that cover no cell without a backend: the backend exists there."""
-    used = {u for pg in cov.results for u in pg.known}
+    used = cov.known
     return [
         Finding(
             "unsupported-unused",
@@ -337,8 +271,14 @@ def unused_unsupported(policy: Policy, cov: Coverage) -> list[Finding]:
     ]
 
 
-def _cells(n: int) -> str:
-    return f"{n:,} cell" + ("" if n == 1 else "s")
+def cells_said(n: int) -> str:
+    """*n* cells as an operator reads them: exact up to a million, else as a power of ten
+    (``about 10^35 cells``)."""
+    if n < 1_000_000:
+        return f"{n:,} cell" + ("" if n == 1 else "s")
+    digits = len(str(n))
+    lead = n / 10 ** (digits - 1)
+    return f"about {lead:.1f} x 10^{digits - 1} cells"
 
 
 def _sources(message: str) -> list[str]:

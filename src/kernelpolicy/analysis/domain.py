@@ -37,7 +37,7 @@ from ..dsl.conditions import All, Condition, Not, Test, tests_of
 from ..errors import FactError
 from ..facts.gpu import derived_gpu_facts
 from ..facts.keys import BACKENDS, CANONICAL, GPU_SMS, FactKey, Kind, lookup_key
-from ..facts.record import int_list_length, normalise_value
+from ..facts.record import int_list_length, normalise_value, typed_value
 from ..policy import Policy, Rule
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "Group",
     "ValueClass",
     "build_domain",
+    "class_facts",
     "for_path",
     "meet",
     "merge",
@@ -797,3 +798,17 @@ def implied_sources(policy: Policy) -> dict[str, list[Condition]]:
             if imp.unless is not None:
                 src[k].append(imp.unless)
     return src
+
+
+def class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The facts class *v* gives a cell, checked against the vocabulary (unknown ones left
+    out), and as conditions compare them; computed once per class."""
+    return _CLASS_FACTS(v)
+
+
+def _class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
+    values = {k: normalise_value(k, x) for k, x in v.facts.items() if x is not None}
+    return values, {k: typed_value(k, x) for k, x in values.items()}
+
+
+_CLASS_FACTS: Final[IdMemo[ValueClass, tuple[dict[str, Any], dict[str, Any]]]] = IdMemo(_class_facts)

@@ -3,22 +3,21 @@
 Impossibility is decided by enumerating the value classes of the keys a condition reads
 (see :mod:`.domain`), so a specifier that no version satisfies, or ``gpu.sm: sm121`` with
 ``gpu.family: sm100``, is found exactly. Dead, shadowed and contradictory rules are read off
-the exhaustive run (:mod:`.coverage`), which records, for every group of cells, the verdict
-of every candidate the resolver judged up to the chosen one. A rule is stale when its
+the exhaustive run (:mod:`.coverage`), which knows, for every cell, which rules reject a
+candidate judged before the chosen one. A rule is stale when its
 ``until`` already holds for the newest release the implications know (:mod:`.releases`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from typing import Any, Final
 
 from ..dsl.conditions import TRUE, All, Condition, evaluate, tests_of
 from ..policy import Policy, Rule
 from .coverage import Coverage
-from .domain import Domain, ValueClass, build_domain, rule_paths
+from .domain import Domain, build_domain, rule_paths
 from .findings import Finding
 from .locate import Locator
 from .releases import newest_release
@@ -114,23 +113,6 @@ def _why(cond: Condition, domain: Domain) -> str:
     return "its tests exclude each other"
 
 
-def _label(fixed: Mapping[str, ValueClass]) -> str:
-    return " x ".join(
-        v.label if n in ("gpu.sm", "model.type", "quant.scheme") else f"{n}={v.label}"
-        for n, v in fixed.items()
-        if n != "model.is_moe"
-    )
-
-
-def _judged(cands: Iterable[Any]) -> list[Any]:
-    out = []
-    for c in cands:
-        out.append(c)
-        if c.verdict == "chosen":
-            break
-    return out
-
-
 #: Paths a deployment can pick a backend for explicitly (``--linear-backend``, ``--moe-backend``).
 PICKABLE: Final = frozenset({"dense", "moe"})
 
@@ -146,26 +128,16 @@ def _reachability_matters(r: Rule, policy: Policy, impossible: set[str]) -> bool
 
 def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> Iterable[Finding]:
     """Rules that never change a decision of the exhaustive run (``dead``), or never as the
-    gravest reason (``shadowed``). A shipped rule on a path a deployment can pick a backend for
-    explicitly is left out: what is known about a kernel judges an explicit pick of it, which
-    the default order may never reach (only ``impossible`` says such a rule is wrong)."""
-    fires: set[str] = set()
-    sole: set[str] = set()
-    first: set[str] = set()
-    ahead: Counter[tuple[str, str]] = Counter()
-    for pg in cov.results:
-        fires |= pg.fires
-        sole |= pg.sole
-        first |= pg.first
-        for c in _judged(pg.candidates):
-            if c.verdict != "chosen":
-                for r in c.rules[1:]:
-                    ahead[(r, c.rules[0])] += 1
+    gravest reason (``shadowed``), read off the exact usage of every cell (:class:`~.coverage.Usage`).
+    A shipped rule on a path a deployment can pick a backend for explicitly is left out: what is
+    known about a kernel judges an explicit pick of it, which the default order may never reach
+    (only ``impossible`` says such a rule is wrong)."""
     for r in policy.rules:
         if not _reachability_matters(r, policy, impossible):
             continue
         file, line = r.origin.file, r.origin.line
-        if r.id not in fires:
+        u = cov.usage.get(r.id)
+        if u is None or not u.fires:
             yield Finding(
                 "dead",
                 f"rule `{r.id}` never changes a decision: wherever it applies, its backend is "
@@ -178,12 +150,10 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
                 field=r.kind,
                 help="it may guard a case the catalog already excludes; remove it or narrow the catalog",
             )
-        elif r.id not in first:
-            by = Counter({s: n for (x, s), n in ahead.items() if x == r.id and s != r.id}).most_common(1)
-            if by:
-                other = by[0][0]
+        elif not u.first:
+            if u.by is not None:
                 message = (
-                    f"rule `{r.id}` is shadowed by `{other}`: wherever it rejects a backend, `{other}` "
+                    f"rule `{r.id}` is shadowed by `{u.by}`: wherever it rejects a backend, `{u.by}` "
                     "already decides first"
                 )
             else:
@@ -199,7 +169,7 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
                 field=r.kind,
                 help="merge the two rules, or remove the one that never decides",
             )
-        elif r.id not in sole:
+        elif not u.sole:
             yield Finding(
                 "dead",
                 f"rule `{r.id}` never changes a decision: another rule always rejects the same backend with it",
@@ -214,28 +184,21 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
 
 
 def _contradictions(policy: Policy, cov: Coverage) -> Iterable[Finding]:
-    seen: set[tuple[str, str, str]] = set()
-    prefers = [r for r in policy.rules if r.kind == "prefer"]
-    for pg in cov.results:
-        active = [r for r in prefers if r.applies_to(pg.path) and pg.when.get(r.id) is True]
-        for a, b in itertools.combinations(active, 2):
-            if a.layer != b.layer or (a.id, b.id, pg.path) in seen:
-                continue
-            if _conflict(a.backends, b.backends):
-                seen.add((a.id, b.id, pg.path))
-                yield Finding(
-                    "contradiction",
-                    f"rules `{a.id}` and `{b.id}` order the backends of path "
-                    f"`{pg.path}` differently for the same facts",
-                    "error",
-                    b.origin.file,
-                    b.origin.line,
-                    1,
-                    b.id,
-                    help=f"`{a.id}` is at {a.origin}; give one a narrower `when`",
-                    cell=_label(pg.group.fixed),
-                    field=b.kind,
-                )
+    """``prefer`` rules of one layer that order one path differently where both are in force."""
+    for a_id, b_id, path, label in cov.prefer_conflicts:
+        a, b = policy.by_id[a_id], policy.by_id[b_id]
+        yield Finding(
+            "contradiction",
+            f"rules `{a.id}` and `{b.id}` order the backends of path `{path}` differently for the same facts",
+            "error",
+            b.origin.file,
+            b.origin.line,
+            1,
+            b.id,
+            help=f"`{a.id}` is at {a.origin}; give one a narrower `when`",
+            cell=label,
+            field=b.kind,
+        )
 
 
 def _conflict(a: tuple[str, ...], b: tuple[str, ...]) -> bool:

@@ -50,18 +50,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--explicit", action="store_true", help="also enumerate explicit --moe-backend/--linear-backend choices"
     )
-    p.add_argument(
-        "--jobs",
-        type=int,
-        default=None,
-        metavar="N",
-        help="worker processes for the exhaustive run (default: one per CPU)",
-    )
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
     p.set_defaults(run=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.checking import check
     from ..analysis.sarif import to_sarif
     from ..dsl.loader import SourceFile, discover
 
@@ -76,19 +69,7 @@ def run(args: argparse.Namespace) -> int:
     for source in files:
         unique.setdefault(source.path.resolve(), source)
     files = list(unique.values())
-    from ..progress import progress
-
-    own = [f.display for f in files if f.layer != "shipped"]
-    subject = None if args.bare or args.all_findings or not args.files else own
-    with progress("checking") as shown:
-        report = check(
-            files,
-            coverage=not args.no_coverage,
-            explicit=args.explicit,
-            jobs=args.jobs,
-            subject=subject,
-            progress=shown.fraction,
-        )
+    report = _checked(files, args)
     summary: dict[str, Any] = report.summary or {}
     if args.sarif_file:
         sarif = json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n"
@@ -128,18 +109,31 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed(args.strict) else 0
 
 
+def _checked(files: list[Any], args: argparse.Namespace) -> Any:
+    """The check of *files*; a proof past its node budget is one line naming the files under check."""
+    from ..analysis.checking import check
+    from ..analysis.mdd import DiagramTooLarge
+
+    own = [f.display for f in files if f.layer != "shipped"]
+    subject = None if args.bare or args.all_findings or not args.files else own
+    try:
+        return check(files, coverage=not args.no_coverage, explicit=args.explicit, subject=subject)
+    except DiagramTooLarge as exc:
+        named = ", ".join(f"`{f}`" for f in (own or [f.display for f in files])[:3])
+        raise UsageError(f"{named}: {exc}") from exc
+
+
 def _verified(summary: dict[str, Any], reused: bool) -> str:
-    """What the walk verified, and where its proof came from (one line each)."""
-    per = ", ".join(f"{p} {n}" for p, n in summary["groups"].items()) or "no"
+    """What the proof verified, and where it came from (one line each)."""
+    from ..analysis.checking import cells_said
+
+    per = ", ".join(f"{p} {n:,}" for p, n in summary["nodes"].items()) or "no"
     lines = [
-        f"verified {summary['cells']:,} domain cells over {len(summary['dimensions'])} dimensions "
-        f"({per} groups, {summary['resolves']} resolves) in {summary['seconds']:.2f} s"
+        f"verified every one of {cells_said(summary['cells'])} over {len(summary['dimensions'])} dimensions "
+        f"({per} diagram nodes; {summary['resolves']} outcomes resolved again by the resolver)"
     ]
-    if summary.get("certificate"):
-        lines.append(
-            f"walked only where FILES can change a decision: {summary['skipped']:,} groups of cells from the "
-            f"certificate of the files they stand on ({summary['certificate'][:12]})"
-        )
     if reused:
         lines.append("the proof of these exact files was reused from their certificate")
+    else:
+        lines[0] += f" in {summary['seconds']:.2f} s"
     return "\n".join(lines)

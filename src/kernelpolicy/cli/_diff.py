@@ -29,7 +29,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bare", action="store_true", help="compare OLD and NEW alone, without the shipped rules")
     p.add_argument("--json", action="store_true", help="print the changes as JSON")
     p.add_argument("--all", action="store_true", help=f"list every cell group (default: the first {_SHOW})")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help="worker processes (default: one per CPU)")
+    p.add_argument("--jobs", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
     p.set_defaults(run=run)
 
 
@@ -46,7 +46,7 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import progress
 
     with progress("comparing every domain cell"):
-        report = diff(old, new, jobs=args.jobs)
+        report = diff(old, new)
     grouped = report.grouped()
     if args.json:
         out = {
@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
             "old": args.old,
             "new": args.new,
             "cells": report.cells,
-            "groups": report.groups,
+            "nodes": report.nodes,
             "seconds": round(report.seconds, 3),
             "changes": [
                 {
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         changed = sum(c.cells for c in report.changes)
         sys.stdout.write(
             f"compared {report.cells:,} domain cells over {report.dimensions} dimensions in "
-            f"{report.seconds:.2f} s ({report.groups:,} groups walked where OLD and NEW can differ): "
+            f"{report.seconds:.2f} s ({report.nodes:,} decision-diagram nodes): "
             f"{changed:,} path decisions change\n"
         )
     return 1 if report.changes else 0

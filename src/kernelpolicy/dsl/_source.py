@@ -9,7 +9,7 @@ following symbolic links to folders (so a link loop cannot trap the walk) and wi
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -18,7 +18,16 @@ from .._files import read_bounded as _read
 from ..errors import Diagnostic
 from ..policy import Layer
 
-__all__ = ["MAX_BYTES", "MAX_WALK", "SourceError", "SourceFile", "decode", "read_bounded", "yaml_files_under"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_WALK",
+    "PinnedSource",
+    "SourceError",
+    "SourceFile",
+    "decode",
+    "read_bounded",
+    "yaml_files_under",
+]
 
 #: The largest rule, policy or case file read (nothing this large is a rule table).
 MAX_BYTES: Final = 1_000_000
@@ -112,9 +121,33 @@ class SourceFile:
         """The file's bytes (see :func:`read_bounded`)."""
         return read_bounded(self.path, self.display)
 
+    def pinned(self) -> SourceFile:
+        """This file with its bytes read now: every later read gives those bytes (a check proves,
+        keys and reports one content, even when the file is saved meanwhile)."""
+        try:
+            data: bytes | SourceError = self.read_bytes()
+        except SourceError as exc:
+            data = exc
+        return PinnedSource(self.path, self.display, self.layer, data)
+
     def read_text(self) -> str:
         """The file's text, bounded and checked (see :func:`read_bounded`).
 
         :raises SourceError: with the reason in words.
         """
-        return decode(read_bounded(self.path, self.display), self.display)
+        return decode(self.read_bytes(), self.display)
+
+
+@dataclass(frozen=True)
+class PinnedSource(SourceFile):
+    """A :class:`SourceFile` read once (:meth:`SourceFile.pinned`)."""
+
+    data: bytes | SourceError = field(default=b"", repr=False, compare=False)
+
+    def read_bytes(self) -> bytes:
+        if isinstance(self.data, SourceError):
+            raise self.data
+        return self.data
+
+    def pinned(self) -> SourceFile:
+        return self

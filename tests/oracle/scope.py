@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from ..policy import Implication, Origin, Policy, Rule, Unsupported
+from kernelpolicy.policy import Implication, Origin, Policy, Rule, Unsupported
 
 __all__ = ["Delta", "delta"]
 

@@ -1,0 +1,522 @@
+"""A multi-valued, multi-terminal decision diagram over the domain's value classes.
+
+The proof compiles every path's decision into one of these (:mod:`.compile`) instead of
+walking regions of cells. A diagram is a function from cells (one value class per level) to a
+terminal value. It is *ordered* (levels are tested in one fixed order, :attr:`Manager.sizes`'
+index; a level may be skipped, meaning the function does not depend on it), *reduced* (a node
+whose children are all one node is that node) and *hash-consed* (equal functions are one node,
+so equality is ``==`` on two ints, and a sub-function shared by many regions of the domain is
+built and read once).
+
+Nodes are ints. A terminal holds any hashable value; an inner node holds its level and one
+child per class of that level. Every operation is memoised on the nodes it reads, so its cost
+grows with the diagram's size, not with the number of cells (about 10^35 for the shipped
+tables).
+
+:class:`Manager` has a node budget: past it, :class:`DiagramTooLarge` is raised (the caller
+turns it into one clear line) rather than eating the machine's memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from typing import Any, Final
+
+from ..errors import KernelPolicyError
+
+__all__ = ["DEFAULT_BUDGET", "DiagramTooLarge", "Manager"]
+
+#: The most nodes one manager makes before it gives up (about 0.3 KB each: ~1 GB at the limit).
+DEFAULT_BUDGET: Final = 3_000_000
+
+
+class DiagramTooLarge(KernelPolicyError, MemoryError):
+    """A diagram grew past the manager's node budget."""
+
+    def __init__(self, budget: int, what: str = "") -> None:
+        self.budget = budget
+        self.what = what
+        super().__init__(budget, what)
+
+    def __str__(self) -> str:
+        where = f" while compiling {self.what}" if self.what else ""
+        return (
+            f"the proof's decision diagram passed {self.budget:,} nodes{where}: the rules read too many "
+            "facts together; narrow the conditions of the rules named, or split the file"
+        )
+
+
+_Fn1 = Callable[[Any], Any]
+_Fn2 = Callable[[Any, Any], Any]
+
+
+class Manager:
+    """The nodes of every diagram over one sequence of levels.
+
+    :param sizes: the number of classes of each level, top first.
+    :param weights: how many domain values each class stands for (default: 1 each); counts
+        (:meth:`count`) are weighted by them, so they equal cell counts.
+    """
+
+    def __init__(
+        self, sizes: Sequence[int], weights: Sequence[Sequence[int]] | None = None, budget: int = DEFAULT_BUDGET
+    ) -> None:
+        if any(n < 1 for n in sizes):
+            raise ValueError("every level needs at least one class")
+        self.sizes = tuple(sizes)
+        self.weights = tuple(tuple(w) for w in weights) if weights is not None else tuple((1,) * n for n in sizes)
+        if [len(w) for w in self.weights] != list(self.sizes):
+            raise ValueError("one weight per class of each level")
+        self.depth = len(self.sizes)  #: the level of a terminal: below every level
+        self.budget = budget
+        self.what = ""  #: what is being compiled, for the budget's message
+        self._level: list[int] = []
+        self._kids: list[tuple[int, ...]] = []
+        self._value: dict[int, Any] = {}
+        self._unique: dict[tuple[int, tuple[int, ...]], int] = {}
+        self._terms: dict[Any, int] = {}
+        self._memo: dict[tuple[Any, ...], int] = {}
+        self._memo1: dict[Hashable, dict[int, int]] = {}
+        self.true = self.term(True)
+        self.false = self.term(False)
+
+    # -- making nodes
+
+    def __len__(self) -> int:
+        return len(self._level)
+
+    def term(self, value: Hashable) -> int:
+        """The terminal holding *value* (``True`` and ``1`` are told apart)."""
+        key = (type(value), value)
+        n = self._terms.get(key)
+        if n is None:
+            n = self._new(self.depth, ())
+            self._terms[key] = n
+            self._value[n] = value
+        return n
+
+    def node(self, level: int, kids: Sequence[int]) -> int:
+        """The node testing *level* with one child per class (reduced, hash-consed)."""
+        kids = tuple(kids)
+        first = kids[0]
+        if kids.count(first) == len(kids):
+            return first
+        key = (level, kids)
+        n = self._unique.get(key)
+        if n is None:
+            n = self._unique[key] = self._new(level, key[1])
+        return n
+
+    def var(self, level: int, values: Sequence[Hashable]) -> int:
+        """The function of one level: class *i* gives ``values[i]``."""
+        if len(values) != self.sizes[level]:
+            raise ValueError(f"level {level} has {self.sizes[level]} classes, not {len(values)}")
+        return self.node(level, [self.term(v) for v in values])
+
+    def _new(self, level: int, kids: tuple[int, ...]) -> int:
+        if len(self._level) >= self.budget:
+            raise DiagramTooLarge(self.budget, self.what)
+        self._level.append(level)
+        self._kids.append(kids)
+        return len(self._level) - 1
+
+    # -- reading nodes
+
+    def level(self, n: int) -> int:
+        return self._level[n]
+
+    def kids(self, n: int) -> tuple[int, ...]:
+        return self._kids[n]
+
+    def is_term(self, n: int) -> bool:
+        return self._level[n] == self.depth
+
+    def value(self, n: int) -> Any:
+        """A terminal's value."""
+        return self._value[n]
+
+    def cofactor(self, n: int, level: int, i: int) -> int:
+        """*n* with *level* fixed to class *i* (*level* at or above *n*'s)."""
+        return self._kids[n][i] if self._level[n] == level else n
+
+    # -- operations
+
+    def apply1(self, op: Hashable, fn: _Fn1, a: int) -> int:
+        """``fn`` applied to every terminal of *a*; *op* names ``fn`` in the memo."""
+        memo = self._memo1.get(op)
+        if memo is None:
+            memo = self._memo1[op] = {}
+        hit = memo.get(a)
+        if hit is not None:
+            return hit
+        levels, kids, depth, node = self._level, self._kids, self.depth, self.node
+
+        def go(n: int) -> int:
+            out = memo.get(n)
+            if out is None:
+                leaf = levels[n] == depth
+                out = self.term(fn(self._value[n])) if leaf else node(levels[n], [go(k) for k in kids[n]])
+                memo[n] = out
+            return out
+
+        return go(a)
+
+    def apply2(
+        self, op: Hashable, fn: _Fn2, a: int, b: int, short: Callable[[int, int], int | None] | None = None
+    ) -> int:
+        """``fn`` of the two diagrams' terminals, cell by cell; *short* may answer without
+        descending (``None``: descend)."""
+        memo = self._memo
+        key = (2, op, a, b)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        if short is not None:
+            found = short(a, b)
+            if found is not None:
+                memo[key] = found
+                return found
+        la, lb = self._level[a], self._level[b]
+        if la == self.depth and lb == self.depth:
+            out = self.term(fn(self._value[a], self._value[b]))
+        else:
+            top = min(la, lb)
+            ka = self._kids[a] if la == top else (a,) * self.sizes[top]
+            kb = self._kids[b] if lb == top else (b,) * self.sizes[top]
+            out = self.node(top, [self.apply2(op, fn, x, y, short) for x, y in zip(ka, kb, strict=True)])
+        memo[key] = out
+        return out
+
+    def ite(self, c: int, t: int, e: int) -> int:
+        """Where boolean *c* is true, *t*; elsewhere *e*."""
+        if c == self.true or t == e:
+            return t
+        if c == self.false:
+            return e
+        memo = self._memo
+        key = (3, c, t, e)
+        hit = memo.get(key)
+        if hit is not None:
+            return hit
+        levels = self._level
+        top = min(levels[c], levels[t], levels[e])
+        size = self.sizes[top]
+        kc = self._kids[c] if levels[c] == top else (c,) * size
+        kt = self._kids[t] if levels[t] == top else (t,) * size
+        ke = self._kids[e] if levels[e] == top else (e,) * size
+        out = self.node(top, [self.ite(x, y, z) for x, y, z in zip(kc, kt, ke, strict=True)])
+        memo[key] = out
+        return out
+
+    def AND(self, a: int, b: int) -> int:
+        return self.ite(a, b, self.false)
+
+    def OR(self, a: int, b: int) -> int:
+        return self.ite(a, self.true, b)
+
+    def NOT(self, a: int) -> int:
+        return self.ite(a, self.false, self.true)
+
+    def eq(self, a: int, value: Hashable) -> int:
+        """Boolean: where *a* gives *value*."""
+        t = self.term(value)
+        return self.apply1(("eq", t), lambda v: self.term(v) == t, a)
+
+    def where(self, a: int, pred: Callable[[Any], bool], op: Hashable) -> int:
+        """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo)."""
+        return self.apply1(("where", op), lambda v: bool(pred(v)), a)
+
+    def any_of(self, nodes: Sequence[int]) -> int:
+        out = self.false
+        for n in nodes:
+            out = self.OR(out, n)
+        return out
+
+    def intersects(self, a: int, b: int) -> bool:
+        """Whether two boolean diagrams are both true in some cell (no node is made)."""
+        seen: set[tuple[int, int]] = set()
+        levels, kids = self._level, self._kids
+        t, f, depth = self.true, self.false, self.depth
+
+        def go(x: int, y: int) -> bool:
+            if f in (x, y):
+                return False
+            if x == t:
+                return y != f
+            if y == t:
+                return True
+            if (x, y) in seen:
+                return False
+            seen.add((x, y))
+            lx, ly = levels[x], levels[y]
+            top = min(lx, ly)
+            if top == depth:  # non-boolean terminals: read as their truth
+                return bool(self._value[x]) and bool(self._value[y])
+            kx = kids[x] if lx == top else (x,) * self.sizes[top]
+            ky = kids[y] if ly == top else (y,) * self.sizes[top]
+            return any(go(p, q) for p, q in zip(kx, ky, strict=True))
+
+        return go(a, b)
+
+    # -- questions
+
+    def terminals(self, n: int) -> set[Any]:
+        """Every terminal value *n* reaches."""
+        out: set[Any] = set()
+        for m in self.reachable(n):
+            if self._level[m] == self.depth:
+                out.add(self._value[m])
+        return out
+
+    def reachable(self, n: int) -> list[int]:
+        """The nodes of *n*'s diagram, *n* first."""
+        seen = {n}
+        todo = [n]
+        out = []
+        while todo:
+            m = todo.pop()
+            out.append(m)
+            for k in self._kids[m]:
+                if k not in seen:
+                    seen.add(k)
+                    todo.append(k)
+        return out
+
+    def size(self, n: int) -> int:
+        """The number of nodes of *n*'s diagram."""
+        return len(self.reachable(n))
+
+    def span(self, lo: int, hi: int, fixed: Mapping[int, int] | None = None) -> int:
+        """The cells of the levels from *lo* up to (not including) *hi*; a level in *fixed*
+        counts once (it holds one class there)."""
+        total = 1
+        for lv in range(lo, hi):
+            if fixed is None or lv not in fixed:
+                total *= sum(self.weights[lv])
+        return total
+
+    def count(self, n: int, fixed: Mapping[int, int] | None = None) -> int:
+        """The cells where boolean *n* is true (see :meth:`count_by`)."""
+        return self.count_by(n, fixed).get(True, 0)
+
+    def count_by(self, n: int, fixed: Mapping[int, int] | None = None) -> dict[Any, int]:
+        """The cells of each terminal value of *n*, weighted by the classes' weights. A level
+        in *fixed* (level -> class) holds that one class and counts once: the levels a kind of
+        cell does not have (the facts only MoE models have, for a dense model)."""
+        memo: dict[int, dict[Any, int]] = {}
+        levels, depth = self._level, self.depth
+        fixed = fixed or {}
+
+        def below(m: int) -> dict[Any, int]:  # cells from m's level down
+            hit = memo.get(m)
+            if hit is not None:
+                return hit
+            lv = levels[m]
+            out: dict[Any, int] = {}
+            if lv == depth:
+                out[self._value[m]] = 1
+            elif lv in fixed:
+                k = self._kids[m][fixed[lv]]
+                factor = self.span(lv + 1, levels[k], fixed)
+                out = {v: factor * c for v, c in below(k).items()}
+            else:
+                for w, k in zip(self.weights[lv], self._kids[m], strict=True):
+                    factor = w * self.span(lv + 1, levels[k], fixed)
+                    for v, c in below(k).items():
+                        out[v] = out.get(v, 0) + factor * c
+            memo[m] = out
+            return out
+
+        top = self.span(0, levels[n], fixed)
+        return {v: c * top for v, c in below(n).items()}
+
+    def cubes(
+        self, n: int, pred: Callable[[Any], bool], limit: int | None = None
+    ) -> Iterator[tuple[dict[int, tuple[int, ...]], Any]]:
+        """Disjoint boxes covering the cells whose terminal satisfies *pred*: each a mapping of
+        the levels it fixes to the classes it holds there (a level left out holds every class),
+        and its terminal value. Classes of one node that lead to one child are one box."""
+        levels, depth = self._level, self.depth
+        dead: dict[int, bool] = {}
+
+        def empty(m: int) -> bool:
+            hit = dead.get(m)
+            if hit is None:
+                hit = pred(self._value[m]) is False if levels[m] == depth else all(map(empty, set(self._kids[m])))
+                dead[m] = hit
+            return hit
+
+        out = 0
+        stack: list[tuple[int, dict[int, tuple[int, ...]]]] = [(n, {})]
+        while stack:
+            m, fixed = stack.pop()
+            if empty(m):
+                continue
+            if levels[m] == depth:
+                yield fixed, self._value[m]
+                out += 1
+                if limit is not None and out >= limit:
+                    return
+                continue
+            by_kid: dict[int, list[int]] = {}
+            for i, k in enumerate(self._kids[m]):
+                by_kid.setdefault(k, []).append(i)
+            for k, idx in reversed(by_kid.items()):
+                stack.append((k, {**fixed, levels[m]: tuple(idx)}))
+
+    def count_cubes(self, n: int, pred: Callable[[Any], bool]) -> int:
+        """How many boxes :meth:`cubes` yields (without listing them)."""
+        memo: dict[int, int] = {}
+        levels, depth = self._level, self.depth
+
+        def go(m: int) -> int:
+            hit = memo.get(m)
+            if hit is None:
+                if levels[m] == depth:
+                    hit = 1 if pred(self._value[m]) else 0
+                else:
+                    hit = sum(go(k) for k in set(self._kids[m]))
+                memo[m] = hit
+            return hit
+
+        return go(n)
+
+    def witness(
+        self,
+        n: int,
+        pred: Callable[[Any], bool],
+        prefer: Mapping[int, int] | None = None,
+        reach: Mapping[int, frozenset[Any]] | None = None,
+    ) -> dict[int, int] | None:
+        """One cell (a class per level) whose terminal satisfies *pred*, ``None`` if none: each
+        level takes the class in *prefer* where that class leads there, else the first that does.
+        *reach* (:meth:`reach` of *n*) makes many questions about one diagram cheap."""
+        levels, depth = self._level, self.depth
+        prefer = prefer or {}
+        ok: dict[int, bool] = {}
+        by_set: dict[int, bool] = {}
+
+        def some(m: int) -> bool:
+            hit = ok.get(m)
+            if hit is None:
+                if reach is not None:
+                    values = reach[m]
+                    hit = by_set.get(id(values))
+                    if hit is None:
+                        hit = by_set[id(values)] = any(map(pred, values))
+                elif levels[m] == depth:
+                    hit = bool(pred(self._value[m]))
+                else:
+                    hit = any(map(some, set(self._kids[m])))
+                ok[m] = hit
+            return hit
+
+        if not some(n):
+            return None
+        cell: dict[int, int] = {}
+        m = n
+        while levels[m] != depth:
+            kids = self._kids[m]
+            want = prefer.get(levels[m])
+            i = want if want is not None and some(kids[want]) else next(i for i, k in enumerate(kids) if some(k))
+            cell[levels[m]] = i
+            m = kids[i]
+        return {lv: cell.get(lv, prefer.get(lv, 0)) for lv in range(depth)}
+
+    def reach(self, n: int) -> dict[int, frozenset[Any]]:
+        """For every node of *n*'s diagram, the terminal values it reaches (equal sets shared)."""
+        levels, depth = self._level, self.depth
+        out: dict[int, frozenset[Any]] = {}
+        shared: dict[frozenset[Any], frozenset[Any]] = {}
+        for m in reversed(self.reachable_ordered(n)):
+            if levels[m] == depth:
+                found = frozenset({self._value[m]})
+            else:
+                found = frozenset().union(*(out[k] for k in set(self._kids[m])))
+            out[m] = shared.setdefault(found, found)
+        return out
+
+    def reachable_ordered(self, n: int) -> list[int]:
+        """The nodes of *n*'s diagram, every node before its children."""
+        post: list[int] = []
+        seen: set[int] = set()
+        stack = [(n, False)]
+        while stack:
+            m, done = stack.pop()
+            if done:
+                post.append(m)
+                continue
+            if m in seen:
+                continue
+            seen.add(m)
+            stack.append((m, True))
+            stack.extend((k, False) for k in self._kids[m] if k not in seen)
+        post.reverse()
+        return post
+
+    def evaluate(self, n: int, cell: Mapping[int, int]) -> Any:
+        """The terminal value of *n* at *cell* (a class index per level)."""
+        while self._level[n] != self.depth:
+            n = self._kids[n][cell[self._level[n]]]
+        return self._value[n]
+
+    # -- keeping diagrams
+
+    def export(self, roots: Mapping[str, int]) -> dict[str, Any]:
+        """*roots*' diagrams as plain data: the nodes below them (children before parents),
+        terminal values by index, and each root's index (see :meth:`load`)."""
+        order: list[int] = []
+        seen: set[int] = set()
+        for r in roots.values():
+            stack = [(r, False)]
+            while stack:
+                m, done = stack.pop()
+                if done:
+                    order.append(m)
+                    continue
+                if m in seen:
+                    continue
+                seen.add(m)
+                stack.append((m, True))
+                stack.extend((k, False) for k in self._kids[m] if k not in seen)
+        index = {m: i for i, m in enumerate(order)}
+        nodes = [
+            ["t", self._value[m]]
+            if self._level[m] == self.depth
+            else [self._level[m], [index[k] for k in self._kids[m]]]
+            for m in order
+        ]
+        return {"sizes": list(self.sizes), "nodes": nodes, "roots": {k: index[r] for k, r in roots.items()}}
+
+    def load(self, data: Mapping[str, Any], value: Callable[[Any], Hashable] = lambda v: v) -> dict[str, int]:
+        """The roots of :meth:`export`'s data, made in this manager; the structure is checked
+        (levels increase from a node to its children, one child per class, children first).
+
+        :raises ValueError: naming what is wrong.
+        """
+        if list(data.get("sizes", ())) != list(self.sizes):
+            raise ValueError("the diagram's levels are not this manager's")
+        made: list[int] = []
+        for i, item in enumerate(data.get("nodes", ())):
+            if not isinstance(item, list) or len(item) != 2:
+                raise ValueError(f"node {i} is not a pair")
+            if item[0] == "t":
+                made.append(self.term(value(item[1])))
+                continue
+            level, kids = item
+            if not isinstance(level, int) or not 0 <= level < self.depth:
+                raise ValueError(f"node {i} has no level of this manager")
+            if not isinstance(kids, list) or len(kids) != self.sizes[level]:
+                raise ValueError(f"node {i} has not one child per class")
+            for k in kids:
+                if not isinstance(k, int) or not 0 <= k < i:
+                    raise ValueError(f"node {i} names a child not before it")
+                if self._level[made[k]] <= level:
+                    raise ValueError(f"node {i} has a child at its own level or above")
+            made.append(self.node(level, [made[k] for k in kids]))
+        roots = {}
+        for name, r in dict(data.get("roots", {})).items():
+            if not isinstance(r, int) or not 0 <= r < len(made):
+                raise ValueError(f"root `{name}` names no node")
+            roots[str(name)] = made[r]
+        return roots
