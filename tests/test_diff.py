@@ -141,7 +141,7 @@ def test_cells_the_two_walks_split_differently_are_compared(tmp_path: Path) -> N
         shutil.copy(BASE, d / "catalog.yaml")
         (d / "deny.yaml").write_text(_deny_triton_for(types))
     bare = {"shipped": False, "default_policy": False, "environ": False}
-    report = diff(load_policy([old], **bare), load_policy([new], **bare), jobs=1)
+    report = diff(load_policy([old], **bare), load_policy([new], **bare))
     moved = [c for c in report.changes if c.path == "moe"]
     assert moved and all((c.old, c.new) == ("triton", "marlin") for c in moved)
     assert all("qwen3_moe" in c.label and "deepseek_v3" not in c.label for c in moved), [c.label for c in moved]
@@ -195,8 +195,8 @@ def test_diff_walks_only_the_cells_a_changed_rule_can_change(tmp_path: Path) -> 
     (new / "deny.yaml").write_text(DENY_TRITON_GB10)
     bare = {"shipped": False, "default_policy": False, "environ": False}
     a, b = load_policy([old], **bare), load_policy([new], **bare)
-    scoped = diff(a, b, jobs=1)
-    whole = diff(a, b, jobs=1, scoped=False)
+    scoped = diff(a, b)
+    whole = diff(a, b, scoped=False)
     assert whole.skipped == 0 and scoped.skipped > 0
     assert scoped.groups * 3 <= whole.groups, (scoped.groups, whole.groups)
     assert sorted(map(repr, scoped.changes)) == sorted(map(repr, whole.changes))
@@ -222,7 +222,7 @@ def test_the_overlap_index_finds_exactly_the_pairs_every_comparison_finds(tmp_pa
     bare = {"shipped": False, "default_policy": False, "environ": False}
     a, b = load_policy([old], **bare), load_policy([new], **bare)
     domain = joint_domain(a, b)
-    olds, news = _by_task(verify(a, domain, jobs=1).results), _by_task(verify(b, domain, jobs=1).results)
+    olds, news = _by_task(verify(a, domain).results), _by_task(verify(b, domain).results)
     compared = 0
     for key, groups in olds.items():
         mine = [(id(o), id(n), sorted((k, v.label) for k, v in f.items())) for o, n, f in _overlaps(groups, news[key])]

@@ -182,7 +182,7 @@ def test_cells_the_scoped_walk_skips_decide_as_the_tables_below(data: st.DataObj
     assert scope is not None and {r.id for r in scope.rules} == {r["id"] for r in op["rules"]}
     domain = build_domain(layered)
     assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
-    cov = verify(layered, domain, jobs=1, scope=scope)
+    cov = verify(layered, domain, scope=scope)
     below = replace(base, implications=(), digest=base.digest + "+closed")
     core = replace(layered, implications=(), digest=layered.digest + "+closed")
     for moe in (True, False):
@@ -246,8 +246,8 @@ def test_a_composed_check_finds_what_a_whole_walk_finds(data: st.DataObject) -> 
         domain = build_domain(load_files(files))
         assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= 3000)
         subject = ["operator.yaml"]
-        composed = check(files, subject=subject, jobs=1, cache=False)
-        whole = check(files, subject=subject, jobs=1, cache=False, compose=False)
+        composed = check(files, subject=subject, cache=False)
+        whole = check(files, subject=subject, cache=False, compose=False)
     assert composed.summary is not None and whole.summary is not None
     assert whole.summary["skipped"] == 0
     assert _same(composed) == _same(whole)

@@ -220,7 +220,7 @@ def test_check_reports_what_brute_force_finds(table: Table, imps: list[dict[str,
     domain = build_domain(policy)
     assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
     reverse = _load(table, imps, reverse=True)
-    cov = verify(policy, domain, jobs=1)
+    cov = verify(policy, domain)
     conflicts = implication_conflicts(policy, domain)
 
     order_dependent = False
@@ -285,7 +285,7 @@ def test_every_cell_of_a_group_decides_as_the_group(table: Table, imps: list[dic
         raise AssertionError from exc
     domain = build_domain(policy)
     assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
-    cov = verify(policy, domain, jobs=1)
+    cov = verify(policy, domain)
     core = replace(policy, implications=(), digest=policy.digest + "+closed")
     for moe in (True, False):
         dims = [d for d in domain.dims if d.name != "model.is_moe" and not (d.moe_only and not moe)]
