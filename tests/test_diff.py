@@ -80,7 +80,6 @@ def test_counts_are_cells_not_groups(sets: tuple[Path, Path]) -> None:
     report = diff(
         load_policy([old], shipped=False, default_policy=False, environ=False),
         load_policy([new], shipped=False, default_policy=False, environ=False),
-        jobs=1,
     )
     moves = {(c.path, c.old, c.new): c.cells for c in report.changes}
     assert moves == {("moe", "triton", "marlin"): 2}  # sm120 and sm121
@@ -180,90 +179,3 @@ rules:
     because: test rule over a flag
     refs: [test#7]
 """
-
-
-def test_diff_walks_only_the_cells_a_changed_rule_can_change(tmp_path: Path) -> None:
-    """A rule added for one GPU out of every catalog SM: both walks leave out the cells where
-    it cannot take effect (a bound on the groups walked, not a time: a diff that went back to
-    walking both whole tables would walk every group of both), and the changes are exactly
-    those of the two whole walks."""
-    old, new = tmp_path / "old", tmp_path / "new"
-    for d in (old, new):
-        d.mkdir()
-        shutil.copy(BASE, d / "catalog.yaml")
-        (d / "many.yaml").write_text(MANY_RULES)
-    (new / "deny.yaml").write_text(DENY_TRITON_GB10)
-    bare = {"shipped": False, "default_policy": False, "environ": False}
-    a, b = load_policy([old], **bare), load_policy([new], **bare)
-    scoped = diff(a, b)
-    whole = diff(a, b, scoped=False)
-    assert whole.skipped == 0 and scoped.skipped > 0
-    assert scoped.groups * 3 <= whole.groups, (scoped.groups, whole.groups)
-    assert sorted(map(repr, scoped.changes)) == sorted(map(repr, whole.changes))
-    assert scoped.changes and all("sm121" in c.label for c in scoped.changes)
-
-
-def test_the_overlap_index_finds_exactly_the_pairs_every_comparison_finds(tmp_path: Path) -> None:
-    """`diff` finds the old and new groups that share cells through a bit-set index (comparing
-    every pair is quadratic); on two walks that split the domain differently it yields the same
-    pairs, cells and order as comparing every pair."""
-    from kernelpolicy.analysis.coverage import verify
-    from kernelpolicy.analysis.diffing import _by_task, _meet, _overlaps, joint_domain
-
-    old, new = tmp_path / "old", tmp_path / "new"
-    for d in (old, new):
-        d.mkdir()
-        shutil.copy(BASE, d / "catalog.yaml")
-        (d / "many.yaml").write_text(MANY_RULES)
-    (old / "deny.yaml").write_text(_deny_triton_for("deepseek_v3"))
-    (new / "deny.yaml").write_text(
-        _deny_triton_for("deepseek_v3, qwen3_moe") + PREFER_MARLIN_MOE_FP8[len("rules:\n") :]
-    )
-    bare = {"shipped": False, "default_policy": False, "environ": False}
-    a, b = load_policy([old], **bare), load_policy([new], **bare)
-    domain = joint_domain(a, b)
-    olds, news = _by_task(verify(a, domain).results), _by_task(verify(b, domain).results)
-    compared = 0
-    for key, groups in olds.items():
-        mine = [(id(o), id(n), sorted((k, v.label) for k, v in f.items())) for o, n, f in _overlaps(groups, news[key])]
-        every = [
-            (id(o), id(n), sorted((k, v.label) for k, v in f.items()))
-            for o in groups
-            for n in news[key]
-            if o.backend != n.backend and (f := _meet(o.group.fixed, n.group.fixed)) is not None
-        ]
-        assert mine == every, key
-        compared += len(groups) * len(news[key])
-    assert compared > 100 and any(_overlaps(g, news[k]) for k, g in olds.items())
-
-
-def test_the_overlap_index_agrees_with_every_comparison_on_random_boxes() -> None:
-    """The same, on many random groups of cells: boxes over five dimensions that fix some of
-    them to some of their classes (merged classes included), each choosing one of three backends."""
-    import random
-
-    from kernelpolicy.analysis.coverage import PathGroup
-    from kernelpolicy.analysis.diffing import _meet, _overlaps
-    from kernelpolicy.analysis.domain import Group, ValueClass, merge
-
-    rng = random.Random(22)
-    dims = {f"d{i}": [ValueClass(f"d{i}v{k}", {}, {}) for k in range(2 + i)] for i in range(5)}
-
-    def box() -> PathGroup:
-        fixed = {
-            name: merge(sorted(rng.sample(classes, rng.randint(1, len(classes) - 1)), key=classes.index))
-            for name, classes in dims.items()
-            if rng.random() < 0.6
-        }
-        return PathGroup("moe", Group(fixed, 1, {}), rng.choice(["triton", "marlin", None]), (), None, {})
-
-    olds, news = [box() for _ in range(300)], [box() for _ in range(300)]
-    mine = [(id(o), id(n), {k: v.label for k, v in f.items()}) for o, n, f in _overlaps(olds, news)]
-    every = [
-        (id(o), id(n), {k: v.label for k, v in f.items()})
-        for o in olds
-        for n in news
-        if o.backend != n.backend and (f := _meet(o.group.fixed, n.group.fixed)) is not None
-    ]
-    assert len(every) > 1_000
-    assert mine == every

@@ -6,11 +6,10 @@ their outcome diagrams share nodes wherever the two policies agree. The change o
 one diagram of ``(old, new)`` pairs; the cells of each ``old -> new`` pair are counted exactly
 and listed as the boxes the diagram makes of them.
 
-Whatever kind of rule changed, what is compared is the decision each input gets. Where both
-policies hold the same implications, every input reaches the same completed state under both,
-so the decisions of the completed states are compared. Where the implications differ, each
-policy's outcome diagram is composed with its own implication fixpoint
-(:meth:`~.compile.Compiled.closure`): the decision of every input as given.
+Whatever kind of rule changed, what is compared is the decision each input gets: each policy's
+outcome diagram (over completed states) is composed with its own implication fixpoint
+(:meth:`~.compile.Compiled.closure`), which gives the decision of every cell read as an input,
+implications applied as the resolver applies them. (A change to an implication alone shows.)
 """
 
 from __future__ import annotations
@@ -89,10 +88,9 @@ def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET) -> DiffRepor
     start = time.perf_counter()
     domain = joint_domain(old, new)
     m = Manager([len(d.values) for d in domain.dims], [[v.weight for v in d.values] for d in domain.dims], budget)
-    same = _implications(old) == _implications(new)
     a = Compiled(_core(old), domain, manager=m)
     b = Compiled(_core(new), domain, manager=m)
-    closures = ({}, {}) if same else (a.closure(old.implications), b.closure(new.implications))
+    closures = (a.closure(old.implications), b.closure(new.implications))
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
     roots = []
     for path in PATHS:
@@ -147,13 +145,6 @@ def _listed(c: Compiled, change: int, path: str, pair: tuple[Any, Any], report: 
         merged[pairs] = merged.get(pairs, 0) + group.weight
     old, new = pair
     return [Change(path, old, new, _label(pairs), cells, pairs) for pairs, cells in merged.items()]
-
-
-def _implications(policy: Policy) -> frozenset[tuple[Any, ...]]:
-    """What a policy's implications say (wherever they are written)."""
-    return frozenset(
-        (imp.when, imp.unless, tuple(sorted((k, repr(v)) for k, v in imp.sets.items()))) for imp in policy.implications
-    )
 
 
 def _label(pairs: tuple[tuple[str, str], ...]) -> str:

@@ -1,0 +1,211 @@
+"""The compiled proof against what runs: the resolver, the old walk, and the limits it keeps.
+
+The decision diagrams (:mod:`kernelpolicy.analysis.compile`) are a model of the resolver, so
+they are checked against it the way Cedar checks its symbolic compiler against its evaluator:
+thousands of random cells of the shipped tables (with the example operator policy, and with
+explicit choices enumerated) are resolved with the real resolver on every run and must get the
+outcome the diagram gives them, to the candidates judged before the chosen one. The walk the
+proof replaced is kept in ``tests/oracle`` and must agree with the diagram on every group of
+cells of two of its tasks.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kernelpolicy.analysis.compile import Compiled, Outcome
+from kernelpolicy.analysis.coverage import _expected, _said, verify
+from kernelpolicy.analysis.domain import build_domain
+from kernelpolicy.analysis.mdd import DiagramTooLarge, Manager
+from kernelpolicy.cli import main
+from kernelpolicy.dsl.loader import discover, load_files
+from kernelpolicy.facts import Facts
+from kernelpolicy.policy import Policy
+from kernelpolicy.resolver import ContradictionError, resolve_path
+
+ROOT = Path(__file__).resolve().parent.parent
+FLEET = ROOT / "policy" / "examples" / "fleet.yaml"
+#: random cells per run (Cedar's differential random testing, on every CI run)
+CELLS = 3000
+
+
+@pytest.fixture(scope="module")
+def layered() -> Policy:
+    return load_files(discover([str(FLEET)], environ=False))
+
+
+def _core(policy: Policy) -> Policy:
+    return replace(policy, implications=(), digest=policy.digest + "+closed")
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["defaults", "explicit-choices"])
+def test_random_cells_decide_in_the_diagram_as_the_resolver_decides(layered: Policy, explicit: bool) -> None:
+    core = _core(layered)
+    c = Compiled(core, build_domain(layered, explicit=explicit), original=layered)
+    rng = random.Random(20261205 + explicit)
+    seen: set[Any] = set()
+    for _ in range(CELLS):
+        path = rng.choice(("dense", "moe", "router"))
+        kind = rng.choice(c.kinds(path))
+        cell = {lv: rng.randrange(n) for lv, n in enumerate(c.m.sizes)} | c.fixed_for(kind)
+        o: Outcome = c.m.evaluate(c.outcome(path), cell)
+        raw, typed = c.facts(cell)
+        facts = Facts._of(dict(raw), dict.fromkeys(raw, "user"), dict(typed))
+        try:
+            got: Any = resolve_path(facts, core, path)
+        except ContradictionError as exc:
+            got = exc
+        refusing = frozenset(u.id for u in core.unsupported if u.refuse and path in u.paths)
+        assert _said(got, path, refusing) == _expected(o), (path, raw)
+        seen.add((o.kind, o.explicit is not None))
+    # the cells drawn reach choices, holes and explicit picks, not only the defaults
+    assert ("chosen", False) in seen and {k for k, _ in seen} >= {"chosen", "none"}
+    if explicit:  # and explicit choices taken
+        assert ("chosen", True) in seen
+
+
+def _box(c: Compiled, fixed: dict[str, Any]) -> dict[int, set[int]]:
+    """A walk's group as the classes of each level it holds."""
+    out: dict[int, set[int]] = {}
+    for name, v in fixed.items():
+        lv = c.level_of[name]
+        out[lv] = {i for i, m in enumerate(c.dims[lv].values) if v.covers(m)}
+    return out
+
+
+def _terminals_in(c: Compiled, n: int, box: dict[int, set[int]]) -> set[Any]:
+    """The outcomes *n* takes over the cells of *box* (no node is made)."""
+    m, seen, out = c.m, set(), set()
+    todo = [n]
+    while todo:
+        x = todo.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if m.is_term(x):
+            out.add(m.value(x))
+            continue
+        allowed = box.get(m.level(x))
+        todo += [k for i, k in enumerate(m.kids(x)) if allowed is None or i in allowed]
+    return out
+
+
+@pytest.mark.parametrize(("path", "gpu"), [("router", "sm100"), ("moe", "sm90")])
+def test_the_old_walk_agrees_with_the_diagram_on_every_group(path: str, gpu: str) -> None:
+    """The walk's groups of one task (shipped tables): over each, the diagram takes exactly the
+    group's backend; and the cells of each backend add up to the same number."""
+    from oracle.walk import _Walker
+
+    policy = load_files(discover(environ=False))
+    domain = build_domain(policy)
+    core = _core(policy)
+    walker = _Walker(core, domain, original=policy)
+    task = next(t for t in walker.tasks() if t[0] == path and gpu in domain.dim("gpu.sm").values[t[1]].label.split("|"))
+    groups = walker.walk_task(task)
+    c = Compiled(core, domain, original=policy)
+    outcome = c.outcome(path)
+    by_backend: dict[Any, int] = {}
+    for pg in groups:
+        found = _terminals_in(c, outcome, _box(c, dict(pg.group.fixed)))
+        if pg.error is not None:
+            assert {o.kind for o in found} == {"contradiction"}, pg.group.label()
+            continue
+        assert {o.backend for o in found} == {pg.backend}, (pg.group.label(), found, pg.backend)
+        by_backend[pg.backend] = by_backend.get(pg.backend, 0) + pg.group.weight
+    assert len(groups) > (10 if path == "router" else 5000)
+    gi, mi = task[1], task[2]
+    fixed = c.fixed_for(mi) | {0: gi}
+    weight = domain.dim("gpu.sm").values[gi].weight  # the walk counts each GPU of the class
+    counted: dict[Any, int] = {}
+    for o, n in c.m.count_by(outcome, fixed).items():
+        if o.kind != "contradiction":
+            counted[o.backend] = counted.get(o.backend, 0) + n * weight
+    assert counted == by_backend
+
+
+def test_a_diagram_past_its_node_budget_is_one_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    policy = load_files(discover([str(FLEET)], environ=False))
+    with pytest.raises(DiagramTooLarge) as err:
+        verify(policy, budget=2_000)
+    assert "passed 2,000 nodes" in str(err.value) and "narrow the conditions" in str(err.value)
+
+
+def test_the_cli_says_a_budget_error_in_one_line_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kernelpolicy.analysis.checking as checking
+
+    monkeypatch.setattr(checking, "verify", lambda *a, **k: verify(*a, **{**k, "budget": 2_000}))
+    monkeypatch.setenv("KERNELPOLICY_NO_CACHE", "1")
+    assert main(["check", str(FLEET)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "policy/examples/fleet.yaml" in err[0] and "passed 2,000 nodes" in err[0], err
+
+
+HOLES = """\
+rules:
+  - id: ops-no-triton-on-hopper
+    when: {gpu.family: sm90}
+    deny: triton
+    paths: [moe]
+    severity: accuracy
+    because: ours
+  - id: ops-no-marlin-on-hopper
+    when: {gpu.family: sm90}
+    deny: marlin
+    paths: [moe]
+    severity: accuracy
+    because: ours
+  - id: ops-no-cutlass-moe-old-vllm
+    when: {vllm.version: "<0.30"}
+    deny: vllm_cutlass
+    paths: [moe]
+    severity: accuracy
+    because: ours
+  - id: ops-no-deep_gemm-moe-with-ep
+    when: {deploy.ep: ">= 2"}
+    deny: deep_gemm
+    paths: [moe]
+    severity: accuracy
+    because: ours
+"""
+
+
+def test_an_operator_file_that_leaves_holes_is_proven_with_exact_counts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Four rules that leave holes on the MoE path (the walk grew past 5.9 GB on such a file
+    and was killed): the proof finds the hole at once, counts its cells exactly and names a box."""
+    monkeypatch.setenv("KERNELPOLICY_NO_CACHE", "1")
+    ops = tmp_path / "holes.yaml"
+    ops.write_text(HOLES)
+    assert main(["check", "--json", str(ops)]) == 1
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    holes = [f for f in out["findings"] if f["code"] == "no-backend"]
+    assert holes and all(f["file"] == str(ops) for f in holes)
+    assert all(f["cells"] > 10**20 and "sm90" in f["cell"] for f in holes), holes
+    assert out["coverage"]["nodes"]["moe"] > 0
+
+
+def test_kept_diagrams_are_checked_for_their_structure() -> None:
+    m = Manager([2, 3])
+    a = m.var(0, [True, False])
+    b = m.var(1, ["x", "y", "x"])
+    data = m.export({"a": a, "both": m.apply2("pair", lambda p, q: (p, q), a, b)})
+    again = Manager([2, 3])
+    roots = again.load(data)
+    assert again.evaluate(roots["both"], {0: 0, 1: 1}) == (True, "y")
+    for broken in (
+        {**data, "sizes": [2, 2]},
+        {**data, "nodes": [*data["nodes"], [1, [0, 0]]] + [[0, [99, 0]]]},
+        {**data, "roots": {"a": 12345}},
+    ):
+        with pytest.raises(ValueError):
+            Manager([2, 3]).load(broken)
