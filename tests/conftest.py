@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,16 +27,10 @@ _CACHE_ENV = os.environ.get("KERNELPOLICY_CACHE_DIR")
 
 
 @pytest.fixture(autouse=True)
-def _own_certificates(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[None]:
+def _own_certificates(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
     """Certificates the suite's checks write go to a folder of the session's, not the user's
-    cache: the folder keeps the newest twelve, and the suite's small proofs would push out the
-    exhaustive one scripts/test.sh computes for the test marked ``last`` (which reads the real
-    folder). A test that sets its own cache folder keeps it."""
-    if request.node.get_closest_marker("last") is not None:
-        yield
-        return
+    cache (the folder keeps the newest twelve: the suite's small proofs would push out the
+    user's). A test that sets its own cache folder keeps it."""
     from kernelpolicy.analysis import certificate
 
     real = certificate.folder
@@ -47,10 +40,3 @@ def _own_certificates(
         return real() if os.environ.get("KERNELPOLICY_CACHE_DIR") != _CACHE_ENV else mine
 
     monkeypatch.setattr(certificate, "folder", folder)
-    yield
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests marked ``last`` run after every other: scripts/test.sh computes the exhaustive proof
-    in the background while the suite runs, and such a test waits for it (the certificate's lock)."""
-    items.sort(key=lambda item: item.get_closest_marker("last") is not None)

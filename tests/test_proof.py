@@ -138,7 +138,7 @@ def test_a_diagram_past_its_node_budget_is_one_clear_error(tmp_path: Path, capsy
 def test_the_cli_says_a_budget_error_in_one_line_naming_the_file(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kernelpolicy.analysis.checking as checking
+    from kernelpolicy.analysis import checking
 
     monkeypatch.setattr(checking, "verify", lambda *a, **k: verify(*a, **{**k, "budget": 2_000}))
     monkeypatch.setenv("KERNELPOLICY_NO_CACHE", "1")
@@ -202,10 +202,10 @@ def test_kept_diagrams_are_checked_for_their_structure() -> None:
     again = Manager([2, 3])
     roots = again.load(data)
     assert again.evaluate(roots["both"], {0: 0, 1: 1}) == (True, "y")
-    for broken in (
-        {**data, "sizes": [2, 2]},
-        {**data, "nodes": [*data["nodes"], [1, [0, 0]]] + [[0, [99, 0]]]},
-        {**data, "roots": {"a": 12345}},
+    for broken, why in (
+        ({**data, "sizes": [2, 2]}, "not this manager's"),
+        ({**data, "nodes": [*data["nodes"], [0, [99, 0]]]}, "a child not before it"),
+        ({**data, "roots": {"a": 12345}}, "names no node"),
     ):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match=why):
             Manager([2, 3]).load(broken)

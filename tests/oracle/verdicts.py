@@ -21,10 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from kernelpolicy.analysis.domain import KeyMemo, outcomes
 from kernelpolicy.dsl.conditions import Test, tests_of
 from kernelpolicy.policy import Policy, Rule
 from kernelpolicy.semantics import effect_outcomes, met, pick_outcome
-from kernelpolicy.analysis.domain import KeyMemo, outcomes
 
 __all__ = ["Verdict", "rule_effect", "rule_tests"]
 

@@ -54,14 +54,6 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, Final
 
-from .collector import collector_paused
-from .lifetime import die_with_parent
-from kernelpolicy.decision import Candidate, Decision
-from kernelpolicy.dsl.conditions import Test, evaluate, tests_of
-from kernelpolicy.facts.record import Facts, normalise_value, typed_value
-from kernelpolicy.policy import Implication, Policy, Rule, Unsupported
-from kernelpolicy.resolver import ContradictionError, resolve, resolve_path
-from kernelpolicy.semantics import DECIDED_PATHS, ImplicationConflict, applies, gravity, imply, met, rule_state
 from kernelpolicy.analysis.domain import (
     Dimension,
     Domain,
@@ -78,6 +70,15 @@ from kernelpolicy.analysis.domain import (
     possible_values,
     rule_paths,
 )
+from kernelpolicy.decision import Candidate, Decision
+from kernelpolicy.dsl.conditions import Test, evaluate, tests_of
+from kernelpolicy.facts.record import Facts, normalise_value, typed_value
+from kernelpolicy.policy import Implication, Policy, Rule, Unsupported
+from kernelpolicy.resolver import ContradictionError, resolve, resolve_path
+from kernelpolicy.semantics import DECIDED_PATHS, ImplicationConflict, applies, gravity, imply, met, rule_state
+
+from .collector import collector_paused
+from .lifetime import die_with_parent
 from .scope import Delta
 from .verdicts import Verdict, rule_effect, rule_tests
 

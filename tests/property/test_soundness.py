@@ -35,7 +35,7 @@ from kernelpolicy.dsl import conditions as _conditions
 from kernelpolicy.dsl.loader import SourceFile, load_files
 from kernelpolicy.facts import Facts
 from kernelpolicy.policy import Policy
-from kernelpolicy.resolver import ContradictionError, ImplicationConflict, resolve
+from kernelpolicy.resolver import ContradictionError, ImplicationConflict, resolve, resolve_path
 
 from .strategies import KEY_VALUES, SETTINGS, Table, conditions, rejections, tables, write_table
 
@@ -302,3 +302,73 @@ def test_every_cell_of_a_group_decides_as_the_group(table: Table, imps: list[dic
                     continue
                 assert len(mine) == 1, (path, raw, [pg.group.label() for pg in mine])
                 assert mine[0].backend == decision.paths[path].backend, (path, raw, mine[0].group.label())
+
+
+def _brute_usage(policy: Policy, domain: Domain) -> dict[str, tuple[bool, bool, bool]]:
+    """Each deny/require rule's usage, cell by cell: it *fires* where it takes effect on a
+    candidate the resolver judged before the one it chose (a refused path: every candidate),
+    *sole* where it is the only rule of that candidate that does and the candidate's catalog
+    requirement is not false, *first* where no graver rule of the candidate takes effect there."""
+    from kernelpolicy.dsl.conditions import evaluate
+    from kernelpolicy.semantics import gravity, met, rule_state, takes_effect
+
+    core = replace(policy, implications=(), digest=policy.digest + "+closed")
+    out: dict[str, tuple[bool, bool, bool]] = {}
+    for moe in (True, False):
+        for _, raw in _cells(domain, moe):
+            facts = Facts.from_values(raw, source="user")
+            typed = facts.typed()
+            for path in ("dense", "moe", "router"):
+                try:
+                    pd = resolve_path(facts, core, path).paths[path]
+                except ContradictionError:
+                    continue
+                if not pd.applicable:
+                    continue
+                cands = list(pd.candidates)
+                if pd.explicit is not None:
+                    cands = cands[1:]
+                for c in cands:
+                    if c.verdict == "chosen":
+                        break
+                    rules = core.rules_for(c.backend, path)
+                    effect = {
+                        r.id: takes_effect(
+                            r.kind,
+                            r.severity,
+                            rule_state(
+                                evaluate(r.when, typed), evaluate(r.until, typed) if r.until is not None else None
+                            ),
+                            evaluate(r.require, typed) if r.kind == "require" else True,
+                        )
+                        for r in rules
+                    }
+                    runs = met(evaluate(core.backends[path][c.backend].requires, typed))
+                    for r in rules:
+                        if not effect[r.id]:
+                            continue
+                        sole = runs and not any(effect[t.id] for t in rules if t.id != r.id)
+                        first = runs and not any(
+                            effect[t.id] for t in rules if gravity(t.severity) < gravity(r.severity)
+                        )
+                        was = out.get(r.id, (False, False, False))
+                        out[r.id] = (True, was[1] or sole, was[2] or first)
+    return out
+
+
+@settings(SETTINGS, max_examples=max(10, SETTINGS.max_examples // 2))
+@given(tables(), implications())
+def test_rule_usage_is_exactly_what_brute_force_finds(table: Table, imps: list[dict[str, Any]]) -> None:
+    """What ``dead`` and ``shadowed`` read (:class:`~kernelpolicy.analysis.coverage.Usage`) is
+    exact: each rule fires, alone, or first in a cell exactly where resolving every cell says so
+    (the walk took rule effects over a group as independent, and over-approximated)."""
+    try:
+        policy = _load(table, imps)
+    except Exception as exc:
+        assume(False)
+        raise AssertionError from exc
+    domain = build_domain(policy)
+    assume(sum(1 for moe in (True, False) for _ in _cells(domain, moe)) <= MAX_CELLS)
+    cov = verify(policy, domain)
+    found = {rid: (u.fires, u.sole, u.first) for rid, u in cov.usage.items() if u.fires}
+    assert found == _brute_usage(policy, domain)
