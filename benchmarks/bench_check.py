@@ -1,23 +1,22 @@
-"""``kernelpolicy check`` at scale: the shipped tables, then a generated scaling series.
+"""``kernelpolicy check`` and ``diff`` as the compiled proof runs them, then a growth series.
 
-    python benchmarks/bench_check.py [--jobs N] [--repeat R] [--layered-only] [FILE ...]
+    python benchmarks/bench_check.py [--repeat R] [--no-growth]
 
-First the figures of the proof that composes (issue #22), in a fresh cache folder, with the
-machine and the date: a one-rule operator file (the example policy's first rule) checked on top
-of the shipped tables, cold (the shipped tables' certificate computed: a whole walk), warm
-(the same file again: its own certificate is read) and edited (a new content, so a new proof of
-it: only the cells the rule can change are walked, on the shipped tables' certificate, the
-figure issue #22's "operator file, warm" target is about); the example policy the same way (the
-shipped certificate kept); ``diff`` of two operator policies on top of the shipped tables (the example's
-first rule against its first two); ``check --strict --all-findings policy/examples/fleet.yaml``
-cold (a whole walk: warnings about the shipped rules need every cell) and warm (its certificate).
+Prints, with the machine and the date (figures, not assertions; the median of R runs, default 3):
 
-Prints, for the shipped rules and default policy (``discover(environ=False)``): the cells
-verified per path, the groups of cells the exhaustive run resolved, the seconds, and cells
-per second. Then the same tables with, in turn, every rule, every catalog model and every
-catalog GPU doubled (the copies carry new ids or names and otherwise the same content,
-written to a temporary folder), and all three doubled together: how the time grows against
-the cells and the groups. Figures, not assertions (median of R runs, default 3).
+- ``check --strict --all-findings policy/examples/fleet.yaml`` cold (a fresh cache folder: no
+  certificate) and warm (its certificate), end to end: a new process, as a user runs it, with the
+  process's peak memory;
+- operator files, cold, end to end: the example policy's first rule, one rule scoped to a whole
+  model family (every MoE model on every GPU), and four rules that leave holes on the MoE path
+  (the file that took the walk past 5.9 GB);
+- ``diff`` of two operator policies (the example's first rule against its first two), end to end;
+- a growth series of *distinct* knowledge on top of the shipped tables: copies of a rule are free
+  for a hash-consed diagram and prove nothing, so the series adds, per round, one rule per shipped
+  deny/require rule with a new condition (a shipped rule's condition with one test moved to another
+  fact and value, drawn with a fixed seed), a new release boundary beside every version a rule
+  names, and rules on facts no rule reads today (new dimensions): x2 is one round, x3 two; nodes
+  per path and seconds of the proof in this process.
 """
 
 from __future__ import annotations
@@ -26,23 +25,76 @@ import argparse
 import datetime
 import os
 import platform
+import random
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from kernelpolicy.analysis.checking import CheckReport, check
-from kernelpolicy.analysis.diffing import diff
+from kernelpolicy.analysis.coverage import verify
+from kernelpolicy.analysis.domain import build_domain
 from kernelpolicy.dsl._source import SourceFile
-from kernelpolicy.dsl.loader import discover, load_policy
+from kernelpolicy.dsl.loader import discover, load_files
+from kernelpolicy.facts.keys import Kind, lookup_key
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "policy" / "examples" / "fleet.yaml"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "policy" / "examples" / "fleet.yaml"
 
-Doubler = Callable[[dict[str, Any]], None]
+FAMILY_WIDE = [
+    {
+        "id": "ops-no-deep_gemm-moe-anywhere",
+        "when": {"model.is_moe": True},
+        "deny": "deep_gemm",
+        "paths": ["moe"],
+        "severity": "perf",
+        "because": "a rule scoped to every MoE model on every GPU",
+    }
+]
+HOLES = [
+    {"id": f"ops-hole-{i}", "when": when, "deny": backend, "paths": ["moe"], "severity": "accuracy", "because": "x"}
+    for i, (when, backend) in enumerate(
+        (
+            ({"gpu.family": "sm90"}, "triton"),
+            ({"gpu.family": "sm90"}, "marlin"),
+            ({"vllm.version": "<0.30"}, "vllm_cutlass"),
+            ({"deploy.ep": ">= 2"}, "deep_gemm"),
+        )
+    )
+]
+
+
+def _cli(args: list[str], cache: Path) -> tuple[float, float, int]:
+    """Seconds, peak MB and exit status of ``kernelpolicy ARGS`` in a new process."""
+    env = {**os.environ, "KERNELPOLICY_CACHE_DIR": str(cache)}
+    env.pop("KERNELPOLICY_NO_CACHE", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    t = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", *args], cwd=ROOT, env=env, capture_output=True, check=False
+    )
+    seconds = time.perf_counter() - t
+    peak = max(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, before) / 1024
+    return seconds, peak, done.returncode
+
+
+def _median(args: list[str], repeat: int, warm: bool = False) -> str:
+    times, peaks, codes = [], [], set()
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(repeat + (1 if warm else 0)):
+            cache = Path(tmp) / ("cache" if warm else f"cache{i}")
+            seconds, peak, rc = _cli(args, cache)
+            if warm and i == 0:
+                continue  # the run that writes the certificate
+            times.append(seconds)
+            peaks.append(peak)
+            codes.add(rc)
+    return f"{statistics.median(times):6.2f} s  peak {max(peaks):5.0f} MB  exit {sorted(codes)}"
 
 
 class _Dumper(yaml.SafeDumper):
@@ -52,140 +104,147 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def _double_rules(doc: dict[str, Any]) -> None:
-    rules = doc.get("rules")
-    if isinstance(rules, list):
-        doc["rules"] = rules + [{**r, "id": f"{r['id']}-copy"} for r in rules if isinstance(r, dict) and "id" in r]
-
-
-def _double_models(doc: dict[str, Any]) -> None:
-    models = doc.get("models")
-    if isinstance(models, list):
-        doc["models"] = models + [{**m, "id": f"{m['id']}-copy"} for m in models if isinstance(m, dict)]
-
-
-def _double_gpus(doc: dict[str, Any]) -> None:
-    gpus = doc.get("gpus")
-    if isinstance(gpus, list):
-        copies = [{**g, "name": f"{g['name']} copy", "aliases": []} for g in gpus if isinstance(g, dict)]
-        doc["gpus"] = gpus + copies
-
-
-def generated(files: list[SourceFile], doublers: list[Doubler], into: Path) -> list[SourceFile]:
-    """*files* rewritten under *into* with each doubler applied to every document."""
-    out = []
-    for i, f in enumerate(files):
-        doc = yaml.safe_load(f.read_text())
-        if isinstance(doc, dict):
-            for d in doublers:
-                d(doc)
-        target = into / f"{i:03d}-{Path(f.display).name}"
-        target.write_text(yaml.dump(doc, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
-        out.append(SourceFile(target, f.display, f.layer))
-    return out
-
-
-def run(files: list[SourceFile], jobs: int | None, repeat: int) -> tuple[CheckReport, float]:
-    times, report = [], None
-    for _ in range(repeat):
-        t = time.perf_counter()
-        report = check(files, jobs=jobs, cache=False)
-        times.append(time.perf_counter() - t)
-    if report is None or report.coverage is None:
-        raise SystemExit("the check did not run its coverage pass")
-    return report, statistics.median(times)
-
-
-def _timed_check(files: list[SourceFile], subject: list[str] | None, jobs: int | None) -> tuple[CheckReport, float]:
-    t = time.perf_counter()
-    report = check(files, jobs=jobs, subject=subject)
-    return report, time.perf_counter() - t
-
-
-def _operator(rules: list[Any], into: Path, name: str) -> Path:
+def _write(into: Path, name: str, rules: list[dict[str, Any]]) -> Path:
     target = into / name
-    target.write_text(yaml.dump({"rules": rules}, Dumper=_Dumper, sort_keys=False, allow_unicode=True))
+    target.write_text(yaml.dump({"rules": rules}, Dumper=_Dumper, sort_keys=False))
     return target
 
 
-def layered(jobs: int | None) -> None:
-    """The composed proof's figures, each from a fresh cache folder (see the module docstring)."""
+def end_to_end(repeat: int) -> None:
+    rules = yaml.safe_load(EXAMPLE.read_text())["rules"]
+    fleet = ["check", "--strict", "--all-findings", str(EXAMPLE)]
+    print(f"check --strict --all-findings fleet.yaml, cold: {_median(fleet, repeat)}", flush=True)
+    print(f"check --strict --all-findings fleet.yaml, warm: {_median(fleet, repeat, warm=True)}", flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        files = {
+            "one-rule.yaml": _write(Path(tmp), "one-rule.yaml", rules[:1]),
+            "family-wide.yaml": _write(Path(tmp), "family-wide.yaml", FAMILY_WIDE),
+            "four-holes.yaml": _write(Path(tmp), "four-holes.yaml", HOLES),
+        }
+        for name, path in files.items():
+            print(f"check {name}, cold: {_median(['check', str(path)], repeat)}", flush=True)
+        two = _write(Path(tmp), "two-rules.yaml", rules[:2])
+        diff = ["diff", str(files["one-rule.yaml"]), str(two)]
+        print(f"diff one-rule.yaml two-rules.yaml: {_median(diff, repeat)}", flush=True)
+
+
+# --------------------------------------------------------------------------- growth
+
+
+def _value_test(key: str, value: Any, rng: random.Random) -> Any:
+    fk = lookup_key(key)
+    if fk is None:
+        return None
+    if fk.kind is Kind.VERSION:
+        return f"{rng.choice(('>=', '<'))}{value}"
+    if fk.kind is Kind.INT and isinstance(value, int):
+        return f"{rng.choice(('>=', '<'))} {value}"
+    if fk.kind in (Kind.ENUM, Kind.STR, Kind.BOOL):
+        return value
+    return None
+
+
+def grown(files: list[SourceFile], into: Path, rounds: int, seed: int = 20261205) -> list[SourceFile]:
+    """*files* with *rounds* times as much distinct knowledge again (see the module docstring)."""
+    policy = load_files(files)
+    domain = build_domain(policy)
+    rng = random.Random(seed)
+    dims = [d for d in domain.dims if d.name not in ("model.is_moe",) and len(d.keys) == 1]
+    paths = {p: list(entries) for p, entries in policy.backends.items() if entries}
+    shipped = [r for r in policy.rules if r.kind in ("deny", "require") and r.layer == "shipped"]
+    unread = [k for k in domain.pruned if (fk := lookup_key(k)) is not None and fk.kind in (Kind.BOOL, Kind.VERSION)]
+    conditions = [
+        r["when"]
+        for f in files
+        if f.layer == "shipped"
+        for doc in [yaml.safe_load(f.read_text())]
+        if isinstance(doc, dict)
+        for r in doc.get("rules", ()) or ()
+        if isinstance(r, dict) and isinstance(r.get("when"), dict) and ("deny" in r or "require" in r)
+    ]
+    out = list(files)
+    for n in range(rounds):
+        rules: list[dict[str, Any]] = []
+
+        def rule(when: dict[str, Any], i: int, kind: str, into: list[dict[str, Any]] = rules, n: int = n) -> None:
+            path = rng.choice(sorted(paths))
+            into.append(
+                {
+                    "id": f"grown-{n}-{kind}-{i}",
+                    "when": when,
+                    "deny": rng.choice(paths[path]),
+                    "paths": [path],
+                    "severity": rng.choice(("perf", "accuracy", "support")),
+                    "because": "generated for the growth series",
+                    "refs": ["bench#1"],
+                }
+            )
+
+        for i in range(len(shipped)):  # new conditions: a shipped rule's, one test moved to another fact
+            when = dict(rng.choice(conditions))
+            if when:
+                del when[rng.choice(sorted(when))]
+            d = rng.choice(dims)
+            known = [v for v in d.values if v.facts]
+            test = _value_test(d.keys[0], rng.choice(known).facts[d.keys[0]], rng) if known else None
+            if test is not None:
+                when[d.keys[0]] = test
+            if when:
+                rule(when, i, "rule")
+        versions = [d for d in dims if getattr(lookup_key(d.keys[0]), "kind", None) is Kind.VERSION]
+        for i, d in enumerate(versions):  # a new boundary beside each version a rule names
+            for j, v in enumerate(x for x in d.values if x.facts):
+                raw = str(v.facts[d.keys[0]])
+                rule(
+                    {d.keys[0]: f">={raw}.post{n + 1}", "gpu.sm": rng.choice(("sm90", "sm100", "sm120"))},
+                    i * 100 + j,
+                    "release",
+                )
+        for i, key in enumerate(rng.sample(unread, min(len(unread), 20))):  # facts no rule reads yet
+            fk = lookup_key(key)
+            assert fk is not None
+            rule({key: True if fk.kind is Kind.BOOL else ">=1.0", "gpu.sm": rng.choice(("sm90", "sm100"))}, i, "fact")
+        target = _write(into, f"grown-{n}.yaml", rules)
+        out.append(SourceFile(target, f"rules/grown-{n}.yaml", "shipped"))
+    return out
+
+
+def growth(repeat: int) -> None:
+    base = discover([str(EXAMPLE)], environ=False)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, rounds in (("shipped + fleet.yaml", 0), ("x2 distinct knowledge", 1), ("x3 distinct knowledge", 2)):
+            files = grown(base, Path(tmp), rounds)
+            policy = load_files(files)
+            times = []
+            cov = None
+            for _ in range(repeat):
+                t = time.perf_counter()
+                cov = verify(policy)
+                times.append(time.perf_counter() - t)
+            assert cov is not None
+            nodes = ", ".join(f"{p} {n:,}" for p, n in cov.nodes.items())
+            print(
+                f"{name:<22} rules {len(policy.rules):4}  dimensions {len(cov.domain.dims):3}"
+                f"  cells ~10^{len(str(cov.cells)) - 1}"
+                f"  nodes {nodes}  {statistics.median(times):6.2f} s",
+                flush=True,
+            )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-growth", action="store_true", help="leave out the growth series")
+    args = ap.parse_args()
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}: "
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average {load[0]:.1f}",
         flush=True,
     )
-    rules = yaml.safe_load(EXAMPLE.read_text())["rules"]
-    with tempfile.TemporaryDirectory() as tmp:
-        os.environ["KERNELPOLICY_CACHE_DIR"] = str(Path(tmp) / "cache")
-        one = _operator(rules[:1], Path(tmp), "one-rule.yaml")
-        for name, path in (("one-rule.yaml", one), ("fleet.yaml", EXAMPLE)):
-            files = discover([str(path)], environ=False)
-            mine = [f.display for f in files if f.layer != "shipped"]
-            for when in ("cold", "warm"):
-                report, seconds = _timed_check(files, mine, jobs)
-                print(f"check {name}, {when}: {seconds:7.2f} s  {_what(report)}", flush=True)
-            if path == one:  # an edit: its own proof is new, the shipped tables' is kept
-                path.write_text(path.read_text() + "# edited\n")
-                report, seconds = _timed_check(discover([str(path)], environ=False), mine, jobs)
-                print(f"check {name}, edited: {seconds:7.2f} s  {_what(report)}", flush=True)
-        two = _operator(rules[:2], Path(tmp), "two-rules.yaml")
-        t = time.perf_counter()
-        d = diff(load_policy([one], environ=False), load_policy([two], environ=False), jobs=jobs)
-        print(
-            f"diff one-rule.yaml two-rules.yaml: {time.perf_counter() - t:7.2f} s  groups walked {d.groups:,}, "
-            f"left out {d.skipped:,}, {sum(c.cells for c in d.changes):,} cells change",
-            flush=True,
-        )
-        fleet = discover([str(EXAMPLE)], environ=False)
-        for when in ("cold", "warm"):
-            report, seconds = _timed_check(fleet, None, jobs)
-            print(f"check --strict --all-findings fleet.yaml, {when}: {seconds:7.2f} s  {_what(report)}", flush=True)
-
-
-def _what(report: CheckReport) -> str:
-    s = report.summary or {}
-    groups = sum(s.get("groups", {}).values())
-    how = "certificate reused" if report.reused else ("composed" if s.get("certificate") else "whole walk")
-    return f"groups walked {groups:,}, left out {s.get('skipped', 0):,}, {len(report.findings)} findings ({how})"
-
-
-def line(name: str, report: CheckReport, seconds: float, base: float | None) -> str:
-    cov = report.coverage
-    assert cov is not None
-    groups = sum(cov.groups.values())
-    growth = f"  x{seconds / base:4.2f} time" if base else ""
-    return (
-        f"{name:<26} cells/path {cov.cells:>10,}  groups {groups:>7,}  resolves {cov.resolves:>7,}  "
-        f"{seconds:6.2f} s  {cov.cells * len(cov.groups) / seconds:>12,.0f} cells/s{growth}"
-    )
-
-
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=None, help="worker processes (default: check's own)")
-    ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--layered-only", action="store_true", help="only the composed proof's figures")
-    ap.add_argument("files", nargs="*", type=Path, help="rule files instead of the shipped tables")
-    args = ap.parse_args()
-    if not args.files:
-        layered(args.jobs)
-        if args.layered_only:
-            return
-    files = [SourceFile(p, p.name, "shipped") for p in args.files] or discover(environ=False)
-    report, base = run(files, args.jobs, args.repeat)
-    print(line("given files" if args.files else "shipped tables", report, base, None), flush=True)
-    series: list[tuple[str, list[Doubler]]] = [
-        ("rules x2", [_double_rules]),
-        ("models x2", [_double_models]),
-        ("GPUs x2", [_double_gpus]),
-        ("rules, models, GPUs x2", [_double_rules, _double_models, _double_gpus]),
-    ]
-    for name, doublers in series:
-        with tempfile.TemporaryDirectory() as tmp:
-            report, seconds = run(generated(files, doublers, Path(tmp)), args.jobs, args.repeat)
-        print(line(name, report, seconds, base), flush=True)
+    end_to_end(args.repeat)
+    if not args.no_growth:
+        growth(args.repeat)
 
 
 if __name__ == "__main__":

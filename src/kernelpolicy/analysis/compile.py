@@ -310,7 +310,8 @@ class Compiled:
         refusals = [u for u in self.policy.unsupported if u.refuse and path in u.paths]
         n = m.term(ABSENT)
         for pair in sorted(m.terminals(both), key=repr):
-            n = m.ite(m.eq(both, pair), self._decide(path, pair[0], pair[1], refusals), n)
+            here = m.eq(both, pair)
+            n = m.ite(here, self._decide(path, pair[0], pair[1], refusals, here), n)
         if path in ("moe", "router"):  # a dense model has no MoE path (its picks are still read)
             absent = m.apply1("absent", lambda o: o if o.rule == PICKS else ABSENT, n)
             n = m.ite(self.moe, n, absent)
@@ -318,32 +319,42 @@ class Compiled:
         self.m.what = ""
         return n
 
-    def _decide(self, path: str, options: tuple[Pick, ...], order: tuple[str, ...], refusals: Sequence[Any]) -> int:
+    def _decide(
+        self, path: str, options: tuple[Pick, ...], order: tuple[str, ...], refusals: Sequence[Any], care: int
+    ) -> int:
+        """The outcome where the cell's explicit choices are *options* and its order *order*
+        (*care*: those cells), as the resolver judges it: a contradiction between choices, a
+        choice of no backend of the path, a refusal, the explicit choice judged, then each
+        candidate in order."""
         m = self.m
         pick = one_pick(options)
         if isinstance(pick, tuple):  # picks of one layer contradict
             return m.term(Outcome("contradiction", rule=PICKS, sources=tuple(o.source for o in pick)))
-        catalog = self.policy.backends[path]
-        if pick is not None and pick.backend not in catalog:
+        if pick is not None and pick.backend not in self.policy.backends[path]:
             return m.term(Outcome("contradiction", rule="not-a-backend", sources=(pick.source,)))
         source = pick.source if pick is not None else None
         rest = tuple(b for b in order if pick is None or b != pick.backend)
-        n = m.term(Outcome("none", None, rest, source))
-        for i in range(len(rest) - 1, -1, -1):
-            n = m.ite(self.rejected(path, rest[i]), n, m.term(Outcome("chosen", rest[i], rest[:i], source)))
-        if pick is not None:
-            judge = self.pick_judge(path, pick)
-            for value in sorted(m.terminals(judge), key=repr):
-                if value == "chosen":
-                    won = m.term(Outcome("chosen", pick.backend, (), source))
-                elif value == "refused":
-                    continue
-                else:
-                    won = m.term(Outcome("contradiction", rule="denied", sources=(pick.source, value[1])))
-                n = m.ite(m.eq(judge, value), won, n)
+        refused = m.term(None)
         for u in reversed(refusals):  # the first entry that holds decides
-            n = m.ite(self.holds(u.when), m.term(Outcome("refused", None, rest, source, u.id)), n)
-        return n
+            refused = m.ite(self.holds(u.when), m.term(u.id), refused)
+        judges = [refused]
+        if pick is not None:
+            judges.append(self.pick_judge(path, pick))
+        judges += [self.rejected(path, b) for b in rest]
+        first = 1 + (pick is not None)
+
+        def decide(i: int, v: Any) -> Outcome | None:
+            if i == 0:
+                return None if v is None else Outcome("refused", None, rest, source, v)
+            if i < first:  # the explicit choice: chosen, refused (go on) or denied by a setting of the deployment
+                assert pick is not None
+                if v == "chosen":
+                    return Outcome("chosen", pick.backend, (), source)
+                return None if v == "refused" else Outcome("contradiction", rule="denied", sources=(pick.source, v[1]))
+            b = rest[i - first]
+            return None if v else Outcome("chosen", b, rest[: i - first], source)
+
+        return m.first(care, judges, decide, Outcome("none", None, rest, source), ("decide", path, options, order))
 
     # -- completed states
 

@@ -77,6 +77,7 @@ class Manager:
         self._terms: dict[Any, int] = {}
         self._memo: dict[tuple[Any, ...], int] = {}
         self._memo1: dict[Hashable, dict[int, int]] = {}
+        self._first: dict[Hashable, dict[tuple[int, int, tuple[int, ...]], int]] = {}
         self.true = self.term(True)
         self.false = self.term(False)
 
@@ -207,6 +208,62 @@ class Manager:
         out = self.node(top, [self.ite(x, y, z) for x, y, z in zip(kc, kt, ke, strict=True)])
         memo[key] = out
         return out
+
+    def first(
+        self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable, key: Hashable
+    ) -> int:
+        """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
+
+        Stage *i* reads the diagram ``judges[i]``: ``decide(i, value)`` is what the cell becomes
+        when that judge gives *value*, or ``None`` to go on to the next stage; a cell no stage
+        decides becomes *last*. Outside *care* (a boolean diagram) the result is left to whatever
+        keeps it small: combine it with :meth:`ite` on *care*. *key* names the sequence in the memo.
+
+        It is one top-down pass over *care* and the judges together (not a chain of if-then-elses
+        over the whole domain): only the judges still pending up to the first one that surely
+        decides are carried, so regions the earlier stages leave in one residual state share one
+        sub-result, and nothing is built outside *care*.
+        """
+        memo: dict[tuple[int, int, tuple[int, ...]], int] = self._first.setdefault(key, {})
+        levels, depth, kids_of, sizes = self._level, self.depth, self._kids, self.sizes
+        false, dont = self.false, -1
+        count = len(judges)
+
+        def go(c: int, pos: int, nodes: tuple[int, ...]) -> int:
+            if c == false:
+                return dont
+            while pos < count and levels[nodes[0]] == depth:
+                got = decide(pos, self._value[nodes[0]])
+                if got is not None:
+                    return self.term(got)
+                pos, nodes = pos + 1, nodes[1:]
+            if pos == count:
+                return self.term(last)
+            held: list[int] = []
+            for k, x in enumerate(nodes):  # what can matter: up to the first judge that surely decides
+                held.append(x)
+                if levels[x] == depth and decide(pos + k, self._value[x]) is not None:
+                    break
+            mine = tuple(held)
+            hit = memo.get((c, pos, mine))
+            if hit is not None:
+                return hit
+            top = min(levels[c], *(levels[x] for x in mine))
+            out_kids: list[int] = []
+            for i in range(sizes[top]):
+                ci = kids_of[c][i] if levels[c] == top else c
+                out_kids.append(go(ci, pos, tuple(kids_of[x][i] if levels[x] == top else x for x in mine)))
+            known = [k for k in out_kids if k != dont]
+            if not known:
+                out = dont
+            else:
+                fill = known[0]
+                out = self.node(top, [fill if k == dont else k for k in out_kids])
+            memo[(c, pos, mine)] = out
+            return out
+
+        found = go(care, 0, tuple(judges))
+        return self.term(last) if found == dont else found
 
     def AND(self, a: int, b: int) -> int:
         return self.ite(a, b, self.false)
