@@ -513,6 +513,10 @@ class Compiled:
         region = self.by_kind(n, path)
         return self.m.witness(region, lambda v: v is not _NOWHERE and pred(v), self.default, reach)
 
+    def values(self, n: int, path: str) -> set[Any]:
+        """The terminal values *n* takes in the cells of *path*'s kinds."""
+        return self.m.terminals(self.by_kind(n, path)) - {_NOWHERE}
+
     def by_kind(self, n: int, path: str) -> int:
         """*n* over the model kinds *path* is decided for; elsewhere a terminal no question matches."""
         kinds = self.kinds(path)

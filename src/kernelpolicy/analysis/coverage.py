@@ -231,50 +231,59 @@ class _Proof:
         """Check one path; return the ``unsupported`` entries that cover its holes."""
         m, c = self.m, self.c
         o_path = self.outcome[path]
-        region = self._region(path)
-        counts = c.count(region, path)
-        outcomes = sorted({o for o, _ in counts if o.kind != "absent"}, key=repr)
+        counted, region = self._region(path)
+        hole = m.AND(counted, m.where(o_path, _no_backend, "no backend"))
+        mine = [u for u in self.policy.unsupported if path in u.paths]
+        used = {u.id for u in mine if m.intersects(c.by_kind(hole, path), c.holds(u.when))}
+        # the values the region takes (not its counts: a count per outcome per node is the
+        # slow part of a diagram of a hundred outcomes)
+        seen = c.values(region, path)
+        outcomes = sorted({o for o, _ in seen if o.kind != "absent"}, key=repr)
         self.cov.outcomes[path] = len(outcomes)
-        used = {u for _, s in counts if isinstance(s, tuple) for u in s[1]}
         broken: dict[Outcome, str] = {}
-        reach = self.m.reach(c.by_kind(region, path))
+        reach = m.reach(c.by_kind(region, path))
         for o in outcomes:
             hit = self._witness(path, o, region, reach)
             if o.kind == "contradiction":
                 assert isinstance(hit, ContradictionError)
                 if not all(s in self.users or s.startswith("--") for s in hit.sources):
                     broken[o] = "contradiction"
-                    self._violation("contradiction", path, m.eq(o_path, o), str(hit), (), None)
+                    self._violation(
+                        "contradiction", path, self._where(path, region, reach, o, None), str(hit), (), None
+                    )
                 continue
             assert isinstance(hit, Decision)
             for code, message, rules in _check(path, hit, self.policy):
-                if code == "no-backend":
-                    want: partial[bool] = partial(_is, o, (HOLE, ()))
-                else:  # (never, for a correct resolver): every completed state of the outcome
-                    want = partial(_counted, o)
-                if not any(want(v) for v in counts):
+                # no-backend: the outcome's uncovered holes; any other (never, for a correct
+                # resolver): every completed state of the outcome
+                status = () if code == "no-backend" else "in"
+                if not any(v[0] == o and _in(status, v[1]) for v in seen):
                     continue
                 if code != "no-backend":
                     broken[o] = "broken"
-                where = m.where(region, want, ("want", path, code, want.args))
-                if where != m.false:
-                    self._violation(code, path, where, message, rules, hit)
+                self._violation(code, path, self._where(path, region, reach, o, status), message, rules, hit)
         self.cov.regions[path] = m.apply1(("status", path), partial(_status, broken), region)
         return used
 
-    def _region(self, path: str) -> int:
-        """*path*'s outcome in every cell, paired with what its checks read there: ``out`` (not a
-        completed state, or another path's choices contradict), ``in``, or for a completed
-        state without a backend, ``(HOLE, ids)``: the ``unsupported`` entries that cover it."""
+    def _region(self, path: str) -> tuple[int, int]:
+        """Where *path*'s checks read a cell (``counted``: a completed state, and no other
+        path's choices contradict), and *path*'s outcome paired with a cell's status there:
+        ``out`` (not counted), or the ``unsupported`` entries whose ``when`` holds (a tuple of
+        ids, read where the outcome has no backend: the entries that cover the hole)."""
         m, c = self.m, self.c
-        o_path = self.outcome[path]
         counted = m.AND(self.closed, m.NOT(self.elsewhere(path)))
         covers = m.term(())
         for u in reversed([u for u in self.policy.unsupported if path in u.paths]):
             covers = m.ite(c.holds(u.when), m.apply1(("covers", u.id), partial(_cons, u.id), covers), covers)
-        hole = m.apply1("hole", partial(_pair, HOLE), covers)
-        status = m.ite(counted, m.ite(m.where(o_path, _no_backend, "no backend"), hole, m.term("in")), m.term("out"))
-        return m.apply2(("region", path), _pair, o_path, status)
+        status = m.ite(counted, covers, m.term("out"))
+        return counted, m.apply2(("region", path), _pair, self.outcome[path], status)
+
+    def _where(self, path: str, region: int, reach: Mapping[int, frozenset[Any]], o: Outcome, status: Any) -> int:
+        """Boolean: the cells of *region* whose outcome is *o* and whose status is *status*
+        (``None``: any; ``"in"``: counted), visiting only the nodes that reach such a cell."""
+        top = self.c.by_kind(region, path)
+        want = frozenset(v for v in reach[top] if isinstance(v, tuple) and v[0] == o and _in(status, v[1]))
+        return self.m.among(top, want, reach)
 
     def _witness(
         self, path: str, o: Outcome, region: int, reach: Mapping[int, frozenset[Any]]
@@ -283,7 +292,7 @@ class _Proof:
         where there is one), and require its answer to be *o*."""
         c = self.c
         cell = None
-        for want in (partial(_is, o, (HOLE, ())), partial(_counted, o), partial(_outcome_is, o)):
+        for want in (partial(_is, o, ()), partial(_is, o, "in"), partial(_is, o, None)):
             cell = cell or c.witness(region, want, path, reach)
         assert cell is not None, (path, o)
         raw, typed = c.facts(cell)
@@ -385,10 +394,6 @@ class _Proof:
                         self.cov.prefer_conflicts.append((a.id, b.id, path, boxes[0][0].label()))
 
 
-#: the status of a completed state without a backend (see :meth:`_Proof._region`)
-HOLE: Final = "hole"
-
-
 def _pair(a: Any, b: Any) -> tuple[Any, Any]:
     return (a, b)
 
@@ -397,16 +402,13 @@ def _cons(x: str, t: tuple[str, ...]) -> tuple[str, ...]:
     return (x, *t)
 
 
+def _in(want: Any, status: Any) -> bool:
+    """Whether a cell's *status* is the one *want* names: ``None`` any, ``"in"`` counted, else equal."""
+    return want is None or (status != "out" if want == "in" else status == want)
+
+
 def _is(o: Outcome, status: Any, v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] == o and v[1] == status
-
-
-def _counted(o: Outcome, v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] == o and v[1] != "out"
-
-
-def _outcome_is(o: Outcome, v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] == o
+    return isinstance(v, tuple) and v[0] == o and _in(status, v[1])
 
 
 def _status(broken: Mapping[Outcome, str], v: tuple[Outcome, Any]) -> tuple[Outcome, str]:
@@ -414,8 +416,8 @@ def _status(broken: Mapping[Outcome, str], v: tuple[Outcome, Any]) -> tuple[Outc
     o, s = v
     if o in broken and (broken[o] == "contradiction" or s != "out"):
         return (o, broken[o])
-    if isinstance(s, tuple):
-        return (o, f"known:{','.join(s[1])}" if s[1] else "no-backend")
+    if s != "out" and _no_backend(o):
+        return (o, f"known:{','.join(s)}" if s else "no-backend")
     return (o, "ok")
 
 

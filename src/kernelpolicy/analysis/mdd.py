@@ -283,6 +283,27 @@ class Manager:
         """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo)."""
         return self.apply1(("where", op), lambda v: bool(pred(v)), a)
 
+    def among(self, a: int, values: frozenset[Any], reach: Mapping[int, frozenset[Any]]) -> int:
+        """Boolean: where *a* gives one of *values*. *reach* is :meth:`reach` of *a*: a node
+        that reaches none of them is false without being visited (one outcome of a hundred
+        reads a small part of the diagram)."""
+        memo: dict[int, int] = {}
+        levels, kids, depth, node, t, f = self._level, self._kids, self.depth, self.node, self.true, self.false
+
+        def go(n: int) -> int:
+            out = memo.get(n)
+            if out is None:
+                if reach[n].isdisjoint(values):
+                    out = f
+                elif levels[n] == depth:
+                    out = t
+                else:
+                    out = node(levels[n], [go(k) for k in kids[n]])
+                memo[n] = out
+            return out
+
+        return go(a)
+
     def any_of(self, nodes: Sequence[int]) -> int:
         out = self.false
         for n in nodes:
@@ -361,8 +382,11 @@ class Manager:
         in *fixed* (level -> class) holds that one class and counts once: the levels a kind of
         cell does not have (the facts only MoE models have, for a dense model)."""
         memo: dict[int, dict[Any, int]] = {}
-        levels, depth = self._level, self.depth
+        levels, depth, kids = self._level, self.depth, self._kids
         fixed = fixed or {}
+        prefix = [1]  # prefix[i]: the cells of the levels above i
+        for lv in range(depth):
+            prefix.append(prefix[-1] * (1 if lv in fixed else sum(self.weights[lv])))
 
         def below(m: int) -> dict[Any, int]:  # cells from m's level down
             hit = memo.get(m)
@@ -372,19 +396,21 @@ class Manager:
             out: dict[Any, int] = {}
             if lv == depth:
                 out[self._value[m]] = 1
-            elif lv in fixed:
-                k = self._kids[m][fixed[lv]]
-                factor = self.span(lv + 1, levels[k], fixed)
-                out = {v: factor * c for v, c in below(k).items()}
             else:
-                for w, k in zip(self.weights[lv], self._kids[m], strict=True):
-                    factor = w * self.span(lv + 1, levels[k], fixed)
+                weight: dict[int, int] = {}  # a child reached by several classes is read once
+                if lv in fixed:
+                    weight[kids[m][fixed[lv]]] = 1
+                else:
+                    for w, k in zip(self.weights[lv], kids[m], strict=True):
+                        weight[k] = weight.get(k, 0) + w
+                for k, w in weight.items():
+                    factor = w * (prefix[levels[k]] // prefix[lv + 1])
                     for v, c in below(k).items():
                         out[v] = out.get(v, 0) + factor * c
             memo[m] = out
             return out
 
-        top = self.span(0, levels[n], fixed)
+        top = prefix[levels[n]]
         return {v: c * top for v, c in below(n).items()}
 
     def cubes(
