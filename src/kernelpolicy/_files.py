@@ -18,6 +18,7 @@ __all__ = [
     "ReadError",
     "is_regular",
     "owned_folder",
+    "owned_folders",
     "read_bounded",
     "read_owned",
     "write_private",
@@ -114,10 +115,12 @@ def _owned(st: os.stat_result) -> bool:
     return uid is None or (st.st_uid == uid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def _open_owned_folder(folder: str | os.PathLike[str]) -> int:
+def _open_owned_folder(folder: str | os.PathLike[str], dir_fd: int | None = None) -> int:
+    """*folder* (relative to *dir_fd* where given) opened without following a link, when it is
+    a folder :func:`_owned` holds for."""
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(folder, flags)
+        fd = os.open(folder, flags, dir_fd=dir_fd)
     except (OSError, ValueError) as exc:
         errno = exc.errno if isinstance(exc, OSError) else None
         raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid folder name", errno=errno) from None
@@ -140,6 +143,29 @@ def owned_folder(folder: str | os.PathLike[str]) -> bool:
     except ReadError:
         return False
     return True
+
+
+def owned_folders(folder: str | os.PathLike[str], *names: str) -> bool:
+    """Whether *folder* and each folder below it that *names* lead to (``folder/a``,
+    ``folder/a/b``, ...) passes :func:`owned_folder`: each opened without following a link, from
+    the one above it, so no link anywhere on the way is followed."""
+    try:
+        fd = _open_owned_folder(folder)
+    except ReadError:
+        return False
+    try:
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                return False
+            try:
+                inner = _open_owned_folder(name, fd)
+            except ReadError:
+                return False
+            os.close(fd)
+            fd = inner
+        return True
+    finally:
+        os.close(fd)
 
 
 def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:

@@ -82,8 +82,10 @@ def _target_python(args: argparse.Namespace) -> Path:
         return python
     if not args.sglang:
         raise UsageError("`sglang audit` needs --sglang X.Y.Z or --python VENV_PYTHON")
+    from .._venvs import built_python
+
     python = default_venv_python(args.sglang)
-    if not python.is_file():
+    if built_python(args.sglang, "sglang") is None:  # refuses a venv another user could have planted
         raise UsageError(
             f"no cached venv of SGLang `{args.sglang}` at `{python}`",
             help=f"build it with `{_VENV_HINT} {args.sglang}`, or pass --python VENV_PYTHON",

@@ -115,8 +115,10 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
         return python, None
     if not version:
         raise UsageError("say which vLLM to audit: --vllm X.Y.Z (a cached venv) or --python VENV_PYTHON")
+    from .._venvs import built_python
+
     python = default_venv_python(version)
-    if not python.is_file():
+    if built_python(version, "vllm") is None:  # refuses a venv another user could have planted
         raise UsageError(
             f"no vLLM `{version}` venv at `{python}`",
             help=f"build it with `{_VENV_HINT} {version}`, or pass --python VENV_PYTHON",
