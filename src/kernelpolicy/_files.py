@@ -13,14 +13,17 @@ import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Final
 
 __all__ = [
+    "SURROGATE_ESCAPES",
     "ReadError",
     "is_regular",
     "owned_folder",
     "owned_folders",
     "read_bounded",
     "read_owned",
+    "shown_name",
     "write_private",
     "write_text_at_once",
 ]
@@ -50,6 +53,17 @@ def _kind(mode: int) -> str:
 
 def _why(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
+
+
+#: A file name's bytes that are not UTF-8 (Python holds them as the surrogates U+DC80-U+DCFF,
+#: which no encoding writes) as ``\xNN``.
+SURROGATE_ESCAPES: Final = {0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)}
+
+
+def shown_name(name: str) -> str:
+    """*name* as text that every encoding can carry and print: a byte of a file name that is
+    not UTF-8 (the byte 0xff of ``pol?.yaml``) written ``\\xff``, as ``ls -b`` shows it."""
+    return name.translate(SURROGATE_ESCAPES)
 
 
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
