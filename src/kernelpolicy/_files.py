@@ -19,6 +19,7 @@ __all__ = [
     "SURROGATE_ESCAPES",
     "ReadError",
     "is_regular",
+    "output_path",
     "owned_folder",
     "owned_folders",
     "read_bounded",
@@ -213,6 +214,29 @@ def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
         os.close(fd)
 
 
+def output_path(name: str) -> Path:
+    """The file *name* an option writes, checked before any work is done: a name, in a folder
+    that is there, and not a FIFO, device or folder (:func:`write_text_at_once` checks again
+    when it writes).
+
+    :raises ReadError: saying what is wrong with it.
+    """
+    if not name.strip():
+        raise ReadError("an empty file name")
+    path = Path(name)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise ReadError(f"no such folder `{path.parent}`") from None
+        return path
+    except (OSError, ValueError) as exc:
+        raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid file name") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
+    return path
+
+
 def write_text_at_once(path: Path, text: str) -> None:
     """Write *text* to *path* through a temporary file renamed over it: a reader never sees half
     of it, and a FIFO, device or folder at *path* is refused (opening a FIFO to write waits for a
@@ -235,7 +259,7 @@ def write_text_at_once(path: Path, text: str) -> None:
             fh.write(text)
         os.chmod(tmp, (st.st_mode & 0o7777) if st is not None else 0o644)
         os.replace(tmp, target)
-    except OSError:
+    except BaseException:  # a full disk, a file-size limit, Ctrl-C: no half file, the old one kept
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
