@@ -9,16 +9,19 @@ or waited on.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 __all__ = [
     "SURROGATE_ESCAPES",
     "ReadError",
     "is_regular",
+    "json_guarded",
     "output_path",
     "owned_folder",
     "owned_folders",
@@ -114,6 +117,44 @@ def _read_fd(fd: int, limit: int) -> bytes:
     if size > limit:
         raise ReadError(f"larger than {limit} bytes", too_large=True)
     return b"".join(chunks)
+
+
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    raise _NotFinite(f"`{name}` is not a number JSON has")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as infinity
+        raise _NotFinite(f"`{text[:20]}` is too large a number")
+    return value
+
+
+def json_guarded(raw: bytes) -> Any:
+    """The JSON document *raw* (UTF-8), with the guards every JSON input of kernelpolicy has:
+    no ``NaN`` or ``Infinity`` (nor a float so large it reads as one), no integer of more digits
+    than Python converts, no nesting deeper than Python's parser recurses.
+
+    :raises ReadError: saying what is wrong (``not JSON: ... at line L column C``, ...).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReadError("not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise ReadError(f"not JSON: {exc.msg.lower()} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ReadError("not JSON kernelpolicy reads: nested too deeply") from None
+    except _NotFinite as exc:
+        raise ReadError(f"not JSON kernelpolicy reads: {exc}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise ReadError("not JSON kernelpolicy reads: a number too large") from None
 
 
 def is_regular(path: Path) -> bool:
