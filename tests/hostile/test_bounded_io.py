@@ -116,3 +116,34 @@ def test_sarif_file_under_a_file_size_limit_keeps_the_old_file(tmp_path: Path) -
     assert sorted(p.name for p in tmp_path.iterdir()) == ["op.yaml", "out.sarif"]  # no temporary file left
     run = _check("--bare", "--no-coverage", "op.yaml", "--sarif-file", "out.sarif", cwd=tmp_path)
     assert run.returncode == 1 and json.loads(old.read_text())["version"] == "2.1.0"
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_audit_markdown_on_a_fifo_is_refused_before_the_sweep(tmp_path: Path, engine: str) -> None:
+    """``--markdown FILE`` was read with ``read_text`` and written in place after a sweep of
+    minutes: a FIFO there is now said at once (no engine is started: the python never runs)."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    ran = tmp_path / "ran"
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\ntouch '{ran}'\n")
+    python.chmod(0o755)
+    extra = ["--matrix", "--gpu", "sm90"] if engine == "vllm" else []
+    argv = [engine, "audit", "--python", str(python), "--model", "deepseek-ai/DeepSeek-V3", *extra]
+    run = cli_subprocess(*argv, "--markdown", str(fifo), timeout=60)
+    assert run.returncode == 2 and not ran.exists()
+    assert one_error_line(run.stderr) == f"kernelpolicy: error: --markdown `{fifo}`: a FIFO, not a regular file"
+
+
+def test_the_conformance_document_is_read_bounded_and_written_at_once(tmp_path: Path) -> None:
+    from kernelpolicy._files import ReadError
+    from kernelpolicy.engines.vllm.conformance import update_document
+
+    doc = tmp_path / "doc.md"
+    update_document(doc, "0.34.0", "| a |\n")
+    update_document(doc, "0.26.0", "| b |\n")
+    text = doc.read_text()
+    assert text.index("| b |") < text.index("| a |")
+    os.mkfifo(tmp_path / "fifo")
+    with pytest.raises(ReadError, match="a FIFO"):
+        update_document(tmp_path / "fifo", "0.34.0", "| a |\n")

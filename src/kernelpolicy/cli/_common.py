@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +21,7 @@ __all__ = [
     "output_file",
     "split_assignment",
     "target_facts",
+    "update_output",
     "write_output",
 ]
 
@@ -148,6 +149,21 @@ def output_file(option: str, name: str) -> Path:
         return output_path(name)
     except ReadError as exc:
         raise UsageError(f"{option} `{name}`: {exc.reason}") from None
+
+
+def update_output(option: str, path: Path, update: Callable[[Path], None]) -> None:
+    """Run *update* (which reads *path* with a bound and writes it at once), its errors as one line.
+
+    :raises UsageError: naming the option, the file and why.
+    """
+    from .._files import ReadError
+
+    try:
+        update(path)
+    except ReadError as exc:
+        raise UsageError(f"{option} `{path}`: {exc.reason}") from None
+    except OSError as exc:
+        raise UsageError(f"{option} `{path}`: cannot write it: {(exc.strerror or str(exc)).lower()}") from None
 
 
 def write_output(option: str, path: Path, text: str) -> None:
