@@ -9,17 +9,25 @@ or waited on.
 from __future__ import annotations
 
 import contextlib
+import json
+import math
 import os
 import stat
 import tempfile
 from pathlib import Path
+from typing import Any, Final
 
 __all__ = [
+    "SURROGATE_ESCAPES",
     "ReadError",
     "is_regular",
+    "json_guarded",
+    "output_path",
     "owned_folder",
+    "owned_folders",
     "read_bounded",
     "read_owned",
+    "shown_name",
     "write_private",
     "write_text_at_once",
 ]
@@ -49,6 +57,17 @@ def _kind(mode: int) -> str:
 
 def _why(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
+
+
+#: A file name's bytes that are not UTF-8 (Python holds them as the surrogates U+DC80-U+DCFF,
+#: which no encoding writes) as ``\xNN``.
+SURROGATE_ESCAPES: Final = {0xDC00 + b: f"\\x{b:02x}" for b in range(0x80, 0x100)}
+
+
+def shown_name(name: str) -> str:
+    """*name* as text that every encoding can carry and print: a byte of a file name that is
+    not UTF-8 (the byte 0xff of ``pol?.yaml``) written ``\\xff``, as ``ls -b`` shows it."""
+    return name.translate(SURROGATE_ESCAPES)
 
 
 def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
@@ -100,6 +119,44 @@ def _read_fd(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class _NotFinite(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    raise _NotFinite(f"`{name}` is not a number JSON has")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):  # 1e400 reads as infinity
+        raise _NotFinite(f"`{text[:20]}` is too large a number")
+    return value
+
+
+def json_guarded(raw: bytes) -> Any:
+    """The JSON document *raw* (UTF-8), with the guards every JSON input of kernelpolicy has:
+    no ``NaN`` or ``Infinity`` (nor a float so large it reads as one), no integer of more digits
+    than Python converts, no nesting deeper than Python's parser recurses.
+
+    :raises ReadError: saying what is wrong (``not JSON: ... at line L column C``, ...).
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ReadError("not UTF-8 text") from None
+    try:
+        return json.loads(text, parse_constant=_no_constant, parse_float=_finite)
+    except json.JSONDecodeError as exc:
+        raise ReadError(f"not JSON: {exc.msg.lower()} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ReadError("not JSON kernelpolicy reads: nested too deeply") from None
+    except _NotFinite as exc:
+        raise ReadError(f"not JSON kernelpolicy reads: {exc}") from None
+    except ValueError:  # an integer of more digits than Python converts
+        raise ReadError("not JSON kernelpolicy reads: a number too large") from None
+
+
 def is_regular(path: Path) -> bool:
     """Whether *path* leads to a regular file (never raises)."""
     try:
@@ -114,10 +171,12 @@ def _owned(st: os.stat_result) -> bool:
     return uid is None or (st.st_uid == uid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH))
 
 
-def _open_owned_folder(folder: str | os.PathLike[str]) -> int:
+def _open_owned_folder(folder: str | os.PathLike[str], dir_fd: int | None = None) -> int:
+    """*folder* (relative to *dir_fd* where given) opened without following a link, when it is
+    a folder :func:`_owned` holds for."""
     flags = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0)
     try:
-        fd = os.open(folder, flags)
+        fd = os.open(folder, flags, dir_fd=dir_fd)
     except (OSError, ValueError) as exc:
         errno = exc.errno if isinstance(exc, OSError) else None
         raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid folder name", errno=errno) from None
@@ -140,6 +199,29 @@ def owned_folder(folder: str | os.PathLike[str]) -> bool:
     except ReadError:
         return False
     return True
+
+
+def owned_folders(folder: str | os.PathLike[str], *names: str) -> bool:
+    """Whether *folder* and each folder below it that *names* lead to (``folder/a``,
+    ``folder/a/b``, ...) passes :func:`owned_folder`: each opened without following a link, from
+    the one above it, so no link anywhere on the way is followed."""
+    try:
+        fd = _open_owned_folder(folder)
+    except ReadError:
+        return False
+    try:
+        for name in names:
+            if not name or "/" in name or name in (".", ".."):
+                return False
+            try:
+                inner = _open_owned_folder(name, fd)
+            except ReadError:
+                return False
+            os.close(fd)
+            fd = inner
+        return True
+    finally:
+        os.close(fd)
 
 
 def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
@@ -173,6 +255,29 @@ def read_owned(folder: str | os.PathLike[str], name: str, limit: int) -> bytes:
         os.close(fd)
 
 
+def output_path(name: str) -> Path:
+    """The file *name* an option writes, checked before any work is done: a name, in a folder
+    that is there, and not a FIFO, device or folder (:func:`write_text_at_once` checks again
+    when it writes).
+
+    :raises ReadError: saying what is wrong with it.
+    """
+    if not name.strip():
+        raise ReadError("an empty file name")
+    path = Path(name)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        if not path.parent.is_dir():
+            raise ReadError(f"no such folder `{path.parent}`") from None
+        return path
+    except (OSError, ValueError) as exc:
+        raise ReadError(_why(exc) if isinstance(exc, OSError) else "not a valid file name") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise ReadError(f"{_kind(st.st_mode)}, not a regular file")
+    return path
+
+
 def write_text_at_once(path: Path, text: str) -> None:
     """Write *text* to *path* through a temporary file renamed over it: a reader never sees half
     of it, and a FIFO, device or folder at *path* is refused (opening a FIFO to write waits for a
@@ -195,7 +300,7 @@ def write_text_at_once(path: Path, text: str) -> None:
             fh.write(text)
         os.chmod(tmp, (st.st_mode & 0o7777) if st is not None else 0o644)
         os.replace(tmp, target)
-    except OSError:
+    except BaseException:  # a full disk, a file-size limit, Ctrl-C: no half file, the old one kept
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise

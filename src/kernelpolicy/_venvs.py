@@ -14,10 +14,12 @@ release) is unpacked once on disk, not once per venv, and a venv built again cos
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -25,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Final
 
+from ._files import ReadError, owned_folder, owned_folders, read_owned, write_private
 from .errors import UsageError
 
 __all__ = [
@@ -34,6 +37,7 @@ __all__ = [
     "OVERRIDES",
     "VenvError",
     "build_commands",
+    "built_python",
     "constraints_file",
     "ensure_venv",
     "find_uv",
@@ -222,19 +226,110 @@ def _run(cmd: Sequence[str]) -> int:
     return subprocess.run(list(cmd), stdout=sys.stderr, check=False).returncode
 
 
+_NOT_ALONE: Final = "is not this user's alone (another owner, others may write it, or a link)"
+
+
+def _refuse_shared(venvs: Path) -> None:
+    """:raises VenvError: the venvs folder is there but not this user's alone: nothing in it is
+    run, printed as a venv, or written (another user could have planted a python there, or links
+    that a write would follow)."""
+    if os.path.lexists(venvs) and not owned_folder(venvs):
+        raise VenvError(
+            f"the venvs folder `{venvs}` {_NOT_ALONE}: nothing in it is run",
+            help="make it yours alone (`chmod go-w`), or set KERNELPOLICY_CACHE_DIR to a folder of your own",
+        )
+
+
+def built_python(version: str, engine: str = "vllm") -> Path | None:
+    """The python of the cached venv of *engine* *version* when it is built (its marker written
+    after the install check) and this user's alone; ``None`` when it is not built (or a build was
+    interrupted).
+
+    The venvs folder, the venv and its ``bin`` must each be a folder, not a link, that this user
+    owns and no one else may write, and the marker a regular file of this user's: the rule of
+    every cache kernelpolicy keeps (a venv is run, so one planted by another user must never be).
+
+    :raises VenvError: the venv is there but fails that rule (saying how to fix it).
+    """
+    python = venv_python(version, engine)
+    venv = python.parents[1]
+    _refuse_shared(venv.parent)
+    if not os.path.lexists(venv):
+        return None
+    if not owned_folders(venv.parent, venv.name) or (
+        os.path.lexists(venv / "bin") and not owned_folders(venv.parent, venv.name, "bin")
+    ):
+        raise VenvError(
+            f"the {ENGINES[engine]} `{version}` venv `{venv}` {_NOT_ALONE}: it is not run",
+            help="remove it to build it again, or make it yours alone (`chmod -R go-w`)",
+        )
+    try:
+        read_owned(venv, MARKER, 4096)
+    except ReadError as exc:
+        if exc.errno == errno.ENOENT:
+            return None
+        raise VenvError(
+            f"the marker of the {ENGINES[engine]} `{version}` venv `{venv / MARKER}`: {exc.reason}",
+            help="remove the venv to build it again",
+        ) from None
+    return python if python.is_file() else None
+
+
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def _locked(folder: Path, name: str) -> Iterator[None]:
+    """Hold the lock file *name* in *folder* (a folder of this user's alone), opened without
+    following a link."""
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock
         yield
         return
-    with path.open("w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
+    flags = os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        fd = os.open(folder / name, flags, 0o600)
+    except OSError as exc:
+        raise VenvError(f"the lock `{folder / name}`: {(exc.strerror or str(exc)).lower()}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise VenvError(f"the lock `{folder / name}` is not a regular file")
+        fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             yield
         finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def _write(folder: Path, name: str, text: str) -> None:
+    """*text* as *folder*/*name*, through a temporary file renamed over it (a link planted there
+    is replaced, never written through).
+
+    :raises VenvError: it could not be written."""
+    if not write_private(folder, name, text.encode()):
+        raise VenvError(f"cannot write `{folder / name}` (the folder {_NOT_ALONE}, or cannot be written)")
+
+
+@contextmanager
+def _private_files() -> Iterator[None]:
+    """Files the build makes are writable by this user alone (a umask of 002 would leave the
+    venv writable by the group, and such a venv is never run)."""
+    old = os.umask(0o022)
+    os.umask(old | 0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def _remove_incomplete(venv: Path, note: Callable[[str], None]) -> None:
+    """Remove what an interrupted build left at *venv* (a link there: the link only)."""
+    if os.path.lexists(venv):
+        note("removing an incomplete venv")
+        if venv.is_symlink():
+            venv.unlink()
+        else:
+            shutil.rmtree(venv)
 
 
 def _cpu_only_torch(venv: Path) -> bool:
@@ -259,19 +354,22 @@ def ensure_venv(
     """
     python = venv_python(version, engine)
     venv = python.parent.parent
-    marker = venv / MARKER
-    if marker.is_file() and _cpu_only_torch(venv):
+    venvs = venv.parent
+    _refuse_shared(venvs)
+    if built_python(version, engine) and _cpu_only_torch(venv):
         note("a venv built with a CPU-only torch: building it again")
-        marker.unlink()
-    if marker.is_file() and python.is_file():
+        (venv / MARKER).unlink()
+    if built_python(version, engine):
         return python
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(venv.parent / f".{engine}-{version}.lock"):
-        if marker.is_file() and python.is_file():  # another process built it meanwhile
+    try:
+        venvs.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise VenvError(f"cannot make the venvs folder `{venvs}`: {(exc.strerror or str(exc)).lower()}") from None
+    _refuse_shared(venvs)
+    with _locked(venvs, f".{engine}-{version}.lock"), _private_files():
+        if built_python(version, engine):  # another process built it meanwhile
             return python
-        if venv.exists():
-            note("removing an incomplete venv")
-            shutil.rmtree(venv)
+        _remove_incomplete(venv, note)
         uv = find_uv() if use_uv is None or use_uv else None
         if use_uv and uv is None:
             raise VenvError(
@@ -279,10 +377,9 @@ def ensure_venv(
             )
         overrides = OVERRIDES.get((engine, version), {})
         if uv:
-            constraints_file(venv).write_text("".join(f"{c}\n" for c in CONSTRAINTS), encoding="utf-8")
+            _write(venvs, constraints_file(venv).name, "".join(f"{c}\n" for c in CONSTRAINTS))
         if uv and overrides:
-            lines = "".join(f"{req}\n" for req, _why in overrides.values())
-            overrides_file(venv).write_text(lines, encoding="utf-8")
+            _write(venvs, overrides_file(venv).name, "".join(f"{req}\n" for req, _why in overrides.values()))
         base = base_python or os.environ.get("KERNELPOLICY_VENV_BASE_PYTHON") or sys.executable
         steps = (
             "creating the venv",
@@ -302,5 +399,5 @@ def ensure_venv(
                     f"building the {ENGINES[engine]} `{version}` venv failed while {step} (exit status {code})",
                     help=f"command: {' '.join(cmd[:4])} ...",
                 )
-        marker.write_text(f"{engine}=={version}\n", encoding="utf-8")
+        _write(venv, MARKER, f"{engine}=={version}\n")
     return python

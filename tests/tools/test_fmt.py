@@ -120,7 +120,9 @@ def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str
     f.write_text("rules:\n  - id: x\n    when: {a: [\n", encoding="utf-8")
     assert main(["fmt", str(f)]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and f"{f}:" in err and "not valid YAML" in err
+    assert (
+        "\n" not in err and f"{f}:" in err and "invalid YAML" in err
+    )  # the loader's words, as every command says them
     assert main(["fmt", str(tmp_path / "missing.yaml")]) == 2
     assert "no such file or folder" in capsys.readouterr().err
 

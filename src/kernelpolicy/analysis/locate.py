@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..dsl.files import Located, SourceFile, YamlError, load_located
+from ..dsl.files import Located, SourceError, SourceFile, YamlError, load_located
 from .findings import Finding
 
 __all__ = ["Locator"]
@@ -33,8 +33,8 @@ class Locator:
         self._entries: dict[str, _Entry] = {}
         for src in files:
             try:
-                loc = load_located(src.path.read_text(encoding="utf-8"), src.display)
-            except (OSError, UnicodeDecodeError, YamlError):
+                loc = load_located(src.read_text(), src.display)  # bounded, regular files only
+            except (SourceError, YamlError):
                 continue
             if not isinstance(loc.data, dict):
                 continue

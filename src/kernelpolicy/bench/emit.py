@@ -16,11 +16,23 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 from .report import Failure, Report
 
 __all__ = ["policy_layer", "render_policy"]
+
+
+#: What a comment line must not hold: a line break of any kind YAML knows (``\n``, ``\r``, NEL,
+#: U+2028, U+2029), other control characters, and lone surrogates (no file encoding writes them).
+_NOT_IN_A_COMMENT: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def _comment(value: object, limit: int = 200) -> str:
+    """*value* as text for one comment line: a report's ``model`` of ``x\nimplies: ...`` must
+    not start a live line of the emitted policy; long text is cut."""
+    text = _NOT_IN_A_COMMENT.sub(lambda m: f"\\u{ord(m.group()):04x}", str(value))
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _slug(text: str) -> str:
@@ -120,8 +132,8 @@ def render_policy(report: Report, *, threshold: float = 0.03) -> str:
     layer = policy_layer(report, threshold=threshold)
     head = (
         "# yaml-language-server: $schema=../schemas/rules.schema.json\n"
-        f"# Written by `kernelpolicy bench --emit-policy` for {report.model} on {report.context.get('machine', '?')}"
-        f" ({report.context.get('date', '?')}).\n"
+        f"# Written by `kernelpolicy bench --emit-policy` for {_comment(report.model)} on"
+        f" {_comment(report.context.get('machine', '?'))} ({_comment(report.context.get('date', '?'))}).\n"
         "# An operator policy layer: pass it with --policy or put it in policy/; `kernelpolicy check` proves it.\n"
     )
     if not layer["rules"]:

@@ -122,10 +122,17 @@ class Report:
     def from_json(cls, data: Mapping[str, Any]) -> Report:
         """A report read back from :meth:`to_json`'s output (``bench --report FILE``).
 
+        Every field is checked for the type :meth:`to_json` writes (a number finite, a time not
+        negative), so a report edited by hand or by another program is refused with the field's
+        place, never half read.
+
         :raises KeyError, TypeError, ValueError: *data* is not a ``kernelpolicy.bench/1`` report.
         """
+        if not isinstance(data, Mapping):
+            raise ValueError("not a JSON object")
         if data.get("schema") != SCHEMA_ID:
-            raise ValueError(f"not a `{SCHEMA_ID}` report (schema `{data.get('schema')}`)")
+            raise ValueError(f"not a `{SCHEMA_ID}` report (schema `{str(data.get('schema'))[:80]}`)")
+        _check_report(data)
         candidates = {
             path: [
                 Candidate(
@@ -218,6 +225,99 @@ class Report:
             "cells": cells,
             "failures": failures,
         }
+
+
+_STATUSES: Final = ("ok", "raised", "wrong", "not_run")
+_Scalar = (str, int, float, bool, type(None))
+
+
+def _number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _field(where: str, ok: bool, what: str) -> None:
+    if not ok:
+        raise ValueError(f"`{where}` must be {what}")
+
+
+def _fields(obj: Mapping[str, Any], where: str, spec: Mapping[str, tuple[str, bool]]) -> None:
+    """Each key of *spec* in *obj*: (kind, required); kinds: str, bool, count (int >= 1),
+    index (int >= 0), time (finite number >= 0, or null), str? (str or null)."""
+    for key, (kind, required) in spec.items():
+        here = f"{where}.{key}" if where else key
+        if key not in obj:
+            if required:
+                raise KeyError(here)
+            continue
+        v = obj[key]
+        if kind == "str":
+            _field(here, isinstance(v, str), "a string")
+        elif kind == "str?":
+            _field(here, v is None or isinstance(v, str), "a string or null")
+        elif kind == "bool":
+            _field(here, isinstance(v, bool), "true or false")
+        elif kind == "count":
+            _field(here, isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number of at least 1")
+        elif kind == "index":
+            _field(here, isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of at least 0")
+        elif kind == "time":
+            _field(here, v is None or (_number(v) and v >= 0), "a finite number of at least 0, or null")
+
+
+def _check_context(data: Mapping[str, Any]) -> None:
+    _fields(data, "", {"model": ("str", True), "machine": ("str", False), "date": ("str", False)})
+    for key in ("versions", "runners", "decision", "deployment", "protocol", "facts"):
+        if key not in data:
+            continue
+        value = data[key]
+        _field(key, isinstance(value, Mapping), "an object")
+        for k, v in value.items():
+            flat = isinstance(v, _Scalar) and (not isinstance(v, float) or math.isfinite(v))
+            listed = key == "facts" and isinstance(v, list) and all(isinstance(x, _Scalar) for x in v)
+            _field(f"{key}.{k}", flat or listed, "a string, number, boolean or null")
+
+
+#: The fields of a report's entries (see :func:`_fields`).
+_CANDIDATE: Final = {
+    "backend": ("str", True), "valid": ("bool", True), "rule": ("str", True), "origin": ("str", False),
+    "layer": ("str", False),
+}  # fmt: skip
+_CELL: Final = {
+    "path": ("str", True), "layer": ("str", True), "n": ("count", True), "k": ("count", True),
+    "m": ("count", True), "experts": ("count", False), "note": ("str", False), "topk": ("index", False),
+    "total_experts": ("index", False), "choice": ("str?", False),
+}  # fmt: skip
+_OUTCOME: Final = {
+    "backend": ("str", True), "us": ("time", False), "spread": ("time", False), "error": ("time", False),
+    "detail": ("str", False), "how": ("str", False),
+}  # fmt: skip
+
+
+def _check_report(data: Mapping[str, Any]) -> None:
+    """:raises KeyError, ValueError: the first field of *data* that is not what
+    :meth:`Report.to_json` writes."""
+    _check_context(data)
+    if "candidates" not in data:
+        raise KeyError("candidates")
+    candidates: Any = data["candidates"]
+    _field("candidates", isinstance(candidates, Mapping), "an object of paths")
+    for path, cs in candidates.items():
+        _field(f"candidates.{path}", isinstance(cs, list), "a list")
+        for i, c in enumerate(cs):
+            _field(f"candidates.{path}[{i}]", isinstance(c, Mapping), "an object")
+            _fields(c, f"candidates.{path}[{i}]", _CANDIDATE)
+    if "cells" not in data:
+        raise KeyError("cells")
+    _field("cells", isinstance(data["cells"], list), "a list")
+    for i, c in enumerate(data["cells"]):
+        where = f"cells[{i}]"
+        _field(where, isinstance(c, Mapping), "an object")
+        _fields(c, where, _CELL)
+        _field(f"{where}.outcomes", isinstance(c.get("outcomes"), list), "a list")
+        for j, o in enumerate(c["outcomes"]):
+            _field(f"{where}.outcomes[{j}]", isinstance(o, Mapping), "an object")
+            _fields(o, f"{where}.outcomes[{j}]", _OUTCOME)
+            _field(f"{where}.outcomes[{j}].status", o.get("status") in _STATUSES, f"one of {', '.join(_STATUSES)}")
 
 
 def _outcome_json(o: Outcome) -> dict[str, Any]:

@@ -7,12 +7,14 @@ ends in one line on stderr and exit status 2, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
+from .._files import SURROGATE_ESCAPES
 from .._version import __version__
 from ..errors import KernelPolicyError
 
@@ -27,7 +29,8 @@ SUBCOMMANDS = (
 
 
 #: Control characters (a user value may hold any) as escapes, so an error stays one line.
-_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)}
+#: Bytes of a file name that are not UTF-8 as ``\xNN``: no encoding writes them as they are.
+_ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)} | SURROGATE_ESCAPES
 
 
 def one_line(text: str) -> str:
@@ -37,7 +40,10 @@ def one_line(text: str) -> str:
 
 #: What stdout never carries raw: control characters but newline and tab (a rule id, a case name
 #: or a facts file's GPU name with ESC must not drive the terminal), DEL and the C1 controls.
-_STDOUT_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)}
+#: A file name's bytes that are not UTF-8 as ``\xNN`` too.
+_STDOUT_ESCAPES = {
+    c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)
+} | SURROGATE_ESCAPES
 
 
 class _EscapedOutput:
@@ -57,6 +63,16 @@ class _EscapedOutput:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
+
+
+def _encodable(stream: Any) -> None:
+    """A character the user's encoding lacks (``PYTHONIOENCODING=ascii``, a latin-1 terminal)
+    written as a ``\\xe8``-style escape instead of failing the command (JSON output is ASCII
+    already)."""
+    reconfigure = getattr(stream, "reconfigure", None)
+    if reconfigure is not None and getattr(stream, "errors", "strict") == "strict":
+        with contextlib.suppress(ValueError, OSError):  # closed, or not changeable
+            reconfigure(errors="backslashreplace")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -139,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _closed_stdout():
         print("kernelpolicy: error: standard output is closed: nowhere to write the result", file=sys.stderr)
         return 2
+    _encodable(sys.stdout)
+    _encodable(sys.stderr)
     _one_line_warnings()
     parser = _parser()
     try:

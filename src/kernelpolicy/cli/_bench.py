@@ -3,18 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import math
+import os
 import sys
-from typing import Any
+from pathlib import Path
+from typing import Any, Final
 
 from ..deployment.serve import add_vllm_options
 from ..errors import UsageError
 from ..facts.keys import DECIDED_PATHS
-from ._common import add_fact_options, facts_from_args, load_policy_from_args
+from ._common import add_fact_options, facts_from_args, load_policy_from_args, output_file, write_output
 
 __all__ = ["add_parser", "run"]
 
 _PATHS = DECIDED_PATHS
+#: The largest report ``--report`` reads (the H200 reports are 20-60 kB).
+MAX_REPORT_BYTES: Final = 16_000_000
 
 
 def _ints(text: str, what: str) -> list[int]:
@@ -85,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
     from ..facts.model import locate_model
     from ..resolver import resolve
 
-    if args.report:
+    _check_outputs(args)
+    if args.report is not None:
         return _replay(args)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     bad = [p for p in paths if p not in _PATHS]
@@ -150,22 +157,43 @@ def _output(report: Any, args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(report.to_json(), indent=1) + "\n")
     else:
         sys.stdout.write(render_text(report) + "\n")
-    if args.emit_policy:
-        with open(args.emit_policy, "w", encoding="utf-8") as f:
-            f.write(render_policy(report, threshold=args.threshold))
+    if args.emit_policy is not None:  # whole or not at all: an old file is kept when the write fails
+        write_output("--emit-policy", Path(args.emit_policy), render_policy(report, threshold=args.threshold))
     return 1 if any(f.contradicts_shipped for f in report.failures()) else 0
 
 
 def _replay(args: argparse.Namespace) -> int:
+    from .._files import ReadError, json_guarded, read_bounded
     from ..bench.report import Report
 
+    try:  # bounded: a FIFO, /dev/stdin on an idle pipe or /dev/zero is refused at once
+        raw = read_bounded(args.report, MAX_REPORT_BYTES)
+    except ReadError as exc:
+        raise UsageError(f"`{args.report}`: cannot be read ({exc.reason})") from None
     try:
-        with open(args.report, encoding="utf-8") as f:
-            data = json.load(f)
-        report = Report.from_json(data)
-    except OSError as exc:
-        raise UsageError(f"`{args.report}`: cannot be read ({exc.strerror})") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        report = Report.from_json(json_guarded(raw))
+    except ReadError as exc:
+        raise UsageError(f"`{args.report}`: not a bench report: {exc.reason}") from None
+    except (ValueError, KeyError, TypeError) as exc:
         what = f"missing `{exc.args[0]}`" if isinstance(exc, KeyError) else str(exc)
         raise UsageError(f"`{args.report}`: not a bench report: {what}") from None
     return _output(report, args)
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """``--emit-policy`` and ``--threshold``, before anything is measured or read.
+
+    :raises UsageError: an empty name, a FIFO, a folder, the ``--report`` file itself, a
+        threshold that is not a finite fraction of at least 0.
+    """
+    if not (math.isfinite(args.threshold) and args.threshold >= 0):
+        raise UsageError(f"--threshold `{args.threshold}`: expected a finite fraction of at least 0 (0.03: 3 %)")
+    if args.emit_policy is None:
+        return
+    target = output_file("--emit-policy", args.emit_policy)
+    same = False
+    if args.report is not None:
+        with contextlib.suppress(OSError, ValueError):  # a report that is not there: said when it is read
+            same = target.exists() and os.path.samefile(target, args.report)
+    if same:
+        raise UsageError(f"--emit-policy `{args.emit_policy}` is the --report file: it would be overwritten")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from ._common import output_file, write_output
 
 __all__ = ["add_parser", "run"]
 
@@ -60,6 +61,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.bare and not args.files:
         raise UsageError("--bare needs FILES to check")
+    # checked before the walk, which may take minutes
+    sarif_file = output_file("--sarif-file", args.sarif_file) if args.sarif_file is not None else None
     files = discover(args.files, shipped=not args.bare, default_policy=not args.bare, environ=False)
     missing = [f.display for f in files if not f.path.exists()]
     if missing:
@@ -71,12 +74,12 @@ def run(args: argparse.Namespace) -> int:
     files = list(unique.values())
     report = _checked(files, args)
     summary: dict[str, Any] = report.summary or {}
-    if args.sarif_file:
-        sarif = json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n"
-        try:
-            Path(args.sarif_file).write_text(sarif, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"cannot write `{args.sarif_file}`: {exc.strerror or exc}") from exc
+    if sarif_file is not None:  # whole or not at all (the old file kept); a FIFO is refused, not waited on
+        write_output(
+            "--sarif-file",
+            sarif_file,
+            json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n",
+        )
     if args.format == "sarif":
         sys.stdout.write(json.dumps(to_sarif(report.findings, [f.display for f in files]), indent=2) + "\n")
     elif args.format == "github":

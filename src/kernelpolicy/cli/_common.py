@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,7 +14,16 @@ if TYPE_CHECKING:
     from ..facts import Facts
     from ..policy import Policy
 
-__all__ = ["add_fact_options", "facts_from_args", "load_policy_from_args", "split_assignment", "target_facts"]
+__all__ = [
+    "add_fact_options",
+    "facts_from_args",
+    "load_policy_from_args",
+    "output_file",
+    "split_assignment",
+    "target_facts",
+    "update_output",
+    "write_output",
+]
 
 
 def add_fact_options(p: argparse.ArgumentParser) -> None:
@@ -126,3 +135,48 @@ def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]
     if f"{engine}.version" not in values:
         raise UsageError(f"{engine} is not installed for `{python}`", help=f"build a venv with `{venv_hint} X.Y.Z`")
     return values
+
+
+def output_file(option: str, name: str) -> Path:
+    """The file *name* that *option* writes, checked before the command's work (a name, in a
+    folder that is there, not a FIFO, device or folder).
+
+    :raises UsageError: naming the option and the file.
+    """
+    from .._files import ReadError, output_path
+
+    try:
+        return output_path(name)
+    except ReadError as exc:
+        raise UsageError(f"{option} `{name}`: {exc.reason}") from None
+
+
+def update_output(option: str, path: Path, update: Callable[[Path], None]) -> None:
+    """Run *update* (which reads *path* with a bound and writes it at once), its errors as one line.
+
+    :raises UsageError: naming the option, the file and why.
+    """
+    from .._files import ReadError
+
+    try:
+        update(path)
+    except ReadError as exc:
+        raise UsageError(f"{option} `{path}`: {exc.reason}") from None
+    except OSError as exc:
+        raise UsageError(f"{option} `{path}`: cannot write it: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def write_output(option: str, path: Path, text: str) -> None:
+    """Write *text* to *path* at once (a temporary file renamed over it): whole or not at all,
+    an old file kept when the write fails (a full disk, a file-size limit).
+
+    :raises UsageError: naming the option, the file and why.
+    """
+    from .._files import ReadError, write_text_at_once
+
+    try:
+        write_text_at_once(path, text)
+    except ReadError as exc:
+        raise UsageError(f"{option} `{path}`: {exc.reason}") from None
+    except OSError as exc:
+        raise UsageError(f"{option} `{path}`: cannot write it: {(exc.strerror or str(exc)).lower()}") from None

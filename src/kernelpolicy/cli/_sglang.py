@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._paths import expand_user
 from ..errors import UsageError
-from ._common import load_policy_from_args, target_facts
+from ._common import load_policy_from_args, output_file, target_facts, update_output
 
 if TYPE_CHECKING:
     from ..engines.sglang.conformance import CellResult
@@ -82,8 +82,10 @@ def _target_python(args: argparse.Namespace) -> Path:
         return python
     if not args.sglang:
         raise UsageError("`sglang audit` needs --sglang X.Y.Z or --python VENV_PYTHON")
+    from .._venvs import built_python
+
     python = default_venv_python(args.sglang)
-    if not python.is_file():
+    if built_python(args.sglang, "sglang") is None:  # refuses a venv another user could have planted
         raise UsageError(
             f"no cached venv of SGLang `{args.sglang}` at `{python}`",
             help=f"build it with `{_VENV_HINT} {args.sglang}`, or pass --python VENV_PYTHON",
@@ -129,6 +131,7 @@ def run(args: argparse.Namespace) -> int:
     models = list(args.model or [m.id for m in policy.models])
     for model in models:
         find_model(model, policy.models)  # an unknown model: one line, before SGLang starts
+    markdown = output_file("--markdown", args.markdown) if args.markdown is not None else None  # before the sweep
     target = _target_facts(python)
     try:
         results = run_matrix(python, policy, models, families, target, timeout=args.timeout)
@@ -137,8 +140,8 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     version = str(target["sglang.version"])
     section = render_markdown(version, results, moe_ids_of(policy.engines["sglang"]))
-    if args.markdown:
-        update_document(Path(args.markdown), version, section)
+    if markdown is not None:
+        update_output("--markdown", markdown, lambda path: update_document(path, version, section))
     if args.json:
         data = {"schema": "kernelpolicy.sglang-audit/1", "sglang": version, "cells": [r.to_dict() for r in results]}
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

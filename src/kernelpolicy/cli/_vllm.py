@@ -26,7 +26,15 @@ from typing import TYPE_CHECKING, Any, Final
 from .._paths import expand_user
 from ..errors import UsageError
 from ..facts.keys import PATHS
-from ._common import add_fact_options, facts_from_args, load_policy_from_args, split_assignment, target_facts
+from ._common import (
+    add_fact_options,
+    facts_from_args,
+    load_policy_from_args,
+    output_file,
+    split_assignment,
+    target_facts,
+    update_output,
+)
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -115,8 +123,10 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
         return python, None
     if not version:
         raise UsageError("say which vLLM to audit: --vllm X.Y.Z (a cached venv) or --python VENV_PYTHON")
+    from .._venvs import built_python
+
     python = default_venv_python(version)
-    if not python.is_file():
+    if built_python(version, "vllm") is None:  # refuses a venv another user could have planted
         raise UsageError(
             f"no vLLM `{version}` venv at `{python}`",
             help=f"build it with `{_VENV_HINT} {version}`, or pass --python VENV_PYTHON",
@@ -185,6 +195,7 @@ def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
         raise UsageError(
             "--matrix sweeps its own options, with and without the plugin: drop --env/--fact/--moe-backend/--plugin"
         )
+    markdown = output_file("--markdown", args.markdown) if args.markdown is not None else None  # before the sweep
     target = _target_facts(python)
     cells = matrix_cells(policy, [args.model] if args.model else None, families)
     try:
@@ -194,8 +205,8 @@ def _run_matrix(args: argparse.Namespace, python: Path, policy: Any) -> int:
         return EXIT_BAD_INPUT
     version = str(target.get("vllm.version"))
     section = render_markdown(version, results)
-    if args.markdown:
-        update_document(Path(args.markdown), version, section)
+    if markdown is not None:
+        update_output("--markdown", markdown, lambda path: update_document(path, version, section))
     if args.json:
         data = {"schema": "kernelpolicy.vllm-matrix/1", "vllm": version, "cells": [r.to_dict() for r in results]}
         sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
-from .._files import ReadError
+from .._files import ReadError, shown_name
 from .._files import read_bounded as _read
 from ..errors import Diagnostic
 from ..policy import Layer
@@ -114,8 +114,12 @@ def yaml_files_under(root: Path, *, recursive: bool = True, limit: int = MAX_WAL
 @dataclass(frozen=True)
 class SourceFile:
     path: Path
-    display: str
+    display: str  #: the name shown for it: bytes of the name that are not UTF-8 as ``\xNN``
     layer: Layer
+
+    def __post_init__(self) -> None:
+        # a name that is not UTF-8 is shown, hashed and printed as text every encoding carries
+        object.__setattr__(self, "display", shown_name(self.display))
 
     def read_bytes(self) -> bytes:
         """The file's bytes (see :func:`read_bounded`)."""

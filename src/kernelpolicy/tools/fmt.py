@@ -60,8 +60,11 @@ def _orders() -> dict[str, list[str]]:
 
 def _reorder(m: Any, order: list[str]) -> None:
     rank = {k: i for i, k in enumerate(order)}
-    for key in sorted(m.keys(), key=lambda k: (rank.get(k, len(rank)), list(m.keys()).index(k))):
-        m.move_to_end(key)
+    keys = list(m.keys())
+    wanted = sorted(keys, key=lambda k: rank.get(k, len(rank)))  # stable: the rest keep their order
+    if wanted != keys:
+        for key in wanted:
+            m.move_to_end(key)
 
 
 def _has_comments(node: Any) -> bool:
@@ -247,6 +250,24 @@ def _layout(y: Any, data: Any, body: str) -> str:
     return result
 
 
+def _guard(text: str, where: str) -> None:
+    """Read *text* as the loader reads rule files first, with its guards: an anchor or alias (a
+    bomb of nine aliases of nine took ruamel.yaml minutes), nesting deeper than the loader's
+    bound, a tag, a NUL or other character YAML refuses, a file over the size bound, are one
+    error naming the place, before the round-trip library sees the file.
+
+    :raises PolicyError: what the loader would say.
+    """
+    from ..dsl.files import YamlError, load_located
+
+    try:
+        load_located(text, where)
+    except YamlError as exc:
+        raise PolicyError([exc.diagnostic]) from None
+    except RecursionError:  # deeper than the YAML library itself nests
+        raise PolicyError([Diagnostic("invalid YAML: nested too deeply", file=where, code="yaml")]) from None
+
+
 def format_text(text: str, *, file: Path | None = None, schema: str | None = None) -> str:
     """*text* (a rule or policy file) in the canonical layout.
 
@@ -265,6 +286,7 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     header = lines[0][len(SCHEMA_HEADER) :].strip() if lines and lines[0].startswith(SCHEMA_HEADER) else None
     body = "\n".join(lines[1:]) + "\n" if header is not None else text
     where = str(file) if file else "<text>"
+    _guard(text, where)
     try:
         data = y.load(body)
     except MarkedYAMLError as exc:

@@ -8,7 +8,6 @@ exactly as ``kernelpolicy explain`` adds them.
 
 from __future__ import annotations
 
-import json
 import platform
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -70,10 +69,12 @@ def _raw_config(model_config: Any) -> Mapping[str, Any]:
             candidates.append(Path(cached))
     except Exception:  # not a repo id, or no huggingface_hub: the folder is all there is
         pass
+    from ...facts.model import ModelConfigError, read_json
+
     for path in candidates:
-        try:
-            data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        try:  # bounded: a FIFO or a device there is refused, not waited on
+            data = read_json(path) if path.is_file() else None
+        except ModelConfigError:
             data = None
         if isinstance(data, Mapping):
             return data

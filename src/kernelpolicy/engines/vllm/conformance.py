@@ -17,6 +17,7 @@ ran with the plugin:
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 from collections.abc import Mapping, Sequence
@@ -399,10 +400,17 @@ def section_of(document: str, version: str, engine: str = "vllm") -> str | None:
 
 
 def update_document(path: Path, version: str, section: str, engine: str = "vllm", header: str = _HEADER) -> None:
-    """Write *section* as *version*'s part of the document at *path* (others kept, sorted)."""
+    """Write *section* as *version*'s part of the document at *path* (others kept, sorted), at
+    once: the document is read with a bound and replaced through a temporary file.
+
+    :raises ReadError: *path* is not a regular file, or larger than any such document.
+    :raises OSError: it cannot be written (the old document is kept).
+    """
     from packaging.version import Version
 
-    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    from ..._files import read_bounded, write_text_at_once
+
+    text = read_bounded(path, 4_000_000).decode("utf-8", "replace") if os.path.lexists(path) else ""
     sections: dict[str, str] = {}
     for match in re.finditer(rf"<!-- {engine} (\S+) -->\n(.*?)<!-- end {engine} \1 -->", text, re.S):
         sections[match.group(1)] = match.group(2)
@@ -410,7 +418,7 @@ def update_document(path: Path, version: str, section: str, engine: str = "vllm"
     body = [header]
     for v in sorted(sections, key=Version):
         body.append(f"{_marker(v, engine=engine)}\n{sections[v]}{_marker(v, end=True, engine=engine)}\n")
-    path.write_text("\n".join(body), encoding="utf-8")
+    write_text_at_once(path, "\n".join(body))
 
 
 # ----------------------------------------------------------------------------- comparing (`vllm audit` and the sweep)

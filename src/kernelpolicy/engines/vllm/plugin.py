@@ -194,9 +194,10 @@ def _policy_or_fail() -> Any:
     try:
         return _core_policy()
     except Exception as exc:
+        from ..._files import shown_name
         from ...dsl.loader import POLICY_ENV
 
-        where = f" (with {POLICY_ENV}=`{os.environ[POLICY_ENV]}`)" if os.environ.get(POLICY_ENV) else ""
+        where = f" (with {POLICY_ENV}=`{shown_name(os.environ[POLICY_ENV])}`)" if os.environ.get(POLICY_ENV) else ""
         raise _PolicyLoadError(f"could not load the rule tables{where}: {_message(exc)}") from None
 
 

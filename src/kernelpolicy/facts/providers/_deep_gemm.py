@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ._base import Context, Cost, ProviderResult
-from ._locate import dist_version, module_dir, owning_dist, read_assigned_string
+from ._locate import dist_version, module_dir, owning_dist, read_assigned_string, read_small_text
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -52,8 +52,8 @@ class DeepGemmBuild:
 def describe_build(source: str, path: Path, dist: str | None, dist_ver: str | None) -> DeepGemmBuild:
     """What one DeepGEMM package folder holds (reads file names and ``__version__``)."""
     version = dist_ver or read_assigned_string(path / "__init__.py", "__version__")
-    if version is None and (path / "VERSION").is_file():
-        version = (path / "VERSION").read_text(encoding="utf-8", errors="replace").strip() or None
+    if version is None:
+        version = (read_small_text(path / "VERSION") or "").strip() or None
     m = _COMMIT.search(version or "")
     sm120 = tuple(sorted(p.name for p in path.glob(_SM120_GLOB)))
     return DeepGemmBuild(source, str(path), dist, version, m.group(1) if m else None, sm120)

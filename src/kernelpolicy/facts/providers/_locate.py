@@ -7,7 +7,21 @@ import importlib.util
 import re
 from pathlib import Path
 
-__all__ = ["dist_version", "module_dir", "owning_dist", "read_assigned_string"]
+from ..._files import ReadError, read_bounded
+
+__all__ = ["MAX_SOURCE", "dist_version", "module_dir", "owning_dist", "read_assigned_string", "read_small_text"]
+
+#: The largest file read from an installed package (a module's ``__init__.py``, ``VERSION``).
+MAX_SOURCE = 1 << 20
+
+
+def read_small_text(path: Path, limit: int = MAX_SOURCE) -> str | None:
+    """The text of the regular file *path* (undecodable bytes replaced), or ``None`` when it is
+    missing, not a regular file (a FIFO, a device) or larger than *limit* bytes."""
+    try:
+        return read_bounded(path, limit).decode("utf-8", errors="replace")
+    except ReadError:
+        return None
 
 
 def dist_version(dist: str) -> str | None:
@@ -38,10 +52,10 @@ def owning_dist(module: str) -> str | None:
 
 
 def read_assigned_string(path: Path, name: str) -> str | None:
-    """The string literal assigned to *name* in a Python file (``__version__ = '2.5.0'``)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+    """The string literal assigned to *name* in a Python file (``__version__ = '2.5.0'``); a
+    FIFO, a device or a file over :data:`MAX_SOURCE` is not read (``None``)."""
+    text = read_small_text(path)
+    if text is None:
         return None
     m = re.search(rf"^{re.escape(name)}\s*(?::[^=\n]*)?=\s*['\"]([^'\"]+)['\"]", text, re.M)
     return m.group(1) if m else None

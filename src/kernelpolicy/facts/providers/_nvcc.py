@@ -12,6 +12,7 @@ import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..._files import ReadError, read_bounded
 from ._base import Context, Cost, ProviderResult, Runner
 from ._subprocess import run_script
 
@@ -22,6 +23,8 @@ __all__ = ["NvccProvider", "find_nvcc", "parse_nvcc_version", "toolkit_json_vers
 DEFAULT_ROOT = Path("/usr/local/cuda")
 _RELEASE = re.compile(r"release (\d+\.\d+), V(\d+\.\d+(?:\.\d+)?)")
 _TIMEOUT_S = 15.0
+#: The largest ``version.json`` read (CUDA 13's is 3 kB).
+_MAX_JSON = 1 << 20
 
 
 def find_nvcc(env: Mapping[str, str], default_root: Path | None = DEFAULT_ROOT) -> Path | None:
@@ -40,10 +43,12 @@ def find_nvcc(env: Mapping[str, str], default_root: Path | None = DEFAULT_ROOT) 
 
 
 def toolkit_json_version(nvcc: Path) -> str | None:
-    """``cuda_nvcc``'s version from the toolkit's ``version.json`` (CUDA 11.1+), or ``None``."""
+    """``cuda_nvcc``'s version from the toolkit's ``version.json`` (CUDA 11.1+), or ``None``
+    (also for a ``version.json`` that is a FIFO, a device or larger than :data:`_MAX_JSON`,
+    which is not read: a FIFO there hung ``facts``)."""
     try:
-        data = json.loads((nvcc.resolve().parent.parent / "version.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(read_bounded(nvcc.resolve().parent.parent / "version.json", _MAX_JSON))
+    except (OSError, ValueError, RuntimeError, RecursionError, ReadError):  # RuntimeError: a link loop
         return None
     entry = data.get("cuda_nvcc") if isinstance(data, dict) else None
     version = entry.get("version") if isinstance(entry, dict) else None
