@@ -68,6 +68,13 @@ FLAGS: Final = (
         sample="cutlass",
     ),
     Flag(
+        ("--quantization",),
+        "quantization",
+        "the quantization method (an unquantized checkpoint is quantized online)",
+        config="quantization",
+        sample="fp8",
+    ),
+    Flag(
         ("--fp4-gemm-backend",),
         "fp4_gemm_runner_backend",
         "SGLang's FP4 GEMM backend (`deploy.linear_backend`)",

@@ -17,9 +17,19 @@ from packaging.version import InvalidVersion, Version
 
 #: Written by :mod:`._scan` (``kernelpolicy sglang scan``) from each release's wheel, never edited.
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
+#: Written by ``_scan --options``: every option string of the newest release's launch parser.
+OPTIONS_FILE: Final = Path(__file__).with_name("options.json")
 
 
-__all__ = ["SglangRelease", "known_releases", "latest_release", "release_for", "release_records"]
+__all__ = [
+    "OPTIONS_FILE",
+    "SglangRelease",
+    "known_releases",
+    "latest_release",
+    "launch_options",
+    "release_for",
+    "release_records",
+]
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,14 @@ def release_records() -> Mapping[str, Mapping[str, Any]]:
     """Every scanned release's record as ``releases.json`` holds it (version -> record), oldest first."""
     raw: dict[str, Any] = json.loads(RELEASES_FILE.read_text())["releases"]
     return dict(sorted(raw.items(), key=lambda kv: Version(kv[0])))
+
+
+@functools.cache
+def launch_options() -> tuple[str, frozenset[str]]:
+    """The release ``options.json`` was scanned from, and every ``--`` option string its launch
+    parser (``prepare_server_args``) accepts in full."""
+    raw: dict[str, Any] = json.loads(OPTIONS_FILE.read_text())
+    return str(raw["version"]), frozenset(str(o) for o in raw["options"])
 
 
 @functools.cache

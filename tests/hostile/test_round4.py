@@ -1,0 +1,162 @@
+"""Hostile input, round four (issue #38): R8 SGLang launch lines read as SGLang reads them, R12
+numbers and fields outside the guards, R13 warning floods, R14 environment variables, R15
+release strings, and the remainders of rounds two and three. Each test reproduces its defect
+the way the report found it (the command line, as a user runs it) and fails without its fix.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kernelpolicy.engines.sglang.flags import FLAGS as SGLANG_FLAGS
+
+from .helpers import cli, one_error_line
+
+ROOT = Path(__file__).resolve().parents[2]
+DSV3 = "deepseek-ai/DeepSeek-V3"
+SGLANG = ["python3", "-m", "sglang.launch_server", "--model-path"]
+
+
+def _explain_json(capsys: pytest.CaptureFixture[str], *argv: str, gpu: str = "H200") -> tuple[dict[str, Any], str]:
+    code, out, err = cli(capsys, "explain", "--gpu", gpu, "--no-env", "--json", *argv)
+    assert code in (0, 5), err
+    return json.loads(out), err
+
+
+def _catalog_config(model: str) -> dict[str, Any]:
+    data = yaml.safe_load((ROOT / "rules" / "models.yaml").read_text(encoding="utf-8"))
+    return next(dict(m["config"]) for m in data["models"] if m["id"] == model)
+
+
+@pytest.fixture
+def bf16(tmp_path: Path) -> Path:
+    """DeepSeek-V3 without its quantization: a BF16 checkpoint folder."""
+    config = _catalog_config(DSV3)
+    config.pop("quantization_config", None)
+    folder = tmp_path / "bf16"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return folder
+
+
+# -- R8: SGLang's parser accepts unambiguous prefixes; --quantization; --config FILE ---------------
+
+
+@pytest.mark.parametrize("flags", [["--tp", "8"], ["--tp-s", "8"], ["--tp-s=8"], ["--tensor-par", "8"]])
+def test_an_sglang_abbreviation_is_read_as_sglang_reads_it(
+    capsys: pytest.CaptureFixture[str], flags: list[str]
+) -> None:
+    """`--tp 8` was `flags that decide no kernel, ignored: --tp`, decided for deploy.tp 1."""
+    d, err = _explain_json(capsys, "--", *SGLANG, DSV3, *flags)
+    assert d["facts"]["deploy.tp"] == 8
+    assert "ignored" not in err
+
+
+def test_an_abbreviated_backend_flag_is_an_explicit_choice(capsys: pytest.CaptureFixture[str]) -> None:
+    d, _ = _explain_json(capsys, "--", *SGLANG, DSV3, "--moe-runner", "deep_gemm")
+    assert d["facts"]["deploy.moe_backend"] == "deep_gemm" and d["paths"]["moe"]["backend"] == "deep_gemm"
+
+
+def _prefixes(name: str, options: frozenset[str]) -> list[str]:
+    """*name*, and every shorter prefix SGLang's parser reads as *name* (it fits no other option)."""
+    return [name] + [name[:n] for n in range(3, len(name)) if [o for o in options if o.startswith(name[:n])] == [name]]
+
+
+@pytest.mark.parametrize("flag", [f for f in SGLANG_FLAGS if f.sample is not None], ids=lambda f: f.dest)
+def test_every_spelling_sglang_accepts_for_a_table_flag_reads_the_same(flag: Any) -> None:
+    """Generated from the flag table and the parser's option strings: each unambiguous prefix of
+    each of a flag's names (`--tp`, `--tp-s`, `--tensor-parallel`, ...) sets what the name sets,
+    with the value apart or after `=`."""
+    from kernelpolicy.deployment.serve import _parse_serve
+    from kernelpolicy.releases.sglang.versions import launch_options
+
+    _, options = launch_options()
+    want = _parse_serve([*SGLANG, DSV3, flag.names[0], flag.sample]).values
+    assert want[flag.dest] is not None
+    spellings = [p for name in flag.names for p in _prefixes(name, options)]
+    for spelling in spellings:
+        for tokens in ([spelling, flag.sample], [f"{spelling}={flag.sample}"]):
+            got = _parse_serve([*SGLANG, DSV3, *tokens])
+            assert got.values == want and not got.ignored, (tokens, got)
+
+
+@pytest.mark.parametrize("flag", ["--moe", "--fp", "--e", "--ep-"])
+def test_an_ambiguous_prefix_is_refused_as_sglang_refuses_it(capsys: pytest.CaptureFixture[str], flag: str) -> None:
+    code, _, err = cli(capsys, "explain", "--gpu", "H200", "--no-env", "--", *SGLANG, DSV3, flag, "1")
+    assert code == 2
+    line = one_error_line(err)
+    assert f"`{flag}` is ambiguous to SGLang" in line
+
+
+def test_a_backend_value_sglang_refuses_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--moe-runner-backend garbage` (SGLang: invalid choice, exit 2) was decided silently."""
+    code, _, err = cli(capsys, "explain", "--gpu", "H200", "--no-env", "--", *SGLANG, DSV3, "--moe-runner-backend", "x")
+    assert code == 2
+    assert "--moe-runner-backend `x`: not a value SGLang accepts" in one_error_line(err)
+
+
+def test_sglang_quantization_quantizes_a_bf16_checkpoint_online(capsys: pytest.CaptureFixture[str], bf16: Path) -> None:
+    """`--quantization fp8` on a BF16 folder was ignored: quant none, dense torch. SGLang quantizes
+    dense weights per channel (CUTLASS and Marlin take only per-channel scales), experts per tensor."""
+    d, err = _explain_json(capsys, "--", *SGLANG, str(bf16), "--quantization", "fp8")
+    assert "ignored" not in err
+    facts = d["facts"]
+    assert facts["quant.method"] == "fp8" and facts["quant.scheme"] == "fp8_channel"
+    assert facts["quant.moe_scheme"] == "fp8_tensor" and facts["quant.activation_scheme"] == "dynamic"
+    assert d["paths"]["dense"]["backend"] != "torch"
+    plain, _ = _explain_json(capsys, "--", *SGLANG, str(bf16))
+    assert plain["facts"].get("quant.scheme") in (None, "none")
+
+
+def test_sglang_quantization_that_contradicts_the_checkpoint_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(capsys, "explain", "--gpu", "H200", "--no-env", "--", *SGLANG, DSV3, "--quantization", "awq")
+    assert code == 2
+    assert "SGLang refuses it too" in one_error_line(err)
+
+
+def test_the_sglang_plugin_applies_quantization_as_explain_does(bf16: Path) -> None:
+    from types import SimpleNamespace
+
+    from kernelpolicy.dsl.loader import load_policy
+    from kernelpolicy.engines.sglang._facts import facts_from_sglang
+
+    policy = load_policy()
+    args = SimpleNamespace(model_path=str(bf16), tp_size=1, ep_size=1, quantization="fp8")
+    values = facts_from_sglang(args, policy.engines["sglang"], policy.models, gpu={"gpu.sm": "sm90"})
+    assert values["quant.scheme"] == "fp8_channel" and values["quant.moe_scheme"] == "fp8_tensor"
+
+
+def test_an_sglang_config_file_is_merged_under_the_line(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """`--config` with `tp-size: 8` / `moe-runner-backend: deep_gemm` was ignored."""
+    config = tmp_path / "sglang.yaml"
+    config.write_text("tp-size: 8\nmoe-runner-backend: deep_gemm\nmem-fraction-static: 0.8\n", encoding="utf-8")
+    d, _ = _explain_json(capsys, "--", *SGLANG, DSV3, "--config", str(config))
+    assert d["facts"]["deploy.tp"] == 8 and d["facts"]["deploy.moe_backend"] == "deep_gemm"
+    d, _ = _explain_json(capsys, "--", *SGLANG, DSV3, "--config", str(config), "--tp", "2")
+    assert d["facts"]["deploy.tp"] == 2  # the line wins, as in SGLang
+    config.write_text("tp: 4\n", encoding="utf-8")  # a key is a flag: abbreviated too
+    d, _ = _explain_json(capsys, "--", *SGLANG, DSV3, "--config", str(config))
+    assert d["facts"]["deploy.tp"] == 4
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("c.json", "{}", "only a .yaml or .yml file"),
+        ("c.yaml", "tp-size: [2, 4]\n", "takes one value"),
+        ("c.yaml", "- 1\n", "expected a mapping of SGLang flag names"),
+    ],
+)
+def test_an_sglang_config_file_sglang_refuses_is_one_line(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, name: str, content: str, words: str
+) -> None:
+    config = tmp_path / name
+    config.write_text(content, encoding="utf-8")
+    code, _, err = cli(capsys, "explain", "--gpu", "H200", "--no-env", "--", *SGLANG, DSV3, "--config", str(config))
+    assert code == 2
+    assert words in one_error_line(err)
