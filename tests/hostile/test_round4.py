@@ -160,3 +160,120 @@ def test_an_sglang_config_file_sglang_refuses_is_one_line(
     code, _, err = cli(capsys, "explain", "--gpu", "H200", "--no-env", "--", *SGLANG, DSV3, "--config", str(config))
     assert code == 2
     assert words in one_error_line(err)
+
+
+# -- round three's remainder (N10, N15): config.json values read as something else, or printed whole --
+
+BASE: dict[str, Any] = {
+    "architectures": ["DeepseekV3ForCausalLM"],
+    "model_type": "deepseek_v3",
+    "hidden_size": 7168,
+    "n_routed_experts": 256,
+    "num_experts_per_tok": 8,
+    "torch_dtype": "bfloat16",
+}
+
+
+def _model(tmp_path: Path, config: dict[str, Any]) -> Path:
+    d = tmp_path / "m"
+    d.mkdir(exist_ok=True)
+    (d / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    return d
+
+
+@pytest.mark.parametrize(
+    ("edit", "field", "words"),
+    [
+        ({"n_routed_experts": [0, 0]}, "n_routed_experts", "positive count of experts"),  # was read as dense
+        ({"n_routed_experts": [64, 0]}, "n_routed_experts", "positive count of experts"),
+        ({"num_experts_per_tok": 999}, "num_experts_per_tok", "more than the model's 256 experts"),
+        (
+            {"quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": 0}},  # was decided marlin
+            "quantization_config.group_size",
+            "positive group size",
+        ),
+        (
+            {"quantization_config": {"quant_method": "awq", "w_bit": 4, "q_group_size": -5}},
+            "quantization_config.q_group_size",
+            "positive group size",
+        ),
+        (
+            {
+                "quantization_config": {
+                    "quant_method": "compressed-tensors",
+                    "config_groups": {
+                        "g": {"targets": ["Linear"], "weights": {"num_bits": 4, "type": "float", "group_size": 0}}
+                    },
+                }
+            },
+            "quantization_config.config_groups.g.weights.group_size",
+            "positive group size",
+        ),
+    ],
+)
+def test_a_config_value_no_model_has_is_refused_naming_the_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: dict[str, Any], field: str, words: str
+) -> None:
+    m = _model(tmp_path, {**BASE, **edit})
+    code, _, err = cli(capsys, "explain", "--gpu", "H200", "--model", str(m), "--no-env")
+    assert code == 2
+    line = one_error_line(err)
+    assert f"field `{field}`" in line and words in line
+
+
+def test_gptq_per_channel_group_size_is_accepted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    m = _model(tmp_path, {**BASE, "quantization_config": {"quant_method": "gptq", "bits": 4, "group_size": -1}})
+    d, _ = _explain_json(capsys, "--model", str(m))
+    assert d["facts"]["quant.group_size"] == -1
+
+
+@pytest.mark.parametrize("field", ["model_type", "architectures"])
+def test_a_2mb_name_is_refused_not_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str) -> None:
+    """A 2 MB `model_type` was printed once (2,000,535 bytes of stdout)."""
+    name = "q" * 2_000_000
+    m = _model(tmp_path, {**BASE, field: [name] if field == "architectures" else name})
+    code, out, err = cli(capsys, "explain", "--gpu", "H200", "--model", str(m), "--no-env")
+    assert code == 2 and out == ""
+    line = one_error_line(err)
+    assert "2,000,000 characters" in line and len(line) < 300
+
+
+# -- R12: numbers and fields outside the guards --------------------------------------------------
+
+NINES = "9" * 5000
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--engine", f"vllm=={NINES}"],
+        ["explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--engine", f"sglang=={NINES}"],
+        ["explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--fact", f"vllm.version={NINES}"],
+        ["matrix", "--engine", f"vllm=={NINES}"],
+        ["matrix", "--engine", f"sglang=={NINES}"],
+    ],
+    ids=["explain-vllm", "explain-sglang", "explain-fact", "matrix-vllm", "matrix-sglang"],
+)
+def test_a_5000_digit_version_is_one_short_line(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """`--engine vllm==<5000 nines>` was `internal error: ValueError: Exceeds the limit (4300 digits)`."""
+    code, _, err = cli(capsys, *argv)
+    assert code == 2
+    line = one_error_line(err)
+    assert " characters)" in line and "9" * 200 not in line and len(line) < 400, line
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("n_shared_experts", "two"), ("first_k_dense_replace", "x"), ("q_lora_rank", "big"), ("n_shared_experts", -1)],
+)
+def test_bench_plan_refuses_a_shape_field_of_another_kind(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], field: str, value: object
+) -> None:
+    """bench's shape reader took fields the model reader never validated: internal ValueError/TypeError."""
+    m = _model(tmp_path, {**_catalog_config(DSV3), field: value})
+    code, _, err = cli(capsys, "bench", "--plan", "--model", str(m))
+    assert code == 2
+    line = one_error_line(err)
+    assert f"`{field}`" in line and "expected an integer of 0 or more" in line
+    m = _model(tmp_path, _catalog_config(DSV3))
+    assert cli(capsys, "bench", "--plan", "--model", str(m))[0] == 0

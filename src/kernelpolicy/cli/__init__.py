@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
@@ -30,9 +31,22 @@ SUBCOMMANDS = (
 _ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)}
 
 
+#: The longest quoted value a message shows whole (a 5,000-digit version was a 5 kB line); a
+#: longer one keeps its first :data:`_QUOTED_HEAD` characters and says how long it was.
+_QUOTED_SHOWN = 200
+_QUOTED_HEAD = 60
+_LONG_QUOTED = re.compile("`([^`]{" + str(_QUOTED_SHOWN + 1) + ",})`")
+
+
+def _cut(match: re.Match[str]) -> str:
+    value = match.group(1)
+    return f"`{value[:_QUOTED_HEAD]}...` ({len(value):,} characters)"
+
+
 def one_line(text: str) -> str:
-    """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it quotes."""
-    return text.translate(_ESCAPES)
+    """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it
+    quotes; a quoted value longer than :data:`_QUOTED_SHOWN` characters is cut."""
+    return _LONG_QUOTED.sub(_cut, text.translate(_ESCAPES))
 
 
 #: What stdout never carries raw: control characters but newline and tab (a rule id, a case name

@@ -6,7 +6,7 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..errors import FactError, did_you_mean
 from .keys import CANONICAL, FACT_KEYS, Kind, lookup_key
@@ -122,7 +122,7 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             try:
                 return str(Version(str(value)))
-            except InvalidVersion:
+            except ValueError:  # InvalidVersion, or more digits than int() converts
                 raise FactError(key, f"`{value}` is not a valid version") from None
     elif isinstance(value, str):
         if kind is Kind.ENUM and value not in fk.domain:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 #: Written by :mod:`._scan` (``kernelpolicy sglang scan``) from each release's wheel, never edited.
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
@@ -102,6 +102,6 @@ def release_for(version: str) -> SglangRelease | None:
     """The scanned release *version* is (exact match after normalisation), else None."""
     try:
         want = Version(version.strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None
     return next((r for v, r in known_releases().items() if Version(v) == want), None)
