@@ -357,7 +357,7 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     out["model.is_moe"] = is_moe
     if is_moe:
         out["model.num_experts"] = experts
-        if text.num_experts_per_tok is not None and text.num_experts_per_tok > experts:
+        if text.num_experts_per_tok is not None and experts is not None and text.num_experts_per_tok > experts:
             raise ModelConfigError(
                 file,
                 prefix + "num_experts_per_tok",
