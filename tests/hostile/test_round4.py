@@ -277,3 +277,42 @@ def test_bench_plan_refuses_a_shape_field_of_another_kind(
     assert f"`{field}`" in line and "expected an integer of 0 or more" in line
     m = _model(tmp_path, _catalog_config(DSV3))
     assert cli(capsys, "bench", "--plan", "--model", str(m))[0] == 0
+
+
+# -- R13: warning floods ------------------------------------------------------------------------
+
+
+def test_20000_unread_variables_are_a_few_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--env VLLM_X0=1 ... --env VLLM_X19999=1` printed 20,000 warning lines."""
+    line = [f"VLLM_X{i}=1" for i in range(20_000)]
+    code, _, err = cli(capsys, "explain", "--gpu", "GB10", "--no-env", "--summary", "--", *line, "vllm", "serve", DSV3)
+    assert code == 0
+    warnings = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(warnings) <= 9, len(warnings)
+    assert "--env `VLLM_X0`: no rule reads this vLLM variable" in err
+    assert "19,992 more vLLM variables no rule reads: `VLLM_X8`" in err and "and 19,984 more" in err
+
+
+def test_a_misspelt_variable_keeps_its_hint(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = cli(
+        capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary", "--env", "VLLM_USE_DEEPGEM=1"
+    )
+    assert code == 0 and "did you mean `VLLM_USE_DEEP_GEMM`?" in err
+
+
+def test_any_warning_flood_is_capped(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpolicy.cli import _common
+    from kernelpolicy.deployment import options
+
+    real = options.options_facts
+
+    def flooding(*a: Any, **k: Any) -> Any:
+        built = real(*a, **k)
+        return type(built)(built.facts, tuple(f"w{i}\x1b" for i in range(1000)))
+
+    monkeypatch.setattr(options, "options_facts", flooding)
+    code, _, err = cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary")
+    assert code == 0
+    lines = [ln for ln in err.splitlines() if "warning" in ln]
+    assert len(lines) == _common.WARNINGS_SHOWN + 1 and "980 more warnings not shown" in lines[-1]
+    assert "\x1b" not in err  # each line escaped, as errors are

@@ -576,17 +576,24 @@ def _quantized(facts: Facts, method: str | None, engine: str = "vllm") -> Facts:
 
 
 def env_warnings(names: Sequence[str], policy: Policy) -> list[str]:
-    """Warnings for ``VLLM_*`` variables no rule reads, with did-you-mean for misspellings."""
+    """Warnings for ``VLLM_*`` variables no rule reads, with did-you-mean for misspellings: one
+    line for each of the first :data:`_IGNORED_SHOWN`, one line for the rest."""
     from .pipeline import env_names
 
     known = env_names(policy)
+    unread = [n for n in dict.fromkeys(names) if n.startswith("VLLM_") and n not in known]
     out = []
-    for name in names:
-        if not name.startswith("VLLM_") or name in known:
-            continue
+    for name in unread[:_IGNORED_SHOWN]:
         hint = did_you_mean(name, known)
         tail = f" (did you mean `{hint[0]}`?)" if hint else "; it does not change the decision"
         out.append(f"--env `{name}`: no rule reads this vLLM variable{tail}")
+    rest = unread[_IGNORED_SHOWN:]
+    if rest:  # 20,000 of them were 20,000 lines
+        shown = ", ".join(f"`{n[:_FLAG_SHOWN]}`" for n in rest[:_IGNORED_SHOWN])
+        more = f" and {len(rest) - _IGNORED_SHOWN:,} more" if len(rest) > _IGNORED_SHOWN else ""
+        out.append(
+            f"--env: {len(rest):,} more vLLM variables no rule reads: {shown}{more}; they do not change the decision"
+        )
     return out
 
 
