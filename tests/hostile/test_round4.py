@@ -316,3 +316,98 @@ def test_any_warning_flood_is_capped(capsys: pytest.CaptureFixture[str], monkeyp
     lines = [ln for ln in err.splitlines() if "warning" in ln]
     assert len(lines) == _common.WARNINGS_SHOWN + 1 and "980 more warnings not shown" in lines[-1]
     assert "\x1b" not in err  # each line escaped, as errors are
+
+
+# -- R14: environment variables read one way ------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", [" ", "\n", "rel", "~nouser", "yes", "2", "-1", "::"])
+def test_a_deprecated_cache_variable_that_is_no_folder_creates_none(tmp_path: Path, value: str) -> None:
+    """`KERNELPOLICY_CACHE=' '` (and `rel`, `~nouser`, ...) created that folder in the cwd."""
+    import os
+    import subprocess
+    import sys
+
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "KERNELPOLICY_CACHE_DIR"}
+    env.update(
+        KERNELPOLICY_CACHE=value, XDG_CACHE_HOME=str(tmp_path / "xdg"), PYTHONPATH=str(ROOT / "src"), HOME=str(tmp_path)
+    )
+    res = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary"],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 0, res.stderr
+    assert list(cwd.iterdir()) == []
+    assert "is not an absolute folder: ignored" in res.stderr
+    assert (tmp_path / "xdg" / "kernelpolicy" / "policies").is_dir()  # the default cache instead
+
+
+def test_a_deprecated_variable_under_pythonwarnings_error_is_one_line(tmp_path: Path) -> None:
+    """`PYTHONWARNINGS=error` with a deprecated variable was `internal error: FutureWarning`."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "KERNELPOLICY_CACHE_DIR"}
+    env.update(KERNELPOLICY_CACHE=str(tmp_path / "old"), PYTHONWARNINGS="error", PYTHONPATH=str(ROOT / "src"))
+    res = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert res.returncode == 2
+    line = one_error_line(res.stderr)
+    assert "`KERNELPOLICY_CACHE` is deprecated" in line and "PYTHONWARNINGS" in line
+
+
+@pytest.mark.parametrize(("value", "cached"), [("false", True), ("no", True), ("off", True), ("0", True), ("1", False)])
+def test_no_cache_is_read_as_every_on_off_variable(
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    cache_root: Path,
+    tmp_path: Path,
+    value: str,
+    cached: bool,
+) -> None:
+    """`KERNELPOLICY_NO_CACHE=false`/`no`/`off` turned the caches off (any value but "" and "0")."""
+    from kernelpolicy.analysis import checking
+
+    monkeypatch.setenv("KERNELPOLICY_NO_CACHE", value)
+    assert cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary")[0] == 0
+    assert any((cache_root / "policies").glob("*")) is cached
+    seen: list[object] = []
+    real = checking.check
+
+    def spy(*a: Any, **k: Any) -> Any:
+        seen.append(k.get("cache"))
+        return real(*a, **k)
+
+    monkeypatch.setattr(checking, "check", spy)
+    rule = tmp_path / "ops.yaml"
+    rule.write_text("rules: []\n", encoding="utf-8")
+    assert cli(capsys, "check", "--bare", "--no-coverage", str(rule))[0] in (0, 1)
+    assert seen == [cached]
+
+
+def test_no_cache_of_another_value_is_one_line(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KERNELPOLICY_NO_CACHE", "maybe")
+    code, _, err = cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary")
+    assert code == 2 and "KERNELPOLICY_NO_CACHE" in one_error_line(err)
+
+
+@pytest.mark.parametrize("jobs", ["-1", "0", "two"])
+def test_check_jobs_must_be_a_positive_count(capsys: pytest.CaptureFixture[str], jobs: str) -> None:
+    code, _, err = cli(capsys, "check", "--no-coverage", "--jobs", jobs)
+    assert code == 2 and "--jobs" in one_error_line(err)

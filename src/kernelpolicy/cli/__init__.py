@@ -144,6 +144,27 @@ def _one_line_warnings() -> None:
         warnings.showwarning = show
 
 
+def _unexpected(exc: Exception) -> int:
+    """The exit status for an exception no subcommand expected: a warning that ``-W error`` or
+    ``PYTHONWARNINGS=error`` raised is the user's choice (exit 2 with its text, a deprecated
+    variable's, say); anything else is a bug, one line unless ``KERNELPOLICY_DEBUG`` asks for
+    the traceback."""
+    if isinstance(exc, Warning):
+        why = f"kernelpolicy: error: {exc} (a warning, raised as an error by -W/PYTHONWARNINGS)"
+        print(one_line(why), file=sys.stderr)
+        return 2
+    if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
+        raise exc
+    print(
+        one_line(
+            f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
+            "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)"
+        ),
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 findings, 2 bad input, 3 no backend).
 
@@ -180,17 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kernelpolicy: error: cannot write the output: {why}", file=sys.stderr)
             _silence_stdout()
         return 2
-    except Exception as exc:  # a bug: one line, unless asked for the traceback
-        if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
-            raise
-        print(
-            one_line(
-                f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
-                "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)"
-            ),
-            file=sys.stderr,
-        )
-        return 1
+    except Exception as exc:  # a bug (or a warning made an error): one line, unless asked for the traceback
+        return _unexpected(exc)
     finally:
         if isinstance(sys.stdout, _EscapedOutput):
             sys.stdout = real_stdout

@@ -52,7 +52,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--jobs",
-        type=int,
+        type=_positive,
         default=None,
         metavar="N",
         help="worker processes for the exhaustive run (default: one per CPU)",
@@ -60,10 +60,21 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _positive(text: str) -> int:
+    """``--jobs``: a positive number of workers (``-1`` and ``0`` were accepted)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"`{value}`: expected at least 1 worker")
+    return value
+
+
 def run(args: argparse.Namespace) -> int:
     from ..analysis.checking import check
     from ..analysis.sarif import to_sarif
-    from ..dsl.loader import SourceFile, discover
+    from ..dsl.loader import SourceFile, discover, use_caches
 
     if args.bare and not args.files:
         raise UsageError("--bare needs FILES to check")
@@ -87,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
             explicit=args.explicit,
             jobs=args.jobs,
             subject=subject,
+            cache=use_caches(),  # KERNELPOLICY_NO_CACHE read as every on/off variable is
             progress=shown.fraction,
         )
     summary: dict[str, Any] = report.summary or {}
