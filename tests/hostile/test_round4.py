@@ -411,3 +411,30 @@ def test_no_cache_of_another_value_is_one_line(
 def test_check_jobs_must_be_a_positive_count(capsys: pytest.CaptureFixture[str], jobs: str) -> None:
     code, _, err = cli(capsys, "check", "--no-coverage", "--jobs", jobs)
     assert code == 2 and "--jobs" in one_error_line(err)
+
+
+# -- round two's remainder: full-width digits are not numbers ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "words"),
+    [
+        (["explain", "--gpu", "１２.１", "--model", DSV3], "unknown GPU `１２.１`"),  # was sm121
+        (["explain", "--gpu", "GB10", "--", "vllm", "serve", DSV3, "-tp", "２"], "`２` is not a whole number"),
+        (["explain", "--gpu", "GB10", "--model", DSV3, "-tp", "２"], "`２` is not a whole number"),
+        (["explain", "--gpu", "GB10", "--", *SGLANG, DSV3, "--tp-size", "８"], "`８` is not a whole number"),
+        (["explain", "--gpu", "GB10", "--model", DSV3, "--fact", "deploy.tp=８"], "`８` is not an integer"),
+        (["bench", "--plan", "--model", DSV3, "--m", "１６"], "--m `１６`"),
+        (["check", "--no-coverage", "--jobs", "２"], "`２`"),
+    ],
+    ids=["gpu", "serve-tp", "explain-tp", "sglang-tp", "fact", "bench-m", "check-jobs"],
+)
+def test_full_width_digits_are_refused(capsys: pytest.CaptureFixture[str], argv: list[str], words: str) -> None:
+    code, _, err = cli(capsys, *argv)
+    assert code == 2
+    assert words in one_error_line(err)
+
+
+def test_ascii_digits_still_read(capsys: pytest.CaptureFixture[str]) -> None:
+    d, _ = _explain_json(capsys, "--fact", "deploy.tp=8", "--", "vllm", "serve", DSV3, gpu="12.1")
+    assert d["facts"]["deploy.tp"] == 8 and d["facts"]["gpu.sm"] == "sm121"

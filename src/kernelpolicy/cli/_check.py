@@ -61,9 +61,11 @@ def add_parser(sub: Any) -> None:
 
 
 def _positive(text: str) -> int:
-    """``--jobs``: a positive number of workers (``-1`` and ``0`` were accepted)."""
+    """``--jobs``: a positive number of workers in ASCII digits (``-1`` and ``0`` were accepted)."""
+    from .._numbers import ascii_int
+
     try:
-        value = int(text)
+        value = ascii_int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
     if value < 1:
