@@ -438,3 +438,29 @@ def test_full_width_digits_are_refused(capsys: pytest.CaptureFixture[str], argv:
 def test_ascii_digits_still_read(capsys: pytest.CaptureFixture[str]) -> None:
     d, _ = _explain_json(capsys, "--fact", "deploy.tp=8", "--", "vllm", "serve", DSV3, gpu="12.1")
     assert d["facts"]["deploy.tp"] == 8 and d["facts"]["gpu.sm"] == "sm121"
+
+
+# -- round two's remainder: `deny: []` is said -------------------------------------------------------
+
+_EMPTY = """rules:
+  - id: ops-nothing
+    when: {{gpu.sm: sm121}}
+    paths: [moe]
+    {kind}: []
+    severity: accuracy
+    refs: [vllm#49546]
+    because: we meant to deny marlin
+"""
+
+
+@pytest.mark.parametrize("kind", ["deny", "prefer"])
+def test_a_rule_that_names_no_backend_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str) -> None:
+    """A matching `deny: []` rule was silent in explain (and check passed it): it denied nothing."""
+    policy = tmp_path / "ops.yaml"
+    policy.write_text(_EMPTY.format(kind=kind), encoding="utf-8")
+    code, out, err = cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--policy", str(policy))
+    assert code == 2 and out == ""
+    line = one_error_line(err)
+    assert f"{policy}:5:" in line and f"`{kind}: []` names no backend" in line and "ops-nothing" in line
+    code, out, _ = cli(capsys, "check", "--bare", "--no-coverage", str(policy))
+    assert code == 1 and f"`{kind}: []` names no backend" in out

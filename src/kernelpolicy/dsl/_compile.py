@@ -525,6 +525,8 @@ class Compiler:
             problems.append(((*here, "use"), "`use` is an operator's choice: put it in a policy file, not in rules/"))
         if kind == "require" and not self._targets(r, kind):
             problems.append((here, "a `require` rule must name its `backend`"))
+        if kind in ("deny", "prefer") and not self._targets(r, kind):  # `deny: []` matched and said nothing
+            problems.append(((*here, kind), f"`{kind}: []` names no backend: the rule would do nothing"))
         if r.backend is not None and kind != "require":
             problems.append(((*here, "backend"), "`backend` goes with `require` only"))
         if r.overrides and kind != "use":
