@@ -464,3 +464,58 @@ def test_a_rule_that_names_no_backend_is_refused(tmp_path: Path, capsys: pytest.
     assert f"{policy}:5:" in line and f"`{kind}: []` names no backend" in line and "ops-nothing" in line
     code, out, _ = cli(capsys, "check", "--bare", "--no-coverage", str(policy))
     assert code == 1 and f"`{kind}: []` names no backend" in out
+
+
+# -- held out from earlier rounds: a 900 kB one-line rule file is refused fast and small -----------
+
+
+def _one_line_file(tmp_path: Path, entries: str, n: int) -> Path:
+    f = tmp_path / "ops.yaml"
+    f.write_text("rules: [" + ", ".join([entries] * n) + "]\n", encoding="utf-8")
+    return f
+
+
+def test_300000_bad_entries_on_one_line_stop_at_the_cap(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Each bad entry was validated and said (5-13 s to refuse, the line kept whole in each)."""
+    import time
+
+    from kernelpolicy.dsl._compile import MAX_FILE_ERRORS
+
+    f = _one_line_file(tmp_path, "1", 300_000)
+    start = time.process_time()
+    code, _, err = cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--policy", str(f))
+    assert code == 2
+    assert f"(and {MAX_FILE_ERRORS} more: run `kernelpolicy check`)" in one_error_line(err)
+    assert time.process_time() - start < 8  # 2.3 s here; the cap is what matters, with room for a loaded CI
+    code, out, _ = cli(capsys, "check", "--bare", "--no-coverage", str(f))
+    assert code == 1
+    assert "299,800 more entries of `rules` not checked" in out
+    assert max(len(line) for line in out.splitlines()) < 400  # the 900 kB line is shown as a window
+
+
+def test_a_diagnostic_keeps_a_window_of_a_long_line() -> None:
+    """9,000 warnings on one 800 kB line each held the line (20 GB, killed); the compiled cache wrote them."""
+    from kernelpolicy.errors import Diagnostic
+
+    line = "a" * 500_000 + "BAD" + "b" * 500_000
+    d = Diagnostic("x", file="f.yaml", line=1, column=500_001, source_line=line, span=3)
+    assert d.source_line is not None and len(d.source_line) < 200
+    shown = d.source_line[d.column - 1 : d.column - 1 + d.span]
+    assert shown == "BAD", d.render()
+    short = Diagnostic("x", file="f.yaml", line=1, column=3, source_line="ab BAD", span=3)
+    assert short.source_line == "ab BAD" and short.column == 3
+
+
+def test_3000_rules_on_one_line_load_in_bounded_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import resource
+
+    rule = "{id: r, when: {gpu.sm: sm90}, paths: [moe], deny: marlin, severity: perf, because: x}"
+    f = tmp_path / "ops.yaml"
+    f.write_text(
+        "rules: [" + ", ".join(rule.replace("id: r", f"id: r{i}") for i in range(3000)) + "]\n", encoding="utf-8"
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    code, _, _ = cli(capsys, "explain", "--gpu", "GB10", "--model", DSV3, "--no-env", "--summary", "--policy", str(f))
+    assert code == 0
+    # kB: 2,000 rules took 1.1 GB (a warning each, holding the 180 kB line); 9,000 grew past 20 GB
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 500_000
