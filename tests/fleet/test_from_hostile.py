@@ -241,3 +241,15 @@ def test_a_gpu_block_that_contradicts_the_facts_is_refused(
     same = {**h200, "name": _gb10(policy)["gpu.name"], "sm": "sm121", "cc": "12.1", "count": 1}
     node = _file(tmp_path, base, "gb10.json", _gb10(policy), gpu=same)
     assert main(["fleet", "--model", DSV3, "--json", "--from", str(node)]) == 0
+
+
+def test_a_node_whose_host_contradicts_its_gpu_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: dict[str, Any], policy: kp.Policy
+) -> None:
+    """GB10 facts with `host.machine: x86_64` were accepted (a GB10 is on a Grace CPU, aarch64)."""
+    node = _file(tmp_path, base, "gb10.json", {**_gb10(policy), "host.machine": "x86_64"})
+    assert main(["fleet", "--model", DSV3, "--from", str(node)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`host.machine` `x86_64` contradicts" in err and "aarch64" in err
+    h200 = _file(tmp_path, base, "h200.json", {**facts_from_spec("H200", policy.gpus), "host.machine": "aarch64"})
+    assert main(["fleet", "--model", DSV3, "--from", str(h200)]) == 0  # an H200 comes on either host

@@ -88,6 +88,27 @@ def _same_gpu(data: Mapping[str, Any], values: Mapping[str, Any], name: str) -> 
             )
 
 
+def _same_host(values: Mapping[str, Any], products: Any, name: str) -> None:
+    """The file's ``host.machine`` is the host its GPU comes on (a GB10 is on aarch64), as a
+    machine's own ``facts --json`` records it. (Only here: a simulated GPU of the engines' tests
+    runs on any host, so ``explain`` and the plugins do not require it.)"""
+    from ..errors import UnknownGPUError
+    from ..facts.gpu import facts_from_spec
+
+    gpu, host = values.get("gpu.name"), values.get("host.machine")
+    if not isinstance(gpu, str) or not isinstance(host, str):
+        return
+    try:
+        implied = facts_from_spec(gpu, products).get("host.machine")
+    except UnknownGPUError:  # a GPU the catalog does not name: no host to compare
+        return
+    if implied is not None and host != implied:
+        raise UsageError(
+            f"`{name}`: fact `host.machine` `{host}` contradicts fact `gpu.name` `{gpu}`"
+            f" (it is on an {implied} host): not one machine's facts"
+        )
+
+
 def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[dict[str, Any], list[NodeAnswer]]:
     """The cluster description and one row per facts file in *files*.
 
@@ -102,6 +123,7 @@ def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[di
         machine = machine_from_json(data, name)
         _checked(machine.values, name)
         _same_gpu(data, machine.values, name)
+        _same_host(machine.values, shared.policy.gpus, name)
         extra = {"gpu": data.get("gpu"), "gpu_reason": data.get("gpu_reason")}
         try:
             payload = decide(machine, model=str(request["model"]), environ=None, shared=shared)
