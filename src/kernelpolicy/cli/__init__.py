@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TextIO
 
 from .._version import __version__
 from ..errors import KernelPolicyError
+from ._argv import parse as parse_argv
 
 __all__ = ["main", "one_line"]
 
@@ -177,7 +178,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _one_line_warnings()
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse_argv(parser, sys.argv[1:] if argv is None else argv)  # 20,000 `--fact`: linear, not quadratic
     except SystemExit as exc:  # argparse printed its one-line usage error (or --help)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     real_stdout = sys.stdout
