@@ -33,9 +33,13 @@ END: Final = "<!-- end of environment table -->"
 KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "KERNELPOLICY_CACHE_DIR": "the one folder of every kernelpolicy cache (compiled policies, machine facts, "
     "vLLM venvs and stubs); default: the platform's user cache folder + `kernelpolicy`",
-    "KERNELPOLICY_CACHE": "deprecated: the cache folder of earlier releases (read with a warning)",
-    "KERNELPOLICY_VENV_CACHE": "deprecated: the vLLM venv folder of earlier releases (read with a warning)",
-    "KERNELPOLICY_NO_CACHE": "`1`: compile the rule files on every run (no compiled-policy cache)",
+    "KERNELPOLICY_CACHE": "deprecated: the cache folder of earlier releases (read with a warning; a value that "
+    "is not an absolute folder is ignored)",
+    "KERNELPOLICY_VENV_CACHE": "deprecated: the vLLM venv folder of earlier releases (read with a warning; a "
+    "value that is not an absolute folder is ignored)",
+    "KERNELPOLICY_NO_CACHE": "`1` (or `true`, `yes`, `on`): compile the rule files and prove on every run (no "
+    "compiled-policy or certificate cache); `0`, `false`, `no`, `off` or unset: caches used; another value is "
+    "an error",
     "KERNELPOLICY_POLICY": "operator policy files loaded on top of `rules/` and `policy/` (`os.pathsep`-separated)",
     "KERNELPOLICY_FACTS": "a JSON object of facts the plugin cannot read from vLLM, e.g. "
     '`{"deep_gemm.has_sm120_sf_layout": false}`',

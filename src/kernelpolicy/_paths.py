@@ -94,11 +94,15 @@ def cache_subdir(name: str, env: Mapping[str, str] | None = None) -> Path:
     if not env.get(CACHE_ENV):
         for var, sub in DEPRECATED_CACHE_ENV.items():
             if env.get(var) and sub in (name, ""):
+                base = expand_user(env[var])
+                usable = env[var].strip() and base.is_absolute()  # as KERNELPOLICY_CACHE_DIR: no folder in the cwd
                 warnings.warn(
-                    f"`{var}` is deprecated: set `{CACHE_ENV}` (the folder of every kernelpolicy cache)",
+                    f"`{var}` is deprecated: set `{CACHE_ENV}` (the folder of every kernelpolicy cache)"
+                    + ("" if usable else f"; its value `{env[var][:40]}` is not an absolute folder: ignored"),
                     FutureWarning,  # shown to users, unlike DeprecationWarning
                     stacklevel=2,
                 )
-                base = expand_user(env[var])
+                if not usable:
+                    break
                 return base if sub else base / name
     return cache_root(env) / name

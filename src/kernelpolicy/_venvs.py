@@ -49,7 +49,11 @@ __all__ = [
 ENGINES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
 
 MARKER: Final = ".kernelpolicy-ok"
-_VERSION: Final = re.compile(r"\d+\.\d+(\.\d+)?([a-z0-9.+-]*)\Z")
+_N: Final = "(?:0|[1-9][0-9]{0,5})"  # ASCII digits only (`\\d` took `０.３４.０`), no leading zeros
+#: A release as the package index publishes one, in PEP 440's normal form: X.Y[.Z[.W]], then an
+#: optional pre-release (a1, b2, rc1), .postN and .devN. No local part (`+cpu`), no trailing
+#: punctuation (`0.34.0..`, `0.34.0-`): those passed a loose pattern and failed inside uv.
+_VERSION: Final = re.compile(rf"{_N}(?:\.{_N}){{1,3}}(?:(?:a|b|rc){_N})?(?:\.post{_N})?(?:\.dev{_N})?\Z")
 #: Packages installed beside the engine (the plugins read the GPU through NVML).
 _EXTRA: Final = ("nvidia-ml-py",)
 #: Requirements a release leaves open that today's index resolves to a build it cannot import:
@@ -134,7 +138,7 @@ _OVERRIDDEN: Final = (
     "from pip._vendor.packaging.utils import canonicalize_name\n"
     "engine, version, overrides, extra = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]\n"
     "pip = [sys.executable, '-m', 'pip', 'install', '--disable-pip-version-check', '--no-compile']\n"
-    "code = subprocess.call([*pip, '--no-deps', f'{engine}=={version}'])\n"
+    "code = subprocess.call([*pip, '--no-deps', f'--only-binary={engine}', f'{engine}=={version}'])\n"
     "if code:\n"
     "    sys.exit(code)\n"
     "reqs = []\n"
@@ -184,7 +188,10 @@ def venv_python(version: str, engine: str = "vllm") -> Path:
     if engine not in ENGINES:
         raise UsageError(f"`{engine}` is not an engine kernelpolicy builds venvs for ({', '.join(ENGINES)})")
     if not _VERSION.match(version):
-        raise UsageError(f"`{version}` is not a {ENGINES[engine]} version (X.Y or X.Y.Z)")
+        raise UsageError(
+            f"`{version}` is not a {ENGINES[engine]} release (X.Y.Z, as the package index writes it:"
+            " 0.34.0, 0.5.12.post1, 0.35.0rc1)"
+        )
     return cache_subdir("venvs") / f"{engine}-{version}" / "bin" / "python"
 
 
@@ -194,10 +201,12 @@ def build_commands(
     """Pure: the commands that build the venv of *engine* *version* at *venv*."""
     python = str(venv / "bin" / "python")
     packages = [f"{engine}=={version}", *_EXTRA, *_PINS.get((engine, version), ())]
+    wheels_only = [f"--only-binary={engine}"]  # a release with no wheel is refused, never built from source
     overrides = OVERRIDES.get((engine, version))
     if uv:
         # one uv cache beside the venvs, hard-linked into each: shared wheels are on disk once
-        install = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink"]
+        # --only-binary: a release with no wheel is refused, never built from source (0.1.0 fetched 5.2 GB)
+        install = [uv, "pip", "install", "--python", python, "--link-mode", "hardlink", "--only-binary", engine]
         install += ["--cache-dir", str(venv.parent / _UV_CACHE), "--constraint", str(constraints_file(venv))]
         if overrides:
             install += ["--override", str(overrides_file(venv))]
@@ -215,7 +224,7 @@ def build_commands(
     return [
         [base_python, "-m", "venv", str(venv)],
         # no .pyc for the ~9 GB installed (minutes of CPU): the modules imported compile when first used
-        [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *packages],
+        [python, "-m", "pip", "install", "--disable-pip-version-check", "--no-compile", *wheels_only, *packages],
         [python, "-c", _CUDA_TORCH],
         [python, "-c", _CHECK, engine, version],
     ]

@@ -24,6 +24,8 @@ __all__ = [
 ]
 
 Level = Literal["error", "warning"]
+#: The characters of a source line a diagnostic keeps (and shows under its caret).
+_LINE_SHOWN = 160
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,20 @@ class Diagnostic:
     code: str = "schema"  #: a short stable name of the kind of finding
     source_line: str | None = field(default=None, compare=False)
     span: int = field(default=1, compare=False)  #: width of the caret underline
+
+    def __post_init__(self) -> None:
+        # a long line (a 900 kB rule file on one line) is kept as a window around the column:
+        # every diagnostic held the whole line, 9,000 of them gigabytes (and the compiled cache
+        # wrote them all)
+        text = self.source_line
+        if text is None or len(text) <= _LINE_SHOWN:
+            return
+        start = max(0, min(self.column - 1 - _LINE_SHOWN // 4, len(text) - _LINE_SHOWN))
+        head = "..." if start else ""
+        window = head + text[start : start + _LINE_SHOWN] + ("..." if start + _LINE_SHOWN < len(text) else "")
+        object.__setattr__(self, "source_line", window)
+        object.__setattr__(self, "column", max(self.column - start + len(head), 1) if self.column else 0)
+        object.__setattr__(self, "span", max(1, min(self.span, _LINE_SHOWN)))
 
     @property
     def location(self) -> str:

@@ -166,3 +166,90 @@ def test_the_policy_and_the_model_are_read_once_for_all_files(
     monkeypatch.setattr(loader, "load_policy", counting)
     assert main(["fleet", "--model", MODEL, "--from", *files]) == 0
     assert len(calls) <= 2, len(calls)  # (the forwarded environment reads it once too)
+
+
+# -- round four, R7: a choice the node refuses, and deployment facts in a node's file ------------
+
+DSV3 = "deepseek-ai/DeepSeek-V3"
+
+
+@pytest.mark.parametrize(
+    ("option", "source"),
+    [("--fact=deploy.moe_backend=deep_gemm", "--moe-backend deep_gemm"), ("--env=VLLM_USE_DEEP_GEMM=1", "VLLM_USE_")],
+)
+def test_a_choice_the_node_refuses_is_not_ok(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    base: dict[str, Any],
+    policy: kp.Policy,
+    option: str,
+    source: str,
+) -> None:
+    """GB10 refuses DeepGEMM for DeepSeek-V3: `explain` exits 5, so does `fleet` (it said `ok`, exit 0)."""
+    node = _file(tmp_path, base, "gb10.json", _gb10(policy))
+    assert main(["explain", "--gpu", "GB10", "--model", DSV3, "--no-env", option]) == 5
+    capsys.readouterr()
+    assert main(["fleet", "--model", DSV3, "--from", str(node), option]) == 5
+    out = capsys.readouterr().out
+    row = out.splitlines()[3]
+    assert "refused: `" + source in row and " ok" not in row, out
+    assert "an explicit choice was refused on 1 node(s)" in out and "(exit 5)" in out
+    assert main(["fleet", "--model", DSV3, "--json", "--from", str(node), option]) == 5
+    report = json.loads(capsys.readouterr().out)
+    assert report["exit"] == 5 and report["nodes"][0]["decision"]["refused"]
+
+
+def test_a_choice_the_node_takes_is_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: dict[str, Any], policy: kp.Policy
+) -> None:
+    node = _file(tmp_path, base, "gb10.json", _gb10(policy))
+    assert main(["fleet", "--model", DSV3, "--from", str(node), "--fact", "deploy.moe_backend=triton"]) == 0
+    assert "refused" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("deploy.moe_backend", "deep_gemm"),
+        ("deploy.linear_backend", "cutlass"),
+        ("deploy.allow_rules", ["deep_gemm-no-sm120-sf-layout"]),
+        ("deploy.env.VLLM_USE_DEEP_GEMM", "1"),
+        ("deploy.tp", 8),
+    ],
+)
+def test_a_node_file_may_not_carry_the_deployment(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: dict[str, Any], policy: kp.Policy, key: str, value: Any
+) -> None:
+    """It was accepted and used: `dense=cutlass [--linear-backend cutlass]`, a flag nobody passed."""
+    node = _file(tmp_path, base, "gb10.json", {**_gb10(policy), key: value})
+    assert main(["fleet", "--model", DSV3, "--from", str(node)]) == 2
+    captured = capsys.readouterr()
+    err = captured.err
+    assert err.count("\n") == 1 and f"`{node}`" in err and f"`{key}`" in err and "--fact" in err, err
+    assert captured.out == ""
+
+
+def test_a_gpu_block_that_contradicts_the_facts_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: dict[str, Any], policy: kp.Policy
+) -> None:
+    """An H200 `gpu` block over GB10 facts was shown as H200 and decided as GB10."""
+    h200 = {"name": "NVIDIA H200", "sm": "sm90", "cc": "9.0", "count": 8, "source": "nvml"}
+    node = _file(tmp_path, base, "gb10.json", _gb10(policy), gpu=h200)
+    assert main(["fleet", "--model", DSV3, "--json", "--from", str(node)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`gpu` block" in err and "gpu.name" in err, err
+    same = {**h200, "name": _gb10(policy)["gpu.name"], "sm": "sm121", "cc": "12.1", "count": 1}
+    node = _file(tmp_path, base, "gb10.json", _gb10(policy), gpu=same)
+    assert main(["fleet", "--model", DSV3, "--json", "--from", str(node)]) == 0
+
+
+def test_a_node_whose_host_contradicts_its_gpu_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], base: dict[str, Any], policy: kp.Policy
+) -> None:
+    """GB10 facts with `host.machine: x86_64` were accepted (a GB10 is on a Grace CPU, aarch64)."""
+    node = _file(tmp_path, base, "gb10.json", {**_gb10(policy), "host.machine": "x86_64"})
+    assert main(["fleet", "--model", DSV3, "--from", str(node)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "`host.machine` `x86_64` contradicts" in err and "aarch64" in err
+    h200 = _file(tmp_path, base, "h200.json", {**facts_from_spec("H200", policy.gpus), "host.machine": "aarch64"})
+    assert main(["fleet", "--model", DSV3, "--from", str(h200)]) == 0  # an H200 comes on either host

@@ -213,9 +213,11 @@ def test_this_shells_vllm_variables_apply_on_every_node(
     assert row["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "0"
     assert row["sources"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "user"
     assert not any("VLLM_NOT_READ_BY_ANY_RULE" in key for key in row["facts"])
-    # an explicit --env wins over the shell
-    assert main(["fleet", "--model", MODEL, "--json", "--env", "VLLM_USE_DEEP_GEMM=1", "--from", str(h200)]) == 0
-    assert json.loads(capsys.readouterr().out)["nodes"][0]["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "1"
+    # an explicit --env wins over the shell (a node without DeepGEMM refuses it: exit 5, as `explain`)
+    assert main(["fleet", "--model", MODEL, "--json", "--env", "VLLM_USE_DEEP_GEMM=1", "--from", str(h200)]) == 5
+    row = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert row["facts"]["deploy.env.VLLM_USE_DEEP_GEMM"] == "1"
+    assert row["facts"]["deep_gemm.source"] == "none" and row["decision"]["refused"]
 
 
 def test_gpu_visibility_env_only_where_ray_would_clear_it() -> None:

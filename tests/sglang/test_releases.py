@@ -118,3 +118,50 @@ def test_scan_cli_writes_json_and_refuses_a_non_wheel(tmp_path: Path, capsys: py
     assert main([str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kernelpolicy: error: ") and "x.whl" in err and len(err.splitlines()) == 1
+
+
+# -- the launch parser's option strings (options.json): abbreviations resolve against them --------
+
+
+def test_committed_options_match_the_wheel() -> None:
+    from kernelpolicy.releases.sglang._scan import OPTIONS_FILE, scan_options
+
+    committed = json.loads(OPTIONS_FILE.read_text())
+    wheels = sorted(WHEELS.glob(f"sglang-{committed['version']}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no sglang {committed['version']} wheel under {WHEELS}")
+    assert scan_options(wheels[0]) == {k: committed[k] for k in ("version", "options")}
+
+
+def test_the_committed_options_are_the_newest_release_and_hold_the_flag_table() -> None:
+    from kernelpolicy.engines.sglang.flags import FLAGS
+    from kernelpolicy.releases.sglang.versions import launch_options
+
+    release, options = launch_options()
+    assert release == list(known_releases())[-1]
+    assert {n for f in FLAGS for n in f.names} <= options  # every spelling the table reads is SGLang's
+    assert "--help" in options and "--config" in options and len(options) > 500
+
+
+def test_scan_reads_the_option_strings_of_the_field_groups(tmp_path: Path) -> None:
+    from kernelpolicy.releases.sglang._scan import scan_options
+
+    wheel = _fake_wheel(tmp_path, "9.9.9", hooks=False)
+    with zipfile.ZipFile(wheel, "a") as z:
+        z.writestr(
+            "sglang/srt/arg_groups/fields/parallel.py",
+            "class Parallel:\n"
+            '    tp_size: A[int, Arg(help="x", cli_name="--tensor-parallel-size", aliases=["--tp-size"])] = 1\n'
+            '    ep_size: A[int, "the ep size"] = 1\n'
+            '    hidden: A[int, Arg(help="x", no_cli=True)] = 1\n'
+            "    plain: int = 1\n",
+        )
+        z.writestr("sglang/srt/arg_groups/fields/x.py", 'def f(p):\n    p.add_argument("--config", type=str)\n')
+    got = scan_options(wheel)
+    assert got == {
+        "version": "9.9.9",
+        "options": ["--config", "--ep-size", "--help", "--tensor-parallel-size", "--tp-size"],
+    }
+    out = tmp_path / "o.json"
+    assert main([str(wheel), "--options", "--out", str(out)]) == 0
+    assert json.loads(out.read_text())["options"] == got["options"]

@@ -89,7 +89,7 @@ def test_bad_version_and_missing_uv(
         _venvs.ensure_venv("0.26.0", use_uv=True, runner=_fake([]))
     monkeypatch.undo()
     assert main(["vllm", "venv", "0.26.0; rm -rf /"]) == 2
-    assert "is not a vLLM version" in capsys.readouterr().err
+    assert "is not a vLLM release" in capsys.readouterr().err
 
 
 def test_uv_builds_every_venv_from_one_cache_beside_them_by_hard_links() -> None:
@@ -283,8 +283,52 @@ def test_the_override_script_installs_the_requirements_with_the_pin_replaced(tmp
         [sys.executable, "-c", _venvs._OVERRIDDEN, "vllm", "9.9.9", spec, "nvidia-ml-py"], env=env, check=True
     )
     first, second = log.read_text().splitlines()
-    assert first == "install --disable-pip-version-check --no-compile --no-deps vllm==9.9.9"
+    assert first == "install --disable-pip-version-check --no-compile --no-deps --only-binary=vllm vllm==9.9.9"
     assert second.split() == [
         "install", "--disable-pip-version-check", "--no-compile", "flashinfer-python==0.7.4", "torch==2.14.0",
         "nvidia-cutlass-dsl[cu13]==4.8.0", "nvidia-ml-py",
     ]  # fmt: skip
+
+
+# -- hostile input, round four (R15): release strings as the index writes them, wheels only ---------
+
+
+@pytest.mark.parametrize(
+    "version", ["０.３４.０", "0.34.0..", "0.34.0-", "0.34.0+cpu", "01.34.0", "0.34.0 ", "9" * 5000, "0.34.0.post"]
+)
+def test_a_release_string_the_index_does_not_write_is_refused_before_anything(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], version: str
+) -> None:
+    """They passed a loose pattern (`\\d`, any `[a-z0-9.+-]*` tail): uv failed after the venv folder was
+    made, leaving `.vllm-<string>.constraints.txt` and `.lock`."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(cache))
+    monkeypatch.setattr(_venvs, "find_uv", lambda: pytest.fail("no build may start"))
+    for engine in ("vllm", "sglang"):
+        assert main([engine, "venv", version]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "is not a" in err and "release" in err
+    assert not cache.exists() or not any(cache.rglob("*")), list(cache.rglob("*"))
+
+
+@pytest.mark.parametrize("version", ["0.34.0", "0.5.12.post1", "0.35.0rc1", "0.34", "0.34.0.dev2"])
+def test_a_published_release_string_is_accepted(version: str) -> None:
+    assert _venvs.venv_python(version).parent.parent.name == f"vllm-{version}"
+
+
+def test_the_engine_is_installed_from_a_wheel_only() -> None:
+    """`vllm venv 0.1.0` (sdist only) built vLLM from source through uv (5.2 GB fetched)."""
+    for uv in ("/bin/uv", None):
+        for version in ("0.33.0", "0.34.0"):  # 0.34.0: the override script installs the engine itself
+            install = _venvs.build_commands(version, Path("/c/v"), uv=uv, base_python="python3")[1]
+            text = " ".join(install)
+            if _venvs._OVERRIDDEN in install:  # the script installs the engine itself (its pip line is tested above)
+                assert "'--no-deps', f'--only-binary={engine}'" in _venvs._OVERRIDDEN
+                continue
+            assert "--only-binary vllm" in text or "--only-binary=vllm" in text, install
+
+
+def test_an_empty_base_python_is_refused(cache: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--python ''` silently meant the default python."""
+    assert main(["vllm", "venv", "0.34.0", "--python", ""]) == 2
+    assert "--python" in capsys.readouterr().err

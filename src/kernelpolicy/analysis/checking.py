@@ -5,14 +5,13 @@ The command line (:mod:`kernelpolicy.cli._check`) only formats what :func:`check
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..dsl.files import SourceFile
-from ..dsl.loader import NO_CACHE_ENV
+from ..dsl.loader import use_caches
 from ..errors import PolicyError
 from ..policy import Policy
 from . import certificate
@@ -72,7 +71,7 @@ def check(
         rules, say) are only the ground they stand on: warnings about rules outside them are
         not the operator's to fix and are left out; errors are kept, located in *subject*
         wherever one of its rules is involved.
-    :param cache: reuse and keep certificates (default: unless ``KERNELPOLICY_NO_CACHE`` is set).
+    :param cache: reuse and keep certificates (default: unless ``KERNELPOLICY_NO_CACHE`` is on).
     :param budget: the most decision-diagram nodes the proof may make (see :mod:`.mdd`).
     :raises ~kernelpolicy.analysis.mdd.DiagramTooLarge: the proof passes *budget* nodes.
     """
@@ -80,7 +79,7 @@ def check(
 
     start = time.perf_counter()
     if cache is None:
-        cache = os.environ.get(NO_CACHE_ENV, "") in ("", "0")
+        cache = use_caches()
     # each file is read once: the proof is of these bytes, and so is the certificate's key
     # (a file saved while the check runs never gets the old content's proof under its new key)
     files = pinned(files)

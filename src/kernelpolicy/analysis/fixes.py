@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..dsl.conditions import TRUE, Condition, evaluate, tests_of
 from ..facts.record import Facts
@@ -106,7 +106,7 @@ def _brings(engine: str, release: str, pins: Mapping[str, str], fix: CitedFix) -
             return Version(release) >= want
         pinned = pins.get(fix.package)
         return pinned is not None and Version(pinned) >= want
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return False
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..dsl.conditions import Condition, Test, tests_of
 from ..facts.keys import Kind
@@ -110,7 +110,7 @@ def unknown_release(package: str, written: str) -> str | None:
     releases = known_releases().get(package, ())
     try:
         v = Version(written)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None
     if not releases or v > releases[-1] or v in releases:
         return None

@@ -79,6 +79,18 @@ def _int(cfg: Mapping[str, Any], key: str, model: str, default: int | None = Non
     return value
 
 
+def _count(cfg: Mapping[str, Any], key: str, model: str) -> int:
+    """An optional count or size of config.json (absent or null: 0); one of another kind is
+    refused (bench read `"two"` shared experts as an internal error)."""
+    value = cfg.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        shown = repr(value) if len(repr(value)) <= 40 else type(value).__name__
+        raise UsageError(f"`{model}`: config.json `{key}` is `{shown}`, expected an integer of 0 or more")
+    return value
+
+
 def _split(total: int, parts: int, what: str, model: str) -> int:
     if total % parts:
         raise UsageError(f"`{model}`: {what} ({total}) does not split over {parts} ranks")
@@ -89,14 +101,14 @@ def _attention(cfg: Mapping[str, Any], model: str, tp: int) -> list[Layer]:
     hidden = _int(cfg, "hidden_size", model)
     heads = _int(cfg, "num_attention_heads", model)
     if all(k in cfg for k in _MLA_KEYS) and cfg.get("kv_lora_rank"):
-        q_lora = cfg.get("q_lora_rank")
+        q_lora = _count(cfg, "q_lora_rank", model)
         nope, rope = _int(cfg, "qk_nope_head_dim", model), _int(cfg, "qk_rope_head_dim", model)
         v_head, kv_lora = _int(cfg, "v_head_dim", model), _int(cfg, "kv_lora_rank", model)
         local = _split(heads, tp, "num_attention_heads", model)
         out: list[Layer] = []
         if q_lora:
             out.append(Layer("dense", "fused_qkv_a_proj", q_lora + kv_lora + rope, hidden, note="replicated"))
-            out.append(Layer("dense", "q_b_proj", local * (nope + rope), int(q_lora)))
+            out.append(Layer("dense", "q_b_proj", local * (nope + rope), q_lora))
         else:
             out.append(Layer("dense", "kv_a_proj_with_mqa", kv_lora + rope, hidden, note="replicated"))
             out.append(Layer("dense", "q_proj", local * (nope + rope), hidden))
@@ -126,14 +138,14 @@ def _mlp(cfg: Mapping[str, Any], model: str, tp: int, ep: int) -> list[Layer]:
     hidden = _int(cfg, "hidden_size", model)
     experts = _experts(cfg)
     out: list[Layer] = []
-    dense_layers = experts == 0 or int(cfg.get("first_k_dense_replace") or 0) > 0
+    dense_layers = experts == 0 or _count(cfg, "first_k_dense_replace", model) > 0
     if dense_layers:
         inter = _split(_int(cfg, "intermediate_size", model), tp, "intermediate_size", model)
         out += [Layer("dense", "mlp.gate_up_proj", 2 * inter, hidden), Layer("dense", "mlp.down_proj", hidden, inter)]
     if experts == 0:
         return out
     moe_inter = _int(cfg, "moe_intermediate_size", model, cfg.get("intermediate_size"))
-    shared = int(cfg.get("n_shared_experts") or 0) * moe_inter or int(cfg.get("shared_expert_intermediate_size") or 0)
+    shared = _count(cfg, "n_shared_experts", model) * moe_inter or _count(cfg, "shared_expert_intermediate_size", model)
     if shared:
         local = _split(shared, tp, "the shared experts' intermediate size", model)
         out += [

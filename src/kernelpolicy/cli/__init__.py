@@ -10,6 +10,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
@@ -17,6 +18,7 @@ from typing import Any, NoReturn, TextIO
 from .._files import SURROGATE_ESCAPES
 from .._version import __version__
 from ..errors import KernelPolicyError
+from ._argv import parse as parse_argv
 
 __all__ = ["main", "one_line"]
 
@@ -33,9 +35,22 @@ SUBCOMMANDS = (
 _ESCAPES = {c: repr(chr(c))[1:-1] for c in (*range(0x20), 0x7F, 0x85, 0x2028, 0x2029)} | SURROGATE_ESCAPES
 
 
+#: The longest quoted value a message shows whole (a 5,000-digit version was a 5 kB line); a
+#: longer one keeps its first :data:`_QUOTED_HEAD` characters and says how long it was.
+_QUOTED_SHOWN = 200
+_QUOTED_HEAD = 60
+_LONG_QUOTED = re.compile("`([^`]{" + str(_QUOTED_SHOWN + 1) + ",})`")
+
+
+def _cut(match: re.Match[str]) -> str:
+    value = match.group(1)
+    return f"`{value[:_QUOTED_HEAD]}...` ({len(value):,} characters)"
+
+
 def one_line(text: str) -> str:
-    """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it quotes."""
-    return text.translate(_ESCAPES)
+    """*text* with its control characters escaped (``\\r``, ``\\n``, ...): one line, whatever it
+    quotes; a quoted value longer than :data:`_QUOTED_SHOWN` characters is cut."""
+    return _LONG_QUOTED.sub(_cut, text.translate(_ESCAPES))
 
 
 #: What stdout never carries raw: control characters but newline and tab (a rule id, a case name
@@ -146,6 +161,27 @@ def _one_line_warnings() -> None:
         warnings.showwarning = show
 
 
+def _unexpected(exc: Exception) -> int:
+    """The exit status for an exception no subcommand expected: a warning that ``-W error`` or
+    ``PYTHONWARNINGS=error`` raised is the user's choice (exit 2 with its text, a deprecated
+    variable's, say); anything else is a bug, one line unless ``KERNELPOLICY_DEBUG`` asks for
+    the traceback."""
+    if isinstance(exc, Warning):
+        why = f"kernelpolicy: error: {exc} (a warning, raised as an error by -W/PYTHONWARNINGS)"
+        print(one_line(why), file=sys.stderr)
+        return 2
+    if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
+        raise exc
+    print(
+        one_line(
+            f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
+            "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)"
+        ),
+        file=sys.stderr,
+    )
+    return 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status (0, 1 findings, 2 bad input, 3 no backend).
 
@@ -160,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _one_line_warnings()
     parser = _parser()
     try:
-        args = parser.parse_args(argv)
+        args = parse_argv(parser, sys.argv[1:] if argv is None else argv)  # 20,000 `--fact`: linear, not quadratic
     except SystemExit as exc:  # argparse printed its one-line usage error (or --help)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     real_stdout = sys.stdout
@@ -184,17 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"kernelpolicy: error: cannot write the output: {why}", file=sys.stderr)
             _silence_stdout()
         return 2
-    except Exception as exc:  # a bug: one line, unless asked for the traceback
-        if os.environ.get("KERNELPOLICY_DEBUG", "").strip().lower() in ("1", "true", "yes", "on"):  # (not `0`)
-            raise
-        print(
-            one_line(
-                f"kernelpolicy: internal error: {exc.__class__.__name__}: {exc} "
-                "(set KERNELPOLICY_DEBUG=1 for a traceback, and please report it)"
-            ),
-            file=sys.stderr,
-        )
-        return 1
+    except Exception as exc:  # a bug (or a warning made an error): one line, unless asked for the traceback
+        return _unexpected(exc)
     finally:
         if isinstance(sys.stdout, _EscapedOutput):
             sys.stdout = real_stdout

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from .._numbers import ascii_int, flag_int
 from ..deployment.serve import add_vllm_options
 from ..errors import UsageError
 from ..facts.keys import DECIDED_PATHS
@@ -25,7 +26,7 @@ MAX_REPORT_BYTES: Final = 16_000_000
 
 def _ints(text: str, what: str) -> list[int]:
     try:
-        values = [int(x) for x in text.split(",") if x.strip()]
+        values = [ascii_int(x) for x in text.split(",") if x.strip()]
     except ValueError:
         raise UsageError(f"{what} `{text}`: expected comma-separated positive integers") from None
     if not values or any(v <= 0 for v in values):
@@ -53,9 +54,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--layers", metavar="NAME,...", help="only these layers (vLLM module names, e.g. qkv_proj,o_proj)")
     p.add_argument("--all", action="store_true", help="also run the candidates the rules rule out")
     p.add_argument("--only", metavar="BACKEND,...", help="only these candidates (backend ids)")
-    p.add_argument("--passes", type=int, default=3, help="timing passes per cell (default 3)")
-    p.add_argument("--reps", type=int, default=20, help="timed calls per pass (default 20)")
-    p.add_argument("--warmup", type=int, default=5, help="untimed calls before each pass (default 5)")
+    p.add_argument("--passes", type=flag_int, default=3, help="timing passes per cell (default 3)")
+    p.add_argument("--reps", type=flag_int, default=20, help="timed calls per pass (default 20)")
+    p.add_argument("--warmup", type=flag_int, default=5, help="untimed calls before each pass (default 5)")
     p.add_argument(
         "--plan",
         action="store_true",

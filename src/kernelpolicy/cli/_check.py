@@ -51,8 +51,21 @@ def add_parser(sub: Any) -> None:
     p.add_argument(
         "--explicit", action="store_true", help="also enumerate explicit --moe-backend/--linear-backend choices"
     )
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
+    p.add_argument("--jobs", type=_positive, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
     p.set_defaults(run=run)
+
+
+def _positive(text: str) -> int:
+    """``--jobs`` (kept for old command lines, no longer used): a positive number in ASCII digits."""
+    from .._numbers import ascii_int
+
+    try:
+        value = ascii_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{text[:40]}` is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"`{value}`: expected at least 1 worker")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -116,11 +129,18 @@ def _checked(files: list[Any], args: argparse.Namespace) -> Any:
     """The check of *files*; a proof past its node budget is one line naming the files under check."""
     from ..analysis.checking import check
     from ..analysis.mdd import DiagramTooLarge
+    from ..dsl.loader import use_caches
 
     own = [f.display for f in files if f.layer != "shipped"]
     subject = None if args.bare or args.all_findings or not args.files else own
     try:
-        return check(files, coverage=not args.no_coverage, explicit=args.explicit, subject=subject)
+        return check(
+            files,
+            coverage=not args.no_coverage,
+            explicit=args.explicit,
+            subject=subject,
+            cache=use_caches(),  # KERNELPOLICY_NO_CACHE read as every on/off variable is
+        )
     except DiagramTooLarge as exc:
         named = ", ".join(f"`{f}`" for f in (own or [f.display for f in files])[:3])
         raise UsageError(f"{named}: {exc}") from exc

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from ..policy import Policy
 
 __all__ = [
+    "WARNINGS_SHOWN",
     "add_fact_options",
     "facts_from_args",
     "load_policy_from_args",
@@ -24,6 +25,10 @@ __all__ = [
     "update_output",
     "write_output",
 ]
+
+#: The warning lines one command prints; the rest are counted on one more line (a flood of
+#: 20,000 unread variables was 20,000 lines).
+WARNINGS_SHOWN = 20
 
 
 def add_fact_options(p: argparse.ArgumentParser) -> None:
@@ -97,10 +102,15 @@ def facts_from_args(
     import sys
 
     from ..deployment.options import options_facts
+    from . import one_line
 
     built = options_facts(args, policy, read_env=read_env, venv=venv)
-    for warning in built.warnings:
-        print(f"kernelpolicy: warning: {warning}", file=sys.stderr)
+    for warning in built.warnings[:WARNINGS_SHOWN]:
+        print(one_line(f"kernelpolicy: warning: {warning}"), file=sys.stderr)
+    if len(built.warnings) > WARNINGS_SHOWN:
+        print(
+            f"kernelpolicy: warning: {len(built.warnings) - WARNINGS_SHOWN:,} more warnings not shown", file=sys.stderr
+        )
     return built.facts
 
 

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .._numbers import flag_int
 from ..errors import UsageError
 
 __all__ = ["add_parser", "run"]
@@ -29,7 +30,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--bare", action="store_true", help="compare OLD and NEW alone, without the shipped rules")
     p.add_argument("--json", action="store_true", help="print the changes as JSON")
     p.add_argument("--all", action="store_true", help=f"list every cell group (default: the first {_SHOW})")
-    p.add_argument("--jobs", type=int, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
+    p.add_argument("--jobs", type=flag_int, default=None, metavar="N", help=argparse.SUPPRESS)  # (no longer used)
     p.set_defaults(run=run)
 
 

@@ -4,7 +4,9 @@ On a Ray cluster one task per alive node gathers that node's facts and decides w
 policy files and environment (:mod:`kernelpolicy.fleet._ray`); ``--from`` reads
 ``kernelpolicy facts --json`` files collected by other means and decides each here. Exit
 status: 0 every node agrees, 1 they disagree, 2 bad input (no Ray, no cluster, an unreadable
-file), 3 a path has no backend, 4 a live node gave no decision (its row says why).
+file), 3 a path has no backend, 4 a live node gave no decision (its row says why), 5 a node
+refused an explicit choice (``--fact deploy.moe_backend=...``, ``--env VLLM_USE_DEEP_GEMM=1``) and
+decided another backend, as ``explain`` exits 5.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def add_parser(subparsers: Any) -> None:
         description="Ask every alive node of a Ray cluster for its facts and its decision for "
         "--model (its own policy files and environment), group the nodes by decision "
         "fingerprint and list the facts that differ. Exit 0 agree, 1 disagree, 2 bad input, "
-        "3 a path has no backend, 4 a node gave no decision.",
+        "3 a path has no backend, 4 a node gave no decision, 5 a node refused an explicit choice.",
     )
     p.add_argument("--model", required=True, metavar="ID_OR_PATH", help="the model to decide for")
     p.add_argument("--address", metavar="ADDR", help="the Ray cluster (default: $RAY_ADDRESS, else `auto`)")

@@ -10,6 +10,8 @@ import functools
 import sys
 from typing import Any
 
+from ..errors import UsageError
+
 __all__ = ["add_parser", "run"]
 
 
@@ -37,6 +39,8 @@ def run(args: argparse.Namespace, engine: str = "vllm") -> int:
     from .._venvs import ensure_venv
     from ..progress import progress
 
+    if args.python is not None and not args.python.strip():
+        raise UsageError("--python ``: an empty path (leave --python out for the default python)")
     with progress(f"{engine} {args.version}") as bar:
         python = ensure_venv(
             args.version,

@@ -109,7 +109,7 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
         linear_backend=args.linear_backend,
     )
     warnings += built.warnings
-    facts = apply_quantization(built.facts, deployment.quantization)
+    facts = apply_quantization(built.facts, deployment.quantization, deployment.engine)
     if args.gpu == "auto":
         facts = on_machine(_auto_gpu(policy), facts, policy)
     if args.model_type or args.quant:

@@ -63,6 +63,18 @@ _ONLINE: Final[dict[str, dict[str, object]]] = {
     "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
     "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
 }
+#: SGLang's online quantization of an unquantized checkpoint (``--quantization fp8``): per-channel
+#: dense weights (``Fp8LinearMethod.process_weights_after_loading``: CUTLASS and Marlin take only
+#: per-channel scales), one scale per expert (``Fp8MoEMethod``), dynamic activations.
+_SGLANG_ONLINE: Final[dict[str, dict[str, object]]] = {
+    "fp8": {
+        "quant.scheme": "fp8_channel",
+        "quant.moe_scheme": "fp8_tensor",
+        "quant.activation_scheme": "dynamic",
+        "quant.scale_fmt": "fp32",
+    },
+}
+_ENGINE_NAMES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
 #: ``--quantization`` values of the methods kernelpolicy decides (shell completion lists them).
 QUANTIZATION_METHODS: Final = tuple(
     sorted({*(m for ms in _COMPATIBLE.values() for m in ms), *_ONLINE, "compressed-tensors", "mxfp4"})
@@ -158,10 +170,12 @@ def _dashes(token: str) -> str:
     return name.replace("_", "-") + eq + value
 
 
-def _check_config_value(path: str, key: str, value: object) -> None:
+def _check_config_value(path: str, key: str, value: object, flags: Sequence[Flag] = VLLM_FLAGS) -> None:
     """A ``--config`` value of the kind its flag takes: vLLM would read ``"false"`` for a switch as
     the switch turned on, and keep one of two sizes; refused instead of mis-read."""
-    flag = next((f for f in VLLM_FLAGS if f.dest == key.replace("-", "_")), None)
+    flag = next(
+        (f for f in flags if f.dest == key.replace("-", "_") or ("--" + key.replace("_", "-")) in f.names), None
+    )
     if flag is None or value is None:
         return
     if flag.store_true and not isinstance(value, bool):
@@ -170,8 +184,10 @@ def _check_config_value(path: str, key: str, value: object) -> None:
         raise UsageError(f"--config `{path}`: `{key}` takes one value, got `{value!r}`")
 
 
-def _config_tokens(path: str) -> list[str]:
-    """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
+def _config_tokens(path: str, engine: str = "vllm") -> list[str]:
+    """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``); SGLang's
+    (*engine* ``sglang``) keeps the key as written (``--tp-size 8``, ``--tp 8``, as its
+    ``ConfigArgumentMerger`` does)."""
     from .._files import ReadError, read_bounded
     from ..dsl.files import YamlError, load_located
 
@@ -191,9 +207,13 @@ def _config_tokens(path: str) -> list[str]:
     if data is None:
         return []
     if not isinstance(data, Mapping):
-        raise UsageError(f"--config `{path}`: expected a mapping of vLLM flag names to values")
+        raise UsageError(f"--config `{path}`: expected a mapping of {_ENGINE_NAMES[engine]} flag names to values")
     tokens: list[str] = []
     for key, value in data.items():
+        if engine == "sglang":
+            _check_config_value(path, str(key), value, SGLANG_FLAGS)
+            tokens += _flag_tokens("--" + str(key), value)
+            continue
         _check_config_value(path, str(key), value)
         tokens += _flag_tokens("--" + str(key).replace("_", "-"), value)
     return tokens
@@ -261,16 +281,17 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
         rest.pop(0)
     engine, rest = _command(rest)
     positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
-    rest = [_dashes(t) for t in rest]
     if engine == "sglang":
         parser = _serve_parser(SGLANG_FLAGS, "sglang serve")
-        values, unknown = _parse_known(parser, rest)
+        values, unknown = _parse_known(parser, _sglang_tokens(rest))
+        _check_sglang_choices(values)
         model = values.pop("model_path", None)
         if positional is not None and model is not None and model != positional:
             raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
         if model or positional:
             values["model"] = model or positional
         return _Serve(values, env, tuple(t for t in unknown if t.startswith("-")), engine)
+    rest = [_dashes(t) for t in rest]
     parser = _serve_parser()
     values, unknown = _parse_known(parser, rest)
     # --config first, then the line itself: the line wins, as in vLLM
@@ -283,6 +304,68 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     _refuse_config_flags(unknown)
     ignored = tuple(t for t in unknown if t.startswith("-") and t.partition("=")[0] not in _CONFIG_FLAGS)
     return _Serve(values, env, ignored)
+
+
+def _sglang_spelling(token: str) -> str:
+    """*token* as SGLang's launch parser reads it: an unambiguous prefix of one of its option
+    strings (``--tp``, ``--tp-s=8``, ``--moe-runner``) written out in full, as argparse's
+    ``allow_abbrev`` (SGLang keeps it) expands it; other tokens as they are.
+
+    :raises UsageError: the prefix fits several of SGLang's options (SGLang refuses the line).
+    """
+    from ..releases.sglang.versions import launch_options
+
+    if not token.startswith("--") or token == "--":
+        return token
+    release, options = launch_options()
+    name, eq, value = token.partition("=")
+    if token in options or name in options:
+        return token
+    fits = sorted(o for o in options if o.startswith(name))
+    if len(fits) == 1:
+        return fits[0] + eq + value
+    if len(fits) > 1:
+        shown = ", ".join(f"`{o}`" for o in fits[:6]) + (f" and {len(fits) - 6} more" if len(fits) > 6 else "")
+        raise UsageError(
+            f"serve line: `{name[:_FLAG_SHOWN]}` is ambiguous to SGLang {release}, which refuses it:"
+            f" it could be {shown}"
+        )
+    return token
+
+
+def _sglang_tokens(tokens: list[str]) -> list[str]:
+    """An SGLang line's tokens as its parser reads them: a ``--config FILE`` (that exact token,
+    as ``prepare_server_args`` looks for it) replaced by the file's flags before the line's
+    (the line wins), then every abbreviated flag written out (:func:`_sglang_spelling`)."""
+    at = [i for i, t in enumerate(tokens) if t == "--config"]
+    if len(at) > 1:
+        raise UsageError("serve line: `--config` twice: SGLang takes one config file")
+    if at:
+        i = at[0]
+        if i + 1 >= len(tokens):
+            raise UsageError("serve line: `--config` without a file")
+        path = tokens[i + 1]
+        if not path.lower().endswith((".yaml", ".yml")):
+            raise UsageError(f"serve line: --config `{path}`: SGLang reads only a .yaml or .yml file")
+        tokens = [*_config_tokens(path, engine="sglang"), *tokens[:i], *tokens[i + 2 :]]
+    return [_sglang_spelling(t) for t in tokens]
+
+
+def _check_sglang_choices(values: Mapping[str, Any]) -> None:
+    """:raises UsageError: a backend flag's value no known SGLang release accepts (SGLang's
+    parser refuses it: ``invalid choice``)."""
+    from ..releases.sglang.versions import known_releases
+
+    for flag in SGLANG_FLAGS:
+        value = values.get(flag.dest)
+        choices = sorted({c for r in known_releases().values() for c in r.flags.get(flag.names[0], ())})
+        if value is None or not choices or str(value) in choices:
+            continue
+        hint = did_you_mean(str(value), choices)
+        raise UsageError(
+            f"serve line: {flag.names[0]} `{str(value)[:_FLAG_SHOWN]}`: not a value SGLang accepts"
+            + (f" (did you mean `{hint[0]}`?)" if hint else f" ({', '.join(choices)})")
+        )
 
 
 #: The ignored flags one warning names (a line of 16,000 of them gave one 100 KB line).
@@ -335,7 +418,7 @@ class Deployment:
 def _merge(args: argparse.Namespace, serve: _Serve) -> argparse.Namespace:
     merged = argparse.Namespace(**vars(args))
     for dest, value in serve.values.items():
-        if dest == "vllm_config" or (serve.engine != "vllm" and dest != "model"):
+        if dest == "vllm_config" or (serve.engine != "vllm" and dest not in ("model", "quantization")):
             continue
         mine = getattr(merged, dest, None)
         if mine is None:
@@ -425,8 +508,8 @@ def hub_options(args: argparse.Namespace) -> HubOptions:
     )
 
 
-def apply_quantization(facts: Facts, method: str | None) -> Facts:
-    """*facts* with vLLM's ``--quantization`` applied, as vLLM applies it.
+def apply_quantization(facts: Facts, method: str | None, engine: str = "vllm") -> Facts:
+    """*facts* with *engine*'s ``--quantization`` applied, as that engine applies it.
 
     A quantized checkpoint keeps its method (vLLM refuses a different one, and so does this);
     an unquantized one is quantized online (``fp8``: per-tensor weights, dynamic activations).
@@ -434,19 +517,20 @@ def apply_quantization(facts: Facts, method: str | None) -> Facts:
     :raises UsageError: the flag contradicts the checkpoint, or the quantization (the
         checkpoint's or the flag's) is outside the FP8/FP4 paths kernelpolicy decides.
     """
-    out = _quantized(facts, method)
+    out = _quantized(facts, method, engine)
+    name = _ENGINE_NAMES.get(engine, engine)
     if out.get("quant.method_known") is False:
         method = out.get("quant.method")
         if method in KNOWN_METHODS:  # a method kernelpolicy reads, holding no scheme it decides
             raise UsageError(
                 f"quantization `{method}`: this checkpoint quantizes no weights in a scheme kernelpolicy decides"
-                " (FP8, FP4, or 4/8-bit integer weights; fact `quant.method_known` is false); vLLM picks its"
+                f" (FP8, FP4, or 4/8-bit integer weights; fact `quant.method_known` is false); {name} picks its"
                 " kernels itself"
             )
         raise UsageError(
             f"quantization `{method}` (fact `quant.method_known` is false): kernelpolicy decides"
             " the FP8/FP4 kernels of fp8, compressed-tensors, modelopt, mxfp4, mxfp8, gptq and awq checkpoints;"
-            " vLLM picks this method's kernels itself"
+            f" {name} picks this method's kernels itself"
         )
     return out
 
@@ -460,12 +544,12 @@ def engine_quantized(values: Mapping[str, Any], method: str, engine: str) -> dic
     from ..facts import Facts
 
     try:
-        return dict(apply_quantization(Facts.from_values(values, source=engine), method).values)
+        return dict(apply_quantization(Facts.from_values(values, source=engine), method, engine).values)
     except KernelPolicyError:
         return dict(values)
 
 
-def _quantized(facts: Facts, method: str | None) -> Facts:
+def _quantized(facts: Facts, method: str | None, engine: str = "vllm") -> Facts:
     from ..facts import Facts
 
     if method is None:
@@ -476,31 +560,40 @@ def _quantized(facts: Facts, method: str | None) -> Facts:
         if method == have or method in _COMPATIBLE.get(str(have), ()):
             return facts
         raise UsageError(
-            f"--quantization `{method}` does not match the checkpoint's quantization `{have}` (vLLM refuses it too)"
+            f"--quantization `{method}` does not match the checkpoint's quantization `{have}`"
+            f" ({_ENGINE_NAMES.get(engine, engine)} refuses it too)"
         )
     if facts.get("quant.scheme") not in (None, "none"):
         return facts
-    online = _ONLINE.get(method)
+    online = (_SGLANG_ONLINE if engine == "sglang" else _ONLINE).get(method)
     if online is None:
         return facts.merged(Facts.from_values({"quant.method": method, "quant.method_known": False}, source="user"))
-    values: dict[str, object] = {"quant.method": method, "quant.method_known": True, **online}
+    values: dict[str, object] = {"quant.method": method, "quant.method_known": True}
+    values.update({k: v for k, v in online.items() if k != "quant.moe_scheme"})
     if facts.get("model.is_moe"):
-        values["quant.moe_scheme"] = online["quant.scheme"]
+        values["quant.moe_scheme"] = online.get("quant.moe_scheme", online["quant.scheme"])
     return facts.merged(Facts.from_values(values, source="user"))
 
 
 def env_warnings(names: Sequence[str], policy: Policy) -> list[str]:
-    """Warnings for ``VLLM_*`` variables no rule reads, with did-you-mean for misspellings."""
+    """Warnings for ``VLLM_*`` variables no rule reads, with did-you-mean for misspellings: one
+    line for each of the first :data:`_IGNORED_SHOWN`, one line for the rest."""
     from .pipeline import env_names
 
     known = env_names(policy)
+    unread = [n for n in dict.fromkeys(names) if n.startswith("VLLM_") and n not in known]
     out = []
-    for name in names:
-        if not name.startswith("VLLM_") or name in known:
-            continue
+    for name in unread[:_IGNORED_SHOWN]:
         hint = did_you_mean(name, known)
         tail = f" (did you mean `{hint[0]}`?)" if hint else "; it does not change the decision"
         out.append(f"--env `{name}`: no rule reads this vLLM variable{tail}")
+    rest = unread[_IGNORED_SHOWN:]
+    if rest:  # 20,000 of them were 20,000 lines
+        shown = ", ".join(f"`{n[:_FLAG_SHOWN]}`" for n in rest[:_IGNORED_SHOWN])
+        more = f" and {len(rest) - _IGNORED_SHOWN:,} more" if len(rest) > _IGNORED_SHOWN else ""
+        out.append(
+            f"--env: {len(rest):,} more vLLM variables no rule reads: {shown}{more}; they do not change the decision"
+        )
     return out
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..facts.keys import CANONICAL, Kind, lookup_key
 
@@ -426,7 +426,7 @@ def _version_operand(key: str, value: Any, path: tuple[str | int, ...]) -> Versi
         return spec
     try:
         want = Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         raise ConditionError(f"`{key}`: `{text}` is not a valid version", path) from None
     return want
 

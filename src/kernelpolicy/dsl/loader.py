@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from .._paths import cache_subdir, default_policy_dir, shipped_rules_dir
@@ -32,11 +32,25 @@ __all__ = [
     "discover",
     "load_files",
     "load_policy",
+    "use_caches",
 ]
 
 POLICY_ENV = "KERNELPOLICY_POLICY"
 NO_CACHE_ENV = "KERNELPOLICY_NO_CACHE"
 _PKG = Path(__file__).resolve().parent.parent
+
+
+def use_caches(environ: Mapping[str, str] | None = None) -> bool:
+    """Whether the compiled-policy and certificate caches are used: unless ``KERNELPOLICY_NO_CACHE``
+    is on, read as every on/off variable is (:func:`kernelpolicy._flags.env_flag`: ``false``,
+    ``no`` and ``off`` leave the caches on; they turned them off).
+
+    :raises UsageError: a value that is neither on nor off (``maybe``).
+    """
+    from .._flags import env_flag
+
+    return not env_flag(os.environ if environ is None else environ, NO_CACHE_ENV)
+
 
 #: One policy path, or a sequence of them.
 PolicyPaths = str | os.PathLike[str] | Sequence[str | os.PathLike[str]]
@@ -151,7 +165,7 @@ def load_files(files: Iterable[SourceFile]) -> Policy:
 
     sources = read_sources(files)
     readable = [(src, data) for src, data in sources if isinstance(data, bytes)]
-    use_cache = os.environ.get(NO_CACHE_ENV, "") in ("", "0") and len(readable) == len(sources)
+    use_cache = use_caches() and len(readable) == len(sources)
     key = None
     if use_cache:  # an unreadable file: compile, so that the error names it
         h = hashlib.sha256(_compiler_stamp())

@@ -20,7 +20,7 @@ __all__ = [
     "product_names",
 ]
 
-_CC_RE: Final = re.compile(r"\A(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d)|(\d))?([af])?\Z", re.I)
+_CC_RE: Final = re.compile(r"\A(?:sm_?|compute_?)?(\d{1,2})(?:\.(\d)|(\d))?([af])?\Z", re.I | re.ASCII)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from .record import normalise_value
 
 __all__ = [
     "KNOWN_METHODS",
+    "MAX_MODEL_TYPE",
     "CompressedTensorsConfig",
     "Fp8Config",
     "HfConfig",
@@ -336,9 +337,15 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     text: HfConfig = _validate(HfConfig, raw_text, file, prefix)
     outer: HfConfig = _validate(HfConfig, config, file, "") if prefix else text
     out: dict[str, object] = {}
+    if text.model_type and len(text.model_type) > MAX_MODEL_TYPE:
+        raise ModelConfigError(
+            file, prefix + "model_type", f"expected a model type name, got {len(text.model_type):,} characters"
+        )
     if text.model_type:
         out["model.type"] = text.model_type
     archs = outer.architectures or text.architectures
+    if archs and len(archs[0]) > MAX_MODEL_TYPE:
+        raise ModelConfigError(file, "architectures", f"expected a class name, got {len(archs[0]):,} characters")
     if archs:
         out["model.architecture"] = archs[0]
     if text.hidden_size is not None:
@@ -350,6 +357,12 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     out["model.is_moe"] = is_moe
     if is_moe:
         out["model.num_experts"] = experts
+        if text.num_experts_per_tok is not None and experts is not None and text.num_experts_per_tok > experts:
+            raise ModelConfigError(
+                file,
+                prefix + "num_experts_per_tok",
+                f"`{text.num_experts_per_tok}` experts per token, more than the model's {experts} experts",
+            )
         if text.num_experts_per_tok is not None:
             out["model.experts_per_token"] = text.num_experts_per_tok
         routing = _routing(text)
@@ -387,6 +400,8 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     return out
 
 
+#: The longest ``model_type`` read (Hugging Face's are short identifiers; a 2 MB one was printed).
+MAX_MODEL_TYPE: Final = 200
 _SIZES: Final = ("hidden_size", "intermediate_size", "moe_intermediate_size", "num_experts_per_tok")
 _COUNTS: Final = ("num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts")
 
@@ -402,6 +417,10 @@ def _check_sizes(text: Any, counts: tuple[Any, ...], file: str, prefix: str) -> 
         items = c if isinstance(c, list) else [c] if c is not None else []
         if isinstance(c, list) and not c:
             raise ModelConfigError(file, prefix + name, "expected a count of experts, got an empty list")
+        if isinstance(c, list) and any(isinstance(v, int) and v == 0 for v in c):
+            # a list counts each modality's experts (ERNIE-VL): a 0 there is no model's (it was read as dense)
+            shown = f" (got `{c}`)" if len(c) <= 8 else ""
+            raise ModelConfigError(file, prefix + name, f"expected a positive count of experts per entry{shown}")
         if any(isinstance(v, int) and not 0 <= v < 2**63 for v in items):
             raise ModelConfigError(file, prefix + name, "expected a count of experts (0 or more, below 2**63)")
 
@@ -481,6 +500,15 @@ def _fp8(c: Fp8Config, file: str, prefix: str) -> dict[str, object]:
     return out
 
 
+def _group_size(value: int | None, field: str, file: str) -> None:
+    """A group size is positive, or ``-1`` (GPTQ's one group per channel): ``0`` divides nothing
+    (it was decided as Marlin's)."""
+    if value is not None and value != -1 and value <= 0:
+        raise ModelConfigError(
+            file, field, f"expected a positive group size, or -1 for one per channel (got `{value}`)"
+        )
+
+
 def _positive(values: list[int], field: str, file: str) -> None:
     if any(v <= 0 for v in values):
         raise ModelConfigError(file, field, f"expected positive sizes (got `{values}`)")
@@ -513,6 +541,9 @@ def _compressed_tensors(c: CompressedTensorsConfig, file: str, prefix: str) -> d
     assert group.weights is not None
     if group.weights.block_structure is not None:
         _positive(group.weights.block_structure, f"{prefix}config_groups.{name}.weights.block_structure", file)
+    for n, g in linear:
+        assert g.weights is not None
+        _group_size(g.weights.group_size, f"{prefix}config_groups.{n}.weights.group_size", file)
     scheme, block = _ct_scheme(group.weights, group.input_activations)
     if scheme is None:
         out["quant.method_known"] = False
@@ -557,6 +588,7 @@ def _modelopt(c: ModelOptConfig, file: str, prefix: str) -> dict[str, object]:
     out["quant.scheme"] = scheme
     if scheme == "fp8_block":
         out["quant.block"] = [128, 128]
+    _group_size(c.group_size, f"{prefix}group_size", file)
     if c.group_size is not None:
         out["quant.group_size"] = c.group_size
     if scheme.startswith("fp8"):
@@ -568,6 +600,7 @@ def _weight_only(c: WeightOnlyIntConfig, file: str, prefix: str) -> dict[str, ob
     if c.bits not in (4, 8):
         raise ModelConfigError(file, f"{prefix}bits", f"expected 4 or 8 (got `{c.bits}`)")
     out: dict[str, object] = {"quant.scheme": "w4a16" if c.bits == 4 else "w8a16"}
+    _group_size(c.group_size, f"{prefix}{'q_group_size' if c.quant_method.startswith('awq') else 'group_size'}", file)
     if c.group_size is not None:
         out["quant.group_size"] = c.group_size
     return out

@@ -6,8 +6,9 @@ import json
 from collections.abc import Mapping
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
+from .._numbers import ascii_int
 from ..errors import FactError, did_you_mean
 from .keys import CANONICAL, FACT_KEYS, Kind, lookup_key
 
@@ -122,7 +123,7 @@ def normalise_value(key: str, value: Any) -> FactValue:  # noqa: PLR0912 (predat
         if isinstance(value, (str, int)) and not isinstance(value, bool):
             try:
                 return str(Version(str(value)))
-            except InvalidVersion:
+            except ValueError:  # InvalidVersion, or more digits than int() converts
                 raise FactError(key, f"`{value}` is not a valid version") from None
     elif isinstance(value, str):
         if kind is Kind.ENUM and value not in fk.domain:
@@ -181,14 +182,14 @@ def parse_fact_text(key: str, text: str) -> FactValue:
         raise FactError(key, f"`{text}` is not true or false")
     if kind is Kind.INT:
         try:
-            return int(t)
+            return ascii_int(t)
         except ValueError:
-            raise FactError(key, f"`{text}` is not an integer") from None
+            raise FactError(key, f"`{text}` is not an integer (ASCII digits)") from None
     if kind in (Kind.INT_LIST, Kind.STR_LIST):
         items = [p.strip() for p in t.strip("[]").split(",") if p.strip()]
         if kind is Kind.INT_LIST:
             try:
-                return tuple(int(p) for p in items)
+                return tuple(ascii_int(p) for p in items)
             except ValueError:
                 raise FactError(key, f"`{text}` is not a list of integers") from None
         return tuple(items)

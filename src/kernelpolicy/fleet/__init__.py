@@ -26,6 +26,7 @@ __all__ = [
     "EXIT_DISAGREE",
     "EXIT_INCOMPLETE",
     "EXIT_NO_BACKEND",
+    "EXIT_REFUSED",
     "PATHS",
     "SCHEMA",
     "FleetReport",
@@ -46,6 +47,9 @@ EXIT_AGREE: Final = 0
 EXIT_DISAGREE: Final = 1
 EXIT_NO_BACKEND: Final = 3
 EXIT_INCOMPLETE: Final = 4  #: a node that should have answered did not
+#: A node refused an explicit choice (``--fact deploy.moe_backend=...``, ``--env
+#: VLLM_USE_DEEP_GEMM=1``) and decided another backend, as ``explain`` exits 5.
+EXIT_REFUSED: Final = 5
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,21 @@ class NodeAnswer:
     def decision(self) -> Mapping[str, Any]:
         decision = self.payload.get("decision")
         return decision if isinstance(decision, Mapping) else {}
+
+    @property
+    def refused(self) -> tuple[str, ...]:
+        """The explicit choices this node's decision refused, in ``explain``'s words
+        (```--moe-backend deep_gemm` (moe: rule)``); empty for a node that answered none."""
+        refused = self.decision.get("refused")
+        if not isinstance(refused, list):
+            return ()
+        out = []
+        for o in refused:
+            if isinstance(o, Mapping):
+                rules = o.get("rules")
+                why = ", ".join(str(r) for r in rules) if isinstance(rules, list) and rules else "?"
+                out.append(f"`{o.get('source')}` ({o.get('path')}: {why})")
+        return tuple(out)
 
     @property
     def fingerprint(self) -> str | None:
@@ -193,13 +212,16 @@ def _no_backend(node: NodeAnswer) -> bool:
 
 
 def exit_status(nodes: Sequence[NodeAnswer], groups: Sequence[Group]) -> int:
-    """1 the groups differ; else 4 a live node gave no decision; else 3 a path has no backend; else 0."""
+    """1 the groups differ; else 4 a live node gave no decision; else 3 a path has no backend;
+    else 5 a node refused an explicit choice; else 0."""
     if len(groups) > 1:
         return EXIT_DISAGREE
     if any(n.status not in ("ok", "dead") for n in nodes):
         return EXIT_INCOMPLETE
     if any(_no_backend(n) for n in nodes if n.ok):
         return EXIT_NO_BACKEND
+    if any(n.refused for n in nodes if n.ok):
+        return EXIT_REFUSED
     return EXIT_AGREE
 
 
@@ -264,7 +286,9 @@ def _fact(node: NodeAnswer, key: str) -> str:
 
 
 def _status(node: NodeAnswer) -> str:
-    return "ok" if node.ok else f"{node.status}: {node.reason}" if node.reason else node.status
+    if node.ok:
+        return "refused: " + ", ".join(node.refused) if node.refused else "ok"
+    return f"{node.status}: {node.reason}" if node.reason else node.status
 
 
 def _table(rows: Sequence[Sequence[str]]) -> list[str]:
@@ -360,4 +384,7 @@ def _result(report: FleetReport) -> str:
         parts.append(f"{len(missing)} node(s) did not answer")
     if any(_no_backend(n) for n in report.nodes if n.ok):
         parts.append("a path has no backend")
+    refusing = sum(1 for n in report.nodes if n.ok and n.refused)
+    if refusing:
+        parts.append(f"an explicit choice was refused on {refusing} node(s), another backend decided")
     return "; ".join(parts) + f" (exit {report.exit})"

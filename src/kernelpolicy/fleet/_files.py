@@ -52,6 +52,11 @@ def _checked(values: Mapping[str, Any], name: str) -> None:
     from ..facts.record import normalise_value
 
     for key, value in values.items():
+        if str(key).startswith(_DEPLOYMENT):
+            raise UsageError(
+                f"`{name}`: fact `{key}`: a fact of the deployment, not of a machine (`kernelpolicy facts --json`"
+                " never records one): give it to every node with `fleet --fact` or `--env`"
+            )
         if lookup_key(str(key)) is None:
             raise UsageError(f"`{name}`: fact `{key}`: unknown fact key")
         if value is None:
@@ -60,6 +65,48 @@ def _checked(values: Mapping[str, Any], name: str) -> None:
             normalise_value(str(key), value)
         except FactError as exc:
             raise UsageError(f"`{name}`: {exc}") from None
+
+
+#: The facts a node file may not carry: the deployment's (the backends asked for, the rules
+#: allowed, environment variables), which ``--fact``/``--env`` give for every node at once.
+_DEPLOYMENT: Final = "deploy."
+
+
+def _same_gpu(data: Mapping[str, Any], values: Mapping[str, Any], name: str) -> None:
+    """The file's ``gpu`` block (shown in ``--json``) describes the GPU its facts describe (decided)."""
+    gpu = data.get("gpu")
+    if gpu is None:
+        return
+    if not isinstance(gpu, Mapping):
+        raise UsageError(f"`{name}`: `gpu` is not the output of `kernelpolicy facts --json` (an object or null)")
+    for field, key in (("name", "gpu.name"), ("sm", "gpu.sm"), ("cc", "gpu.cc"), ("count", "gpu.count")):
+        said, fact = gpu.get(field), values.get(key)
+        if said is not None and fact is not None and str(said) != str(fact):
+            raise UsageError(
+                f"`{name}`: its `gpu` block says {field} `{said}`, its fact `{key}` says `{fact}`:"
+                " one machine has one GPU"
+            )
+
+
+def _same_host(values: Mapping[str, Any], products: Any, name: str) -> None:
+    """The file's ``host.machine`` is the host its GPU comes on (a GB10 is on aarch64), as a
+    machine's own ``facts --json`` records it. (Only here: a simulated GPU of the engines' tests
+    runs on any host, so ``explain`` and the plugins do not require it.)"""
+    from ..errors import UnknownGPUError
+    from ..facts.gpu import facts_from_spec
+
+    gpu, host = values.get("gpu.name"), values.get("host.machine")
+    if not isinstance(gpu, str) or not isinstance(host, str):
+        return
+    try:
+        implied = facts_from_spec(gpu, products).get("host.machine")
+    except UnknownGPUError:  # a GPU the catalog does not name: no host to compare
+        return
+    if implied is not None and host != implied:
+        raise UsageError(
+            f"`{name}`: fact `host.machine` `{host}` contradicts fact `gpu.name` `{gpu}`"
+            f" (it is on an {implied} host): not one machine's facts"
+        )
 
 
 def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[dict[str, Any], list[NodeAnswer]]:
@@ -75,6 +122,8 @@ def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[di
         data = _read(name)
         machine = machine_from_json(data, name)
         _checked(machine.values, name)
+        _same_gpu(data, machine.values, name)
+        _same_host(machine.values, shared.policy.gpus, name)
         extra = {"gpu": data.get("gpu"), "gpu_reason": data.get("gpu_reason")}
         try:
             payload = decide(machine, model=str(request["model"]), environ=None, shared=shared)

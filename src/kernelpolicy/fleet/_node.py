@@ -117,6 +117,7 @@ def decide(
             "fingerprint": decision.fingerprint,
             "ok": decision.ok,
             "paths": {name: _path(decision.paths[name]) for name in PATHS},
+            "refused": [o.to_dict() for o in decision.refused],
             "warnings": list(decision.warnings),
         },
     }

@@ -34,11 +34,11 @@ _KEEPS_VISIBILITY: Final = "2.56"
 
 def _task_env(version: str) -> dict[str, Any]:
     """The ``runtime_env`` of the fleet task under Ray *version* (empty where none is needed)."""
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     try:
         keeps = Version(version) >= Version(_KEEPS_VISIBILITY)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         keeps = False
     return {} if keeps else {"env_vars": dict(_TASK_ENV)}
 

@@ -173,7 +173,10 @@ class FleetNodeOut(_Open):
     head: bool = Field(description="the cluster's head node (or the `head-shell` row)")
     facts: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    decision: dict[str, Any] = Field(default={}, description="fingerprint, ok, paths and warnings of its decision")
+    decision: dict[str, Any] = Field(
+        default={},
+        description="fingerprint, ok, paths, refused (the explicit choices it refused) and warnings of its decision",
+    )
 
 
 class FleetGroupOut(_Open):
@@ -193,7 +196,7 @@ class FleetOutput(_Open):
     nodes: list[FleetNodeOut]
     groups: list[FleetGroupOut]
     differing_facts: list[str] = Field(description="the facts that differ between groups, worded as the report")
-    exit: Literal[0, 1, 2, 3, 4] = Field(description="the exit status (docs/design.md)")
+    exit: Literal[0, 1, 2, 3, 4, 5] = Field(description="the exit status (docs/design.md)")
 
 
 # -- diff --json ----------------------------------------------------------------------------------

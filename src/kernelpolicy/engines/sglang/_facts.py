@@ -73,4 +73,9 @@ def facts_from_sglang(
         values.update(facts_from_config(found.config))
         values.update(found.facts)
     values.update(facts_of(config_values(server_args, FLAGS), engine))  # the one flag table
+    method = getattr(server_args, "quantization", None)
+    if isinstance(method, str) and method:  # online FP8 of an unquantized checkpoint, as explain applies it
+        from ...deployment.serve import engine_quantized
+
+        values = engine_quantized({k: v for k, v in values.items() if lookup_key(k) is not None}, method, "sglang")
     return {k: v for k, v in values.items() if lookup_key(k) is not None}

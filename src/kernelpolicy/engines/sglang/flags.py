@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from ..._numbers import flag_int
 from ...errors import UsageError
 from ..table import Flag
 
@@ -29,7 +30,7 @@ FLAGS: Final = (
         ("--tensor-parallel-size", "--tp-size"),
         "tp_size",
         "tensor-parallel size (`deploy.tp`)",
-        int,
+        flag_int,
         config="tp_size",
         default=1,
         sample="2",
@@ -38,7 +39,7 @@ FLAGS: Final = (
         ("--expert-parallel-size", "--ep-size", "--ep"),
         "ep_size",
         "expert-parallel size (`deploy.ep`)",
-        int,
+        flag_int,
         config="ep_size",
         default=1,
         sample="2",
@@ -66,6 +67,13 @@ FLAGS: Final = (
         config="fp8_gemm_runner_backend",
         default="auto",
         sample="cutlass",
+    ),
+    Flag(
+        ("--quantization",),
+        "quantization",
+        "the quantization method (an unquantized checkpoint is quantized online)",
+        config="quantization",
+        sample="fp8",
     ),
     Flag(
         ("--fp4-gemm-backend",),

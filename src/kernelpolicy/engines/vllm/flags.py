@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from ..._numbers import flag_int
 from ...errors import UsageError, did_you_mean
 from ..table import Flag
 
@@ -37,7 +38,7 @@ FLAGS: Final = (
         ("--tensor-parallel-size", "-tp"),
         "tensor_parallel_size",
         "tensor-parallel size (`deploy.tp`)",
-        int,
+        flag_int,
         metavar="N",
         config="parallel_config.tensor_parallel_size",
         default=1,
@@ -47,7 +48,7 @@ FLAGS: Final = (
         ("--data-parallel-size", "-dp"),
         "data_parallel_size",
         "data-parallel size (with expert parallel)",
-        int,
+        flag_int,
         metavar="N",
         config="parallel_config.data_parallel_size",
         default=1,
@@ -74,7 +75,7 @@ FLAGS: Final = (
         ("--max-num-batched-tokens",),
         "max_num_batched_tokens",
         "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`)",
-        int,
+        flag_int,
         metavar="N",
         config="scheduler_config.max_num_batched_tokens",
         sample="32768",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 __all__ = ["CUTLASS_DSL_SM121A", "TRITON_TARGETS", "cutlass_dsl_sm121a_ok", "triton_target_ok"]
 
@@ -22,7 +22,7 @@ CUTLASS_DSL_SM121A = "4.6.0"
 def _version(text: str) -> Version | None:
     try:
         return Version(text)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ._base import Context, Cost, ProviderResult
 from ._capabilities import TRITON_TARGETS, cutlass_dsl_sm121a_ok, triton_target_ok
@@ -108,5 +108,5 @@ def flashinfer_cubin_matches(flashinfer: str, cubin: str | None, jit_cache: str 
     try:
         want = Version(flashinfer).public
         return all(Version(v).public == want for v in (cubin, jit_cache) if v is not None)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None

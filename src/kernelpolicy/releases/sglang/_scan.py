@@ -9,6 +9,11 @@ the GPU before it turns DeepGEMM on. ``--published`` also lists the releases the
 has of SGLang and sgl-deep-gemm (``check`` warns on a bound naming none of them). The committed
 output is ``releases.json`` beside this module (``kernelpolicy knowledge stale`` reads the pins);
 ``tests/sglang/test_releases.py`` re-runs the scan on the cached wheels and compares.
+
+``--options`` writes ``options.json`` instead: every option string the newest wheel's launch
+parser accepts (the ``ServerArgs`` fields' ``Arg`` names and aliases, and the flags
+``add_cli_args`` adds by hand). SGLang's parser accepts an unambiguous prefix of any of them
+(``--tp 8`` is ``--tp-size 8``); the launch-line reader resolves prefixes against this list.
 """
 
 from __future__ import annotations
@@ -24,9 +29,18 @@ from typing import Any, Final
 
 from packaging.version import Version
 
-from .versions import RELEASES_FILE
+from .versions import OPTIONS_FILE, RELEASES_FILE
 
-__all__ = ["PINNED", "PUBLISHED", "RELEASES_FILE", "SELECTION_POINTS", "main", "scan_wheel"]
+__all__ = [
+    "OPTIONS_FILE",
+    "PINNED",
+    "PUBLISHED",
+    "RELEASES_FILE",
+    "SELECTION_POINTS",
+    "main",
+    "scan_options",
+    "scan_wheel",
+]
 
 
 #: The choice lists of the backend flags: constant name -> flag.
@@ -270,6 +284,61 @@ def scan_wheel(path: Path) -> dict[str, Any]:
         }
 
 
+def _arg_names(field: str, meta: ast.expr) -> list[str]:
+    """The option strings ``add_cli_args_from_dataclass`` gives a field annotated
+    ``A[T, "help"]`` or ``A[T, Arg(...)]`` (``--field-name``, or ``cli_name``, then ``aliases``);
+    none for ``Arg(no_cli=True)`` or another annotation."""
+    if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
+        return ["--" + field.replace("_", "-")]
+    if not (isinstance(meta, ast.Call) and isinstance(meta.func, ast.Name) and meta.func.id == "Arg"):
+        return []
+    kw = {k.arg: k.value for k in meta.keywords if k.arg}
+    try:
+        if "no_cli" in kw and ast.literal_eval(kw["no_cli"]):
+            return []
+        name = ast.literal_eval(kw["cli_name"]) if "cli_name" in kw else "--" + field.replace("_", "-")
+        aliases = ast.literal_eval(kw["aliases"]) if "aliases" in kw else []
+    except ValueError:  # not a literal: not an option string this scan can know
+        return []
+    return [str(n) for n in [name, *(aliases or [])]]
+
+
+def _option_strings(trees: list[ast.Module]) -> list[str]:
+    """Every ``--`` option string of SGLang's launch parser declared in *trees*: the annotated
+    fields of the field groups (0.5.20+) and every ``add_argument("--...")`` constant."""
+    out: set[str] = set()
+    for tree in trees:
+        for node in ast.walk(tree):
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                ann = node.annotation
+                if (
+                    isinstance(ann, ast.Subscript)
+                    and isinstance(ann.value, ast.Name)
+                    and ann.value.id in ("A", "Annotated")
+                    and isinstance(ann.slice, ast.Tuple)
+                    and len(ann.slice.elts) >= 2
+                ):
+                    out.update(_arg_names(node.target.id, ann.slice.elts[1]))
+            elif (
+                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
+            ):
+                out.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
+    return sorted(o for o in out if o.startswith("--"))
+
+
+def scan_options(path: Path) -> dict[str, Any]:
+    """The release in the SGLang wheel at *path* and every option string its launch parser has."""
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        trees = [
+            ast.parse(z.read(f).decode(), filename=f)
+            for f in names
+            if f.endswith(".py") and any(f == p or (p.endswith("/") and f.startswith(p)) for p in _FIELD_FILES)
+        ]
+        # argparse's own --help is a prefix target too (``--he`` is ambiguous with ``--health-...``)
+        return {"version": _version(names, z), "options": sorted({"--help", *_option_strings(trees)})}
+
+
 #: the packages whose published releases the SGLang data file lists (bounds on them are checked)
 PUBLISHED: Final = ("sglang", "sgl-deep-gemm")
 
@@ -283,7 +352,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"also list the releases the package index has of {', '.join(PUBLISHED)} (`check` reads them)",
     )
+    p.add_argument(
+        "--options",
+        action="store_true",
+        help="write the newest wheel's launch option strings to options.json (or --out) instead",
+    )
     args = p.parse_args(argv)
+    if args.options:
+        return _write_options(args.wheels, args.out if args.out != RELEASES_FILE else OPTIONS_FILE)
     published: dict[str, list[str]] = {}
     if args.published:
         from ..vllm._scan import ScanError, index_versions
@@ -310,6 +386,20 @@ def main(argv: list[str] | None = None) -> int:
     if published:
         doc["published"] = dict(sorted(published.items()))
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    return 0
+
+
+def _write_options(wheels: list[Path], out: Path) -> int:
+    scanned = []
+    for wheel in wheels:
+        try:
+            scanned.append(scan_options(wheel))
+        except (OSError, zipfile.BadZipFile, ValueError, StopIteration, SyntaxError) as exc:
+            print(f"kernelpolicy: error: {wheel}: not a readable sglang wheel: {exc}", file=sys.stderr)
+            return 2
+    newest = max(scanned, key=lambda d: Version(d["version"]))
+    doc = {"generated_by": "python -m kernelpolicy.releases.sglang._scan --options", **newest}
+    out.write_text(json.dumps(doc, indent=0) + "\n")
     return 0
 
 

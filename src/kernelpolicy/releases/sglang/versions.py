@@ -13,13 +13,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 #: Written by :mod:`._scan` (``kernelpolicy sglang scan``) from each release's wheel, never edited.
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
+#: Written by ``_scan --options``: every option string of the newest release's launch parser.
+OPTIONS_FILE: Final = Path(__file__).with_name("options.json")
 
 
-__all__ = ["SglangRelease", "known_releases", "latest_release", "release_for", "release_records"]
+__all__ = [
+    "OPTIONS_FILE",
+    "SglangRelease",
+    "known_releases",
+    "latest_release",
+    "launch_options",
+    "release_for",
+    "release_records",
+]
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,14 @@ def release_records() -> Mapping[str, Mapping[str, Any]]:
 
 
 @functools.cache
+def launch_options() -> tuple[str, frozenset[str]]:
+    """The release ``options.json`` was scanned from, and every ``--`` option string its launch
+    parser (``prepare_server_args``) accepts in full."""
+    raw: dict[str, Any] = json.loads(OPTIONS_FILE.read_text())
+    return str(raw["version"]), frozenset(str(o) for o in raw["options"])
+
+
+@functools.cache
 def known_releases() -> Mapping[str, SglangRelease]:
     """Version -> release, oldest first."""
     raw = release_records()
@@ -84,6 +102,6 @@ def release_for(version: str) -> SglangRelease | None:
     """The scanned release *version* is (exact match after normalisation), else None."""
     try:
         want = Version(version.strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None
     return next((r for v, r in known_releases().items() if Version(v) == want), None)

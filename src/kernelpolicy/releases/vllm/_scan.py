@@ -630,7 +630,7 @@ def index_versions(package: str) -> list[str]:
     import subprocess
     import sys
 
-    from packaging.version import InvalidVersion, Version
+    from packaging.version import Version
 
     cmd = [sys.executable, "-m", "pip", "index", "versions", "--disable-pip-version-check", package]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
@@ -641,7 +641,7 @@ def index_versions(package: str) -> list[str]:
     for v in line.split(":", 1)[1].split(","):
         try:
             Version(v.strip())
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() converts
             continue
         versions.append(v.strip())
     return sorted(versions, key=Version)

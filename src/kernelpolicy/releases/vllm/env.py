@@ -14,7 +14,7 @@ import functools
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 __all__ = ["EnvValueError", "engine_env_value", "env_parser"]
 
@@ -45,7 +45,7 @@ def env_parser(name: str, version: str | None = None) -> tuple[str, Mapping[str,
     if version is not None:
         try:
             want = Version(version)
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() converts
             want = None
         if want is not None:
             same = [(v, p) for v, p in table if Version(v).release[:2] == want.release[:2]]

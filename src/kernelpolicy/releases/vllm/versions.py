@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ._scan import RELEASES_FILE
 from .modules import (
@@ -150,7 +150,7 @@ def patch_points_for(version: str) -> VllmPatchPoints | None:
     """The patch points of the vLLM release *version* (any patch level), or ``None``."""
     try:
         v = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return None
     return SUPPORTED.get(f"{v.major}.{v.minor}")
 
@@ -162,7 +162,7 @@ def unread_env(version: str, names: Iterable[str]) -> dict[str, str]:
     (another engine's, or not vLLM's at all)."""
     try:
         v = Version(version)
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return {}
     points = SUPPORTED.get(f"{v.major}.{v.minor}")
     if points is None:
