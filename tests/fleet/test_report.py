@@ -180,7 +180,9 @@ def test_missing_ray_is_one_line() -> None:
         f"sys.exit(main(['fleet', '--model', {MODEL!r}]))"
     )
     assert done.returncode == 2
-    assert done.stderr == "kernelpolicy: error: ray is not installed (pip install 'kernelpolicy[ray]')\n"
+    from kernelpolicy._install import install_command
+
+    assert done.stderr == f"kernelpolicy: error: ray is not installed ({install_command('ray')})\n"
 
 
 def test_head_row_decides_with_this_shells_environment(

@@ -29,6 +29,36 @@ def _where(rule: str, policy: Policy | None) -> str | None:
     return None if policy is None else rule_origin(policy, rule)
 
 
+def _plugin(policy: Policy | None, engine: str) -> str | None:
+    """How to enable *engine*'s plugin, its install line as it works from where this
+    kernelpolicy was installed (the tables write it as from the package index)."""
+    from .._install import with_install_commands
+
+    plugin = _plugin_text(policy, engine)
+    return with_install_commands(plugin) if plugin else None
+
+
+def _plugin_text(policy: Policy | None, engine: str) -> str | None:
+    return policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+
+
+def _plugin_notes(text: str) -> list[str]:
+    """*text* (an engine's ``plugin``) in :data:`NOTES_WIDTH` columns: its install command whole
+    (continued with `` \\``, never broken inside a word), the prose around it wrapped."""
+    from .._install import split_install
+
+    before, command, comment, after = split_install(text)
+    if not command:
+        return _wrap(text, "  ", "    ")
+    out = _wrap(before.strip(), "  ", "    ") if before.strip() else []
+    out += _command_lines(command.split(" "))
+    if comment:
+        out += _wrap(comment, "    # ", "    # ")
+    if after.strip():
+        out += _wrap(after.strip(), "    ", "    ")
+    return out
+
+
 def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[str]:
     mark = _MARK[c.verdict]
     head = f"  {mark} {c.backend:<{width}}  "
@@ -76,13 +106,13 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
     vllm = decision.engine.get("vllm")
     if vllm is not None:
         out += _engine_lines(vllm, "vLLM", "vllm serve", model)
-        plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
+        plugin = _plugin(policy, "vllm")
         if plugin:
             out.append(f"with the plugin every path follows this decision:  {plugin}")
     sglang = decision.engine.get("sglang")
     if sglang is not None:
         out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model)
-        plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
+        plugin = _plugin(policy, "sglang")
         if plugin:
             out.append(
                 "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
@@ -257,9 +287,9 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
         words = [f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()]
         words += [*launch.split(), shlex.quote(model) if model else "MODEL", *map(shlex.quote, flags["args"])]
         out += ["", f"{label} without the plugin, where flags can:", *_command_lines(words)]
-        plugin = policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+        plugin = _plugin_text(policy, engine)
         if plugin:
-            out += ["with the plugin, every path follows this decision:", *_wrap(plugin, "  ", "    ")]
+            out += ["with the plugin, every path follows this decision:", *_plugin_notes(plugin)]
     out += [
         "",
         f"fingerprint {decision.fingerprint[:19]}  (--json: all of it)",

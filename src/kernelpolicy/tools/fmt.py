@@ -15,7 +15,7 @@
 content: the data must read the same after, every comment must still be there (a comment
 inside a flow collection, ``{a: b,  # why``, which the YAML library cannot keep, makes it
 refuse the file with the comment's line), and a file with no YAML document (only comments) is
-left as it is. It needs ``ruamel.yaml`` (``pip install 'kernelpolicy[fmt]'``), the YAML library
+left as it is. It needs ``ruamel.yaml`` (the ``fmt`` extra), the YAML library
 that keeps comments.
 """
 
@@ -138,7 +138,9 @@ def _yaml() -> Any:
     try:
         from ruamel.yaml import YAML
     except ImportError:
-        raise FormatError("`kernelpolicy fmt` needs ruamel.yaml", help="pip install 'kernelpolicy[fmt]'") from None
+        from .._install import install_command
+
+        raise FormatError("`kernelpolicy fmt` needs ruamel.yaml", help=install_command("fmt")) from None
     y = YAML(typ="rt")
     y.indent(mapping=2, sequence=4, offset=2)
     y.width = 4096  # never re-wrap a `because`
