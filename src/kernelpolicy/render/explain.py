@@ -146,6 +146,30 @@ def _header(f: Facts, model: str | None) -> list[str]:
     return ["gpu     " + " ".join(gpu), "model   " + (f"{model}: " if model else "") + ", ".join(desc)]
 
 
+def _prefer_lines(p: PathDecision, policy: Policy | None, *, notes: bool) -> list[str]:
+    """``^`` lines: each ``prefer`` rule that reordered *p*'s candidates, what it put first and
+    why (none where an explicit choice decided the path)."""
+    if not p.preferred_by or (p.explicit and not p.explicit_refused):
+        return []
+    out: list[str] = []
+    for rid in p.preferred_by:
+        r = policy.by_id.get(rid) if policy is not None else None
+        if r is None:
+            text = f"^ {rid} (prefer)"
+        else:
+            front = ", ".join(r.backends)
+            text = f"^ {front} first: {rid} (prefer)" + (f": {r.because}" if r.because else "")
+        if notes:
+            out += _wrap(text, "  ", "      ")
+            continue
+        out.append("  " + text)
+        where = _where(rid, policy)
+        if where or (r is not None and r.refs):
+            extra = [f"refs {', '.join(r.refs)}"] if r is not None and r.refs else []
+            out.append("      " + "; ".join([*extra, *([where] if where else [])]))
+    return out
+
+
 def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
     name = p.path
     if not p.applicable:
@@ -157,7 +181,7 @@ def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
         head += f"   explicit: `{p.explicit}`"
     elif p.rules:
         head += "   decided by " + ", ".join(p.rules)
-    out = [head]
+    out = [head, *_prefer_lines(p, policy, notes=False)]
     if p.backend is None and p.rule and len(p.candidates) > 1 and all(c.rules == (p.rule,) for c in p.candidates):
         # one entry took every backend out (an engine that refuses the deployment): say it once
         out.append("  x every backend: " + ", ".join(c.backend for c in p.candidates))
@@ -219,7 +243,7 @@ def _command_lines(words: list[str], width: int = NOTES_WIDTH) -> list[str]:
     return [*lines, line]
 
 
-def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
+def _notes_path(p: PathDecision, shown: set[str], policy: Policy | None = None) -> list[str]:
     name = p.path
     if not p.applicable:
         return _wrap(f"n/a: {p.reason}", f"{name:<7} ", " " * 8)
@@ -228,7 +252,7 @@ def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
         head += f"   (`{p.explicit}` REFUSED)"
     elif p.explicit:
         head += f"   (explicit: `{p.explicit}`)"
-    out = [head]
+    out = [head, *_prefer_lines(p, policy, notes=True)]
     above: list[Candidate] = []
     for c in p.candidates:
         if c.verdict == "chosen":
@@ -262,7 +286,7 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
     out = [*_wrap(gpu[8:], "gpu     ", " " * 8), *_wrap(desc[8:], "model   ", " " * 8), ""]
     shown: set[str] = set()
     for name in DECIDED_PATHS:
-        out += _notes_path(decision.paths[name], shown)
+        out += _notes_path(decision.paths[name], shown, policy)
     w = decision.paths["warmup"]
     out += _wrap(", ".join(w.kernels) if w.kernels else "nothing to JIT-warm", "warmup  ", " " * 8)
     if decision.assumptions:

@@ -55,6 +55,11 @@ class PathOut(_Open):
         default=False,
         description="true: the explicit choice was refused (a crash rule or a requirement) and `backend` is another",
     )
+    preferred_by: list[str] = Field(
+        default=[],
+        description="the `prefer` rules that reordered the path's candidates, in the order they applied"
+        " (absent: none did)",
+    )
     candidates: list[CandidateOut]
 
 
@@ -236,11 +241,18 @@ class MatrixCellOut(_Open):
     path: Literal["dense", "moe", "router"]
     backend: str | None = Field(description="null: no valid backend (or the model has no such path)")
     present: bool = Field(description="false: the model has no such path")
-    rule: str | None = Field(description="the first rule that rejected a candidate ranked above the chosen one")
+    rule: str | None = Field(
+        description="the first rule that rejected a candidate ranked above the chosen one, else the `prefer` rule"
+        " that put the chosen one first"
+    )
     reason: str
     refs: list[str]
     origin: str = Field(description="`file:line` of `rule`")
     rules: list[str] = Field(default=[], description="every rule that decided the cell")
+    preferred_by: list[str] = Field(
+        default=[],
+        description="the `prefer` rules that reordered the path's candidates (`rule` is one when it decided)",
+    )
 
 
 class MatrixOutput(_Open):
