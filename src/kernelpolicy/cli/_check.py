@@ -20,8 +20,8 @@ def add_parser(sub: Any) -> None:
         description="Report schema errors (all of them, with file:line:column), impossible, dead, "
         "shadowed, contradictory and stale rules, and every domain cell where a path has no valid "
         "backend or a decision breaks an invariant. FILES load on top of the shipped rules/ and "
-        "policy/ (with --bare, instead of them). Exit status: 0 clean, 1 errors (or warnings "
-        "with --strict), 2 bad usage.",
+        "policy/ and the files $KERNELPOLICY_POLICY names (with --bare, FILES alone). "
+        "Exit status: 0 clean, 1 errors (or warnings with --strict), 2 bad usage.",
     )
     p.add_argument("files", nargs="*", metavar="FILES", help="rule or policy files or folders")
     p.add_argument("--bare", action="store_true", help="check FILES alone, without the shipped rules")
@@ -64,10 +64,13 @@ def run(args: argparse.Namespace) -> int:
     from ..analysis.checking import check
     from ..analysis.sarif import to_sarif
     from ..dsl.loader import SourceFile, discover
+    from ._common import policy_files
 
     if args.bare and not args.files:
         raise UsageError("--bare needs FILES to check")
-    files = discover(args.files, shipped=not args.bare, default_policy=not args.bare, environ=False)
+    # as every command: $KERNELPOLICY_POLICY's files, then FILES (--bare: FILES alone)
+    named = list(args.files) if args.bare else policy_files(args.files)
+    files = discover(named, shipped=not args.bare, default_policy=not args.bare, environ=False)
     missing = [f.display for f in files if not f.path.exists()]
     if missing:
         raise UsageError(f"no such file `{missing[0]}`")
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import progress
 
     own = [f.display for f in files if f.layer != "shipped"]
-    subject = None if args.bare or args.all_findings or not args.files else own
+    subject = None if args.bare or args.all_findings or not named else own
     with progress("checking") as shown:
         report = check(
             files,

@@ -20,8 +20,8 @@ def add_parser(sub: Any) -> None:
         "diff",
         help="show every domain cell whose decision changes between two rule sets",
         description="Load OLD and NEW (rule or policy files or folders) each on top of the shipped "
-        "rules/ and policy/ (with --bare, instead of them), enumerate the joint domain, and list "
-        "every group of cells whose backend changes on some path, grouped and counted. Exit "
+        "rules/ and policy/ and the files $KERNELPOLICY_POLICY names (with --bare, alone), enumerate "
+        "the joint domain, and list every group of cells whose backend changes on some path, grouped and counted. Exit "
         "status: 0 no change, 1 changes, 2 bad input.",
     )
     p.add_argument("old", metavar="OLD", help="the rule set before the change (a file or a folder)")
@@ -36,13 +36,19 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.diffing import diff
     from ..dsl.loader import load_policy
+    from ._common import policy_files
 
     for item in (args.old, args.new):
         if not Path(item).exists():
             raise UsageError(f"no such file or folder `{item}`")
     shipped = not args.bare
-    old = load_policy([args.old], shipped=shipped, default_policy=shipped, environ=False)
-    new = load_policy([args.new], shipped=shipped, default_policy=shipped, environ=False)
+    # as every command: $KERNELPOLICY_POLICY's files under both sides (--bare: OLD and NEW alone)
+    old = load_policy(
+        policy_files([args.old]) if shipped else [args.old], shipped=shipped, default_policy=shipped, environ=False
+    )
+    new = load_policy(
+        policy_files([args.new]) if shipped else [args.new], shipped=shipped, default_policy=shipped, environ=False
+    )
     from ..progress import progress
 
     with progress("comparing every domain cell"):
