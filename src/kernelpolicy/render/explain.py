@@ -12,6 +12,7 @@ from ..facts.keys import DECIDED_PATHS
 
 if TYPE_CHECKING:
     from ..decision import Candidate, Decision, PathDecision
+    from ..deployment.serve import LaunchLine
     from ..facts import Facts
     from ..policy import Policy
 
@@ -91,8 +92,60 @@ def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[st
     return lines
 
 
-def render(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
-    """The explain text for *decision* (rule places are shown when *policy* is given)."""
+def _dashed(token: str) -> str:
+    name, eq, value = token.partition("=")
+    return (name.replace("_", "-") if name.startswith("--") else name) + eq + value
+
+
+def _with_flag(words: list[str], flag: str, value: str) -> list[str]:
+    """*words* with *flag* set to *value*: each place it is given (``--flag V``, ``--flag=V``,
+    ``--flag_name V``) takes the new value, else it is added at the end."""
+    out: list[str] = []
+    found = False
+    i = 0
+    while i < len(words):
+        name, eq, _ = _dashed(words[i]).partition("=")
+        if name != flag:
+            out.append(words[i])
+            i += 1
+            continue
+        found = True
+        if eq:
+            out.append(f"{words[i].partition('=')[0]}={value}")
+            i += 1
+        else:
+            out += [words[i], value]
+            i += 2 if i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+    return out if found else [*out, flag, value]
+
+
+def _launch(
+    flags: Mapping[str, Any], engine: str, launch: str, model: str | None, line: LaunchLine | None
+) -> tuple[list[str], bool]:
+    """The launch line that gets the decision without the plugin, as shell words, and whether it
+    is a whole line (else: the settings to add to the user's own line, which is another engine's).
+
+    With the user's line (a serve line after ``--``, or vLLM flags given as options) of this
+    engine, it is that line with the decision's variables and flags set, nothing of it dropped."""
+    if line is None or line.engine == engine:
+        env = {**(dict(line.env) if line is not None else {}), **flags["env"]}
+        if line is not None:
+            words = list(line.rest)
+            for i in range(0, len(flags["args"]) - 1, 2):
+                words = _with_flag(words, flags["args"][i], flags["args"][i + 1])
+            command = list(line.command)
+        else:
+            words = [model or "MODEL", *flags["args"]]
+            command = launch.split()
+        return [*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *command, *map(shlex.quote, words)], True
+    return [*(f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()), *map(shlex.quote, flags["args"])], False
+
+
+def render(
+    decision: Decision, policy: Policy | None = None, *, model: str | None = None, line: LaunchLine | None = None
+) -> str:
+    """The explain text for *decision* (rule places are shown when *policy* is given; *line*:
+    the user's launch line, printed back with the decision's settings)."""
     out = [*_header(decision.facts, model), ""]
     for name in DECIDED_PATHS:
         out += _path_lines(decision.paths[name], policy)
@@ -105,13 +158,13 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         out += [f"  - {w_}" for w_ in decision.warnings]
     vllm = decision.engine.get("vllm")
     if vllm is not None:
-        out += _engine_lines(vllm, "vLLM", "vllm serve", model)
+        out += _engine_lines(vllm, "vLLM", "vllm serve", model, line)
         plugin = _plugin(policy, "vllm")
         if plugin:
             out.append(f"with the plugin every path follows this decision:  {plugin}")
     sglang = decision.engine.get("sglang")
     if sglang is not None:
-        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model)
+        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model, line)
         plugin = _plugin(policy, "sglang")
         if plugin:
             out.append(
@@ -208,14 +261,15 @@ def _warmup_lines(w: PathDecision) -> list[str]:
     return out
 
 
-def _engine_lines(flags: Mapping[str, Any], engine: str, launch: str, model: str | None) -> list[str]:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in flags["env"].items())
-    args = " ".join(shlex.quote(a) for a in flags["args"])
-    cmd = " ".join(x for x in (env, launch, shlex.quote(model) if model else "MODEL", args) if x)
+def _engine_lines(
+    flags: Mapping[str, Any], engine: str, launch: str, model: str | None, line: LaunchLine | None
+) -> list[str]:
+    words, whole = _launch(flags, engine.lower(), launch, model, line)
+    label = "where flags can:" if whole else "add these to its launch line, where flags can:"
     return [
         "",
-        f"on {engine} without the plugin, where flags can:",
-        f"  {cmd}",
+        f"on {engine} without the plugin, {label}",
+        f"  {' '.join(words)}" if words else "  (nothing to add)",
         *(f"  ({n})" for n in flags.get("notes", ())),
     ]
 
@@ -278,7 +332,9 @@ def _notes_path(p: PathDecision, shown: set[str], policy: Policy | None = None) 
     return out
 
 
-def render_notes(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
+def render_notes(
+    decision: Decision, policy: Policy | None = None, *, model: str | None = None, line: LaunchLine | None = None
+) -> str:
     """The explain text at its middle level (``--explain=notes``, the default): each path's
     backend and the rules that decided it, the assumptions, the warnings and the deployment's
     engine line, within :data:`NOTES_WIDTH` columns; :func:`render` has every candidate."""
@@ -308,9 +364,9 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
                 "vllm serve",
             )
         )
-        words = [f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()]
-        words += [*launch.split(), shlex.quote(model) if model else "MODEL", *map(shlex.quote, flags["args"])]
-        out += ["", f"{label} without the plugin, where flags can:", *_command_lines(words)]
+        words, whole = _launch(flags, engine, launch, model, line)
+        where = "where flags can:" if whole else "add these to its launch line, where flags can:"
+        out += ["", f"{label} without the plugin, {where}", *_command_lines(words)]
         plugin = _plugin_text(policy, engine)
         if plugin:
             out += ["with the plugin, every path follows this decision:", *_plugin_notes(plugin)]
