@@ -183,9 +183,17 @@ class FleetNodeOut(_Open):
 
 class FleetGroupOut(_Open):
     label: str = Field(description="A, B, ... in the order of the report")
+    gpu_class: str = Field(default="", description="the GPU class its decision is compared within (`gpu.sm`)")
     fingerprint: str
     nodes: list[str]
     paths: dict[str, Any]
+
+
+class FleetClassOut(_Open):
+    gpu_class: str = Field(description="the compute capability (`gpu.sm`), or `none`")
+    groups: list[str] = Field(description="the labels of its groups")
+    agrees: bool = Field(description="one group: every node of the class decides alike")
+    differing_facts: list[str] = []
 
 
 class FleetOutput(_Open):
@@ -197,7 +205,12 @@ class FleetOutput(_Open):
     cluster: dict[str, Any]
     nodes: list[FleetNodeOut]
     groups: list[FleetGroupOut]
-    differing_facts: list[str] = Field(description="the facts that differ between groups, worded as the report")
+    gpu_classes: list[FleetClassOut] = Field(
+        default=[], description="the groups of each GPU class: a class whose groups differ makes the exit status 1"
+    )
+    differing_facts: list[str] = Field(
+        description="the facts that differ between groups of one GPU class, worded as the report"
+    )
     exit: Literal[0, 1, 2, 3, 4] = Field(description="the exit status (docs/design.md)")
 
 
