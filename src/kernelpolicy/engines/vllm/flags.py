@@ -39,8 +39,7 @@ def human_readable_int(value: str) -> int:
             return int(float(number) * _DECIMAL[suffix])
         if "." in number:
             raise argparse.ArgumentTypeError(
-                f"decimals are not allowed with binary suffixes like {suffix}: did you mean"
-                f" `{number}{suffix.lower()}`?"
+                f"decimals are not allowed with binary suffixes like {suffix}: did you mean `{number}{suffix.lower()}`?"
             )
         return int(number) * _BINARY[suffix]
     try:
