@@ -64,11 +64,19 @@ def test_matrix_applies_the_variables_policy() -> None:
 
 
 def test_diff_stacks_the_variables_files_under_both_sides(tmp_path: Path) -> None:
-    """The variable's file is loaded under OLD and NEW: naming it again there is a duplicate id."""
+    """The variable's files are loaded under OLD and NEW (a broken one fails both)."""
+    res = kp("diff", str(DENY_TRITON_GB10), str(DENY_TRITON_GB10), policy=BROKEN)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.startswith(f"kernelpolicy: {BROKEN}:4:11: error: no path has a backend `tritn`")
+    assert kp("diff", str(DENY_TRITON_GB10), str(DENY_TRITON_GB10), policy=tmp_path / "gone.yaml").returncode == 2
+
+
+def test_diff_of_the_variables_own_file_replaces_it(tmp_path: Path) -> None:
+    """`KERNELPOLICY_POLICY=acme.yaml kernelpolicy diff acme.yaml acme-new.yaml`: OLD is the file
+    the variable names, so it is not stacked under the sides again (its ids would be duplicates)."""
     res = kp("diff", str(DENY_TRITON_GB10), str(DENY_TRITON_GB10), policy=DENY_TRITON_GB10)
-    assert res.returncode == 2
-    assert "duplicate rule id `triton-crashes-on-gb10`" in res.stderr
-    assert kp("diff", str(BROKEN), str(BROKEN), policy=tmp_path / "gone.yaml").returncode == 2
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.rstrip().endswith(": 0 path decisions change")
 
 
 @pytest.mark.parametrize(

@@ -33,6 +33,12 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _within(path: str, sides: tuple[str, ...]) -> bool:
+    """Whether *path* is one of *sides* (files or folders) or lies in one of them."""
+    mine = Path(path).resolve()
+    return any(mine == Path(s).resolve() or Path(s).resolve() in mine.parents for s in sides)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..analysis.diffing import diff
     from ..dsl.loader import load_policy
@@ -42,13 +48,11 @@ def run(args: argparse.Namespace) -> int:
         if not Path(item).exists():
             raise UsageError(f"no such file or folder `{item}`")
     shipped = not args.bare
-    # as every command: $KERNELPOLICY_POLICY's files under both sides (--bare: OLD and NEW alone)
-    old = load_policy(
-        policy_files([args.old]) if shipped else [args.old], shipped=shipped, default_policy=shipped, environ=False
-    )
-    new = load_policy(
-        policy_files([args.new]) if shipped else [args.new], shipped=shipped, default_policy=shipped, environ=False
-    )
+    # as every command: $KERNELPOLICY_POLICY's files under both sides (--bare: OLD and NEW alone),
+    # but for one that OLD or NEW is or holds: that is the file the change replaces
+    base = [p for p in policy_files() if not _within(p, (args.old, args.new))] if shipped else []
+    old = load_policy([*base, args.old], shipped=shipped, default_policy=shipped, environ=False)
+    new = load_policy([*base, args.new], shipped=shipped, default_policy=shipped, environ=False)
     from ..progress import progress
 
     with progress("comparing every domain cell"):
