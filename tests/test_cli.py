@@ -41,7 +41,9 @@ def test_seed_human(capsys: pytest.CaptureFixture[str]) -> None:
     assert "dense   cutlass   decided by deep_gemm-e8m0-qwen3_5" in out
     assert "vllm#37804" in out and "vllm#50332" in out
     assert "VLLM_USE_DEEP_GEMM=0 vllm serve Qwen/Qwen3.6-35B-A3B-FP8 --moe-backend triton" in out
-    assert "pip install 'kernelpolicy[vllm]'" in out
+    from kernelpolicy._install import install_command
+
+    assert install_command("vllm") in out and "'kernelpolicy[vllm]'" not in out
 
 
 def test_json_is_byte_identical(capsys: pytest.CaptureFixture[str]) -> None:

@@ -129,6 +129,8 @@ class PathDecision:
     explicit: str | None = None  #: where an explicit choice for this path came from
     kernels: tuple[str, ...] | None = None  #: ``warmup`` only: the kernels to warm
     present: bool = True  #: False when the model has no such path (no MoE layers, say)
+    #: the ``prefer`` rules that reordered the path's candidates (in the order they applied)
+    preferred_by: tuple[str, ...] = ()
 
     @property
     def applicable(self) -> bool:
@@ -164,6 +166,8 @@ class PathDecision:
             out["explicit"] = self.explicit
             if self.explicit_refused:
                 out["explicit_refused"] = True
+        if self.preferred_by:
+            out["preferred_by"] = list(self.preferred_by)
         out["candidates"] = [c.to_dict() for c in self.candidates]
         return out
 
@@ -273,14 +277,16 @@ class Decision:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     def summary(self) -> str:
-        """One line: each path's backend and deciding rule, and the fingerprint."""
+        """One line: each path's backend, deciding rule and reordering ``prefer`` rules, and the fingerprint."""
         parts = []
         for name in DECIDED_PATHS:
             p = self.paths[name]
             if not p.applicable:
                 continue
-            why = f" ({p.rule})" if p.rule else ""
-            parts.append(f"{name}={p.backend or 'NONE'}{why}")
+            why = [p.rule] if p.rule else []
+            if not (p.explicit and p.rule == p.explicit):
+                why += [f"prefer {r}" for r in p.preferred_by]
+            parts.append(f"{name}={p.backend or 'NONE'}" + (f" ({', '.join(why)})" if why else ""))
         parts.append("warmup=" + (",".join(self.warmup) or "none"))
         return " ".join(parts) + f" fingerprint={self.fingerprint[:19]}"
 
@@ -313,7 +319,7 @@ def acted_rules(
     ids: list[str] = []
     for p in paths.values():
         ids += [r for r in (p.rule,) if r]
-        ids += list(p.rules)
+        ids += list(p.rules) + list(p.preferred_by)
         for c in p.candidates:
             ids += list(c.rules) + list(c.overridden)
     for o in overrides:

@@ -327,7 +327,7 @@ class _Resolution:
         if path in ("moe", "router") and self.facts.get("model.is_moe") is False:
             self.reporter.ending_path(path, None)
             return PathDecision(path, None, reason="the model has no MoE layers", present=False)
-        order = self._order(path)
+        order, preferred_by = self._order(path)
         if pick is not None:
             if pick.backend not in self.policy.backends[path]:
                 raise ContradictionError(
@@ -339,7 +339,7 @@ class _Resolution:
         self.reporter.starting_path(path, tuple(order))
         refusal = next((u for u, when in self.index.refusals[path] if when(self.typed) is True), None)
         if refusal is not None:
-            return self._refused(path, order, pick, refusal)
+            return self._refused(path, order, pick, refusal, preferred_by)
         cands, chosen, deciding = _PathJudge(self, path, pick).decide(order)
         explicit_won = pick is not None and chosen == pick.backend
         self.reporter.ending_path(path, chosen)
@@ -351,9 +351,12 @@ class _Resolution:
             rules=deciding,
             reason=None if chosen else self._no_backend_reason(path),
             explicit=pick.source if pick is not None else None,
+            preferred_by=preferred_by,
         )
 
-    def _refused(self, path: str, order: list[str], pick: Pick | None, u: Unsupported) -> PathDecision:
+    def _refused(
+        self, path: str, order: list[str], pick: Pick | None, u: Unsupported, preferred_by: tuple[str, ...]
+    ) -> PathDecision:
         """The path where an ``unsupported`` entry that decides (``refuse``) holds: every backend is
         out for the entry's reason (an explicit choice too: the engine refuses the deployment)."""
         cands = tuple(Candidate(b, "rejected", (u.id,), u.because, "support", u.refs) for b in order)
@@ -369,6 +372,7 @@ class _Resolution:
             rules=(u.id,),
             reason=_known_unsupported(u),
             explicit=pick.source if pick is not None else None,
+            preferred_by=preferred_by,
         )
 
     def _no_backend_reason(self, path: str) -> str:
@@ -377,16 +381,21 @@ class _Resolution:
                 return _known_unsupported(u)
         return f"no backend of path `{path}` is valid for these facts"
 
-    def _order(self, path: str) -> list[str]:
+    def _order(self, path: str) -> tuple[list[str], tuple[str, ...]]:
         """The catalog order for these facts (the first ``order`` entry that holds, policy
-        layer first), then the ``prefer`` rules in force (see :class:`_Index`)."""
+        layer first), then the ``prefer`` rules in force (see :class:`_Index`); with the ids of
+        the ``prefer`` rules that moved it, in the order they applied."""
         typed = self.typed
         order = next((list(backends) for when, backends in self.index.orders[path] if when(typed) is True), [])
         order += [b for b in self.policy.backends[path] if b not in order]
+        moved: list[str] = []
         for r in self.index.prefers[path]:
             if self.state(r.id) is True:
-                order = preferred(order, r.backends)
-        return order
+                after = preferred(order, r.backends)
+                if after != order:
+                    moved.append(r.id)
+                order = after
+        return order, tuple(moved)
 
     # -- warmup, derived from the other paths
 

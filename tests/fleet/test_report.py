@@ -42,28 +42,73 @@ def _node(node_id: str, fp: str, sm: str, **kw: Any) -> NodeAnswer:
     return answer_from_payload(node_id, "10.0.0.1", _payload(fp, {"gpu.sm": sm, "driver.version": "580.65"}, **kw))
 
 
+def _sm90(node_id: str, fp: str, driver: str, **kw: Any) -> NodeAnswer:
+    facts = {"gpu.sm": "sm90", "driver.version": driver}
+    return answer_from_payload(node_id, "10.0.0.1", _payload(fp, facts, **kw))
+
+
 def test_groups_largest_first_and_differing_facts_in_the_rank_report_words() -> None:
+    nodes = [
+        _sm90("n3", "sha256:bb", "575.57.8", dense="flashinfer_cutlass"),
+        _sm90("n1", "sha256:aa", "580.65"),
+        _sm90("n2", "sha256:aa", "580.65"),
+    ]
+    report = build_report(nodes, {"source": "test", "model": MODEL})
+    assert [(g.label, [n.node_id for n in g.nodes]) for g in report.groups] == [("A", ["n1", "n2"]), ("B", ["n3"])]
+    assert report.differing == ("fact driver.version: group A='580.65', group B='575.57.8'",)
+    assert report.exit == 1 and report.decisions_differ
+    # the same words as the plugin's rank agreement report, for the same facts
+    ranks = agreement_report(
+        [
+            {"rank": 0, "fingerprint": "a", "summary": "s", "facts": {"gpu.sm": "sm90", "driver.version": "580.65"}},
+            {"rank": 1, "fingerprint": "b", "summary": "s", "facts": {"gpu.sm": "sm90", "driver.version": "575.57.8"}},
+        ]
+    )
+    assert ranks is not None and "  fact driver.version: rank 0='580.65', rank 1='575.57.8'" in ranks.splitlines()
+    text = render_text(report)
+    assert "  fact driver.version: group A='580.65', group B='575.57.8'" in text.splitlines()
+    assert "B  1 node [n3]: dense=flashinfer_cutlass moe=triton [r1] router=cublas warmup=none [sha256:bb]" in text
+    assert text.rstrip().endswith("2 groups, the decisions differ (exit 1)")
+
+
+def test_gpu_classes_that_each_agree_agree() -> None:
+    """Found as: a mixed fleet always ended "the decisions differ", exit 1, because GPU types
+    decide differently by design. Groups are compared within a GPU class (`gpu.sm`)."""
     nodes = [
         _node("n3", "sha256:bb", "sm120", dense="flashinfer_cutlass"),
         _node("n1", "sha256:aa", "sm90"),
         _node("n2", "sha256:aa", "sm90"),
     ]
     report = build_report(nodes, {"source": "test", "model": MODEL})
-    assert [(g.label, [n.node_id for n in g.nodes]) for g in report.groups] == [("A", ["n1", "n2"]), ("B", ["n3"])]
-    assert report.differing == ("fact gpu.sm: group A='sm90', group B='sm120'",)
-    assert report.exit == 1 and report.decisions_differ
-    # the same words as the plugin's rank agreement report, for the same facts
-    ranks = agreement_report(
-        [
-            {"rank": 0, "fingerprint": "a", "summary": "s", "facts": {"gpu.sm": "sm90", "driver.version": "580.65"}},
-            {"rank": 1, "fingerprint": "b", "summary": "s", "facts": {"gpu.sm": "sm120", "driver.version": "580.65"}},
-        ]
-    )
-    assert ranks is not None and "  fact gpu.sm: rank 0='sm90', rank 1='sm120'" in ranks.splitlines()
+    assert report.exit == 0 and report.differing == () and not report.decisions_differ
+    assert [(c.name, [g.label for g in c.groups], c.agrees) for c in report.classes] == [
+        ("sm90", ["A"], True),
+        ("sm120", ["B"], True),
+    ]
     text = render_text(report)
-    assert "  fact gpu.sm: group A='sm90', group B='sm120'" in text.splitlines()
-    assert "B  1 node [n3]: dense=flashinfer_cutlass moe=triton [r1] router=cublas warmup=none [sha256:bb]" in text
-    assert text.rstrip().endswith("2 groups, the decisions differ (exit 1)")
+    assert "  B  sm120  1 node [n3]: dense=flashinfer_cutlass" in text
+    assert text.rstrip().endswith(
+        "2 GPU classes (sm90, sm120), each agrees within itself"
+        " (they decide differently by design: one launch runs on one class) (exit 0)"
+    )
+    # a third node of class sm90 that decides otherwise: that class disagrees
+    report = build_report([*nodes, _node("n4", "sha256:cc", "sm90", dense="deep_gemm")], {"model": MODEL})
+    assert report.exit == 1 and report.decisions_differ
+    assert report.to_json()["gpu_classes"][0] == {
+        "gpu_class": "sm90",
+        "groups": ["A", "C"],
+        "agrees": False,
+        "differing_facts": ["(the facts agree; the policy files differ between groups)"],
+    }
+    assert render_text(report).rstrip().endswith("2 groups of sm90, the decisions differ (exit 1)")
+
+
+def test_driver_column_writes_the_driver_as_nvidia_does() -> None:
+    """Found as: the DRIVER column printed `580.159.4` for the driver `580.159.04` (the fact is a
+    normalised version)."""
+    text = render_text(build_report([_sm90("n1", "sha256:aa", "580.159.4")], {"model": MODEL}))
+    (row,) = [ln for ln in text.splitlines() if ln.startswith("n1 ")]
+    assert " 580.159.04 " in row and "580.159.4 " not in row
 
 
 def test_same_facts_different_fingerprint_blames_the_policy_files() -> None:
@@ -83,7 +128,9 @@ def test_exit_status_precedence() -> None:
     assert build_report([ok, timeout], {}).exit == 4
     assert build_report([no_backend], {}).exit == 3
     assert build_report([no_backend, timeout], {}).exit == 4
-    assert build_report([ok, _node("n5", "sha256:bb", "sm120"), timeout], {}).exit == 1
+    assert build_report([ok, _node("n5", "sha256:bb", "sm90"), timeout], {}).exit == 1
+    assert build_report([ok, _node("n5", "sha256:bb", "sm120"), timeout], {}).exit == 4  # another class
+    assert build_report([ok, _node("n5", "sha256:bb", "sm120")], {}, by_class=False).exit == 1  # one launch
     text = render_text(build_report([dataclasses.replace(ok, head=True), timeout, dead], {"model": MODEL}))
     assert "\nn1*  " in text and "(* the head node, where `vllm serve` runs)" in text
     assert "timeout: no answer within 5s" in text and "dead: listed dead by the cluster" in text
@@ -119,10 +166,10 @@ def test_from_files_groups_and_differs(tmp_path: Path, capsys: pytest.CaptureFix
     spark = _facts_file(tmp_path, capsys, "spark.json", facts_from_spec("GB10", policy.gpus))
     code = main(["fleet", "--model", MODEL, "--json", "--from", str(h200), str(h200b), str(spark)])
     report = json.loads(capsys.readouterr().out)
-    assert code == 1 and report["exit"] == 1
-    groups = {g["label"]: g["nodes"] for g in report["groups"]}
-    assert groups == {"A": [str(h200), str(h200b)], "B": [str(spark)]}
-    assert "fact gpu.sm: group A='sm90', group B='sm121'" in report["differing_facts"]
+    assert code == 0 and report["exit"] == 0  # two GPU classes, each agrees within itself
+    groups = {g["label"]: (g["gpu_class"], g["nodes"]) for g in report["groups"]}
+    assert groups == {"A": ("sm90", [str(h200), str(h200b)]), "B": ("sm121", [str(spark)])}
+    assert report["differing_facts"] == []
     # each file decides as `explain` would for its GPU
     explained = kp.resolve(kp.facts_for(gpu="GB10", model=MODEL, policy=kp.load_policy()), kp.load_policy())
     spark_row = next(n for n in report["nodes"] if n["id"] == str(spark))
@@ -180,7 +227,9 @@ def test_missing_ray_is_one_line() -> None:
         f"sys.exit(main(['fleet', '--model', {MODEL!r}]))"
     )
     assert done.returncode == 2
-    assert done.stderr == "kernelpolicy: error: ray is not installed (pip install 'kernelpolicy[ray]')\n"
+    from kernelpolicy._install import install_command
+
+    assert done.stderr == f"kernelpolicy: error: ray is not installed ({install_command('ray')})\n"
 
 
 def test_head_row_decides_with_this_shells_environment(
@@ -264,3 +313,58 @@ def test_gpu_facts_that_contradict_the_machine_are_the_nodes_error(
     err = capsys.readouterr().err
     assert err.startswith(f"kernelpolicy: error: `{lying}`: fact `gpu.")
     assert err.count("\n") == 1 and "contradicts" in err
+
+
+ACME = """\
+rules:
+  - id: acme-no-triton-moe
+    when: {gpu.sm: sm90}
+    paths: [moe]
+    deny: triton
+    severity: perf
+    because: measured slower on our H200 nodes
+"""
+
+
+def test_policy_option_decides_every_node_with_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, policy: kp.Policy
+) -> None:
+    """Found as: `fleet` had no `--policy` (and the error pointed at `kernelpolicy --help`)."""
+    h200 = _facts_file(tmp_path, capsys, "h200.json", facts_from_spec("H200", policy.gpus))
+    monkeypatch.setenv("KERNELPOLICY_FACTS", json.dumps(facts_from_spec("H200", policy.gpus)))  # the head shell
+    acme = tmp_path / "acme.yaml"
+    acme.write_text(ACME, encoding="utf-8")
+    assert main(["fleet", "--model", MODEL, "--json", "--from", str(h200)]) == 0
+    plain = json.loads(capsys.readouterr().out)["nodes"][0]
+    assert plain["decision"]["paths"]["moe"]["backend"] == "triton"
+    # --from: decided here with the file itself; --head: this process as a node, from the file's text
+    argv = ["fleet", "--model", MODEL, "--json", "--policy", str(acme)]
+    for extra in (["--from", str(h200)], ["--head", "--from", str(h200)]):
+        assert main([*argv, *extra]) == 0
+        for node in json.loads(capsys.readouterr().out)["nodes"]:
+            assert node["decision"]["paths"]["moe"]["backend"] != "triton", node["id"]
+            assert node["policy"]["files"][-1] == str(acme)
+    assert main(["fleet", "--model", MODEL, "--policy", str(tmp_path / "gone.yaml"), "--from", str(h200)]) == 2
+    assert "gone.yaml" in capsys.readouterr().err
+
+
+def test_an_unknown_option_points_at_the_subcommands_help(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fleet", "--model", MODEL, "--polciy", "x.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "kernelpolicy fleet: error: unrecognized arguments: --polciy x.yaml (see `kernelpolicy fleet --help`)\n"
+    )
+
+
+def test_node_column_names_a_facts_file_by_its_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: kp.Policy
+) -> None:
+    """Found as: the NODE column was the first 12 characters of the file's path (`/tmp/pytest-`)."""
+    deep = tmp_path / "collected" / "2026-12-05"
+    deep.mkdir(parents=True)
+    a = _facts_file(deep, capsys, "gpu-node-017.json", facts_from_spec("H200", policy.gpus))
+    b = _facts_file(deep, capsys, "gpu-node-018.json", facts_from_spec("H200", policy.gpus))
+    assert main(["fleet", "--model", MODEL, "--from", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert [ln.split()[0] for ln in out.splitlines()[3:5]] == ["gpu-node-017.json", "gpu-node-018.json"]
+    assert "A  2 nodes [gpu-node-017.json, gpu-node-018.json]" in out

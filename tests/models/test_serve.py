@@ -310,3 +310,31 @@ def test_hf_overrides_in_a_config_file_are_refused(tmp_path: Path, capsys: pytes
     config.write_text("hf_overrides:\n  num_experts: 8\n")
     code, _decision, err = _run(capsys, "--gpu", "H100", "--model", MODEL, "--config", str(config))
     assert code == 2 and "`--hf-overrides" in err and "changes the model config" in err, err
+
+
+@pytest.mark.parametrize(
+    ("given", "tokens"),
+    [("16K", 16384), ("16k", 16000), ("25.6k", 25600), ("1M", 1048576), (" 8192", 8192)],
+)
+def test_human_integers_read_as_vllm_reads_them(capsys: pytest.CaptureFixture[str], given: str, tokens: int) -> None:
+    """Found as: `--max-num-batched-tokens 16K`, which vLLM accepts, was refused ("invalid int")."""
+    for argv in (
+        ["--", "vllm", "serve", MODEL, "--max-num-batched-tokens", given],
+        ["--model", MODEL, f"--max-num-batched-tokens={given}"],
+    ):
+        code, d, err = _run(capsys, "--gpu", "H200", *argv)
+        assert code == 0, err
+        assert d["facts"]["deploy.max_num_batched_tokens"] == tokens
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("1.5K", "decimals are not allowed with binary suffixes like K: did you mean `1.5k`?"),
+        ("lots", "invalid integer `lots`"),
+    ],
+)
+def test_what_vllm_refuses_is_one_line(capsys: pytest.CaptureFixture[str], given: str, message: str) -> None:
+    assert main(["explain", "--gpu", "H200", "--", "vllm", "serve", MODEL, "--max-num-batched-tokens", given]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "serve line: argument --max-num-batched-tokens: " + message in err

@@ -62,7 +62,9 @@ def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str])
     line = out.split("on SGLang without the plugin, where flags can:\n", 1)[1].splitlines()[0]
     assert line.strip().startswith("SGLANG_ENABLE_JIT_DEEPGEMM=0 python -m sglang.launch_server --model-path")
     assert "--moe-runner-backend triton" in line
-    assert "names per-layer fallbacks:  pip install kernelpolicy (with SGLANG_PLUGINS set" in out
+    from kernelpolicy._install import install_command
+
+    assert f"names per-layer fallbacks:  {install_command()} (with SGLANG_PLUGINS set" in out
 
 
 def test_a_backend_an_older_release_lacks_is_a_note() -> None:

@@ -193,12 +193,9 @@ def test_the_action_check_step_runs(tmp_path: Path) -> None:
     assert _sarif_errors(doc) == [] and doc["runs"][0]["results"]
 
 
-@pytest.mark.parametrize(
-    ("version", "installs"),
-    [("", "<checkout>"), ("0.1.0", "kernelpolicy==0.1.0"), (">=0.1,<0.2", "kernelpolicy>=0.1,<0.2")],
-)
-def test_the_action_installs_the_version_asked_for(tmp_path: Path, version: str, installs: str) -> None:
-    """The `version` input picks a PyPI release; empty installs the action's own checkout."""
+def _run_install_step(tmp_path: Path, version: str) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The action's install step run with *version*, pip and kernelpolicy shimmed: its result
+    and the commands it ran."""
     action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
     assert action["inputs"]["version"]["default"] == ""
     step = next(s for s in action["runs"]["steps"] if s.get("name") == "install kernelpolicy")
@@ -209,10 +206,26 @@ def test_the_action_installs_the_version_asked_for(tmp_path: Path, version: str,
         (shims / name).chmod(0o755)
     env = {**os.environ, "KP_VERSION": version, "KP_SOURCE": "<checkout>", "PATH": f"{shims}{os.pathsep}/usr/bin:/bin"}
     res = subprocess.run(["bash", "-c", step["run"]], capture_output=True, text=True, env=env, check=False)
+    calls = tmp_path / "calls"
+    return res, calls.read_text(encoding="utf-8").splitlines() if calls.exists() else []
+
+
+def test_the_action_installs_its_own_checkout(tmp_path: Path) -> None:
+    res, calls = _run_install_step(tmp_path, "")
     assert res.returncode == 0, res.stderr
-    calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
-    assert calls[0].endswith(f" {installs}") and calls[0].startswith("python -m pip install")
+    assert calls[0].startswith("python -m pip install") and calls[0].endswith(" <checkout>")
     assert calls[1] == "kernelpolicy --version"
+
+
+@pytest.mark.parametrize("version", ["0.1.0", ">=0.1,<0.2"])
+def test_the_action_never_installs_from_the_package_index(tmp_path: Path, version: str) -> None:
+    """kernelpolicy is not on the package index (a package of its name there is someone else's):
+    a `version` input stops the job with one error annotation, before pip runs."""
+    res, calls = _run_install_step(tmp_path, version)
+    assert res.returncode == 1 and calls == []
+    (line,) = res.stdout.splitlines()
+    assert line.startswith("::error title=kernelpolicy::the `version` input (`" + version + "`) would install")
+    assert "not published" in line and "`uses:`" in line
 
 
 def test_the_action_caches_pip_downloads() -> None:
@@ -221,5 +234,5 @@ def test_the_action_caches_pip_downloads() -> None:
     names = [s.get("name") for s in steps]
     cache = steps[names.index("pip cache")]
     assert cache["uses"].startswith("actions/cache@") and cache["with"]["path"] == "~/.cache/pip"
-    assert "inputs.version" in cache["with"]["key"] and "inputs.python-version" in cache["with"]["key"]
+    assert "github.action_ref" in cache["with"]["key"] and "inputs.python-version" in cache["with"]["key"]
     assert names.index("pip cache") < names.index("install kernelpolicy")

@@ -94,11 +94,44 @@ def test_schema_header_found_kept_or_given(tmp_path: Path) -> None:
     kept = f"{SCHEMA_HEADER}https://example.org/r.json\nrules: []\n"
     assert format_text(kept, file=f) == kept
     assert format_text("rules: []\n", schema="s.json") == f"{SCHEMA_HEADER}s.json\nrules: []\n"
-    # outside a checkout with schemas/: the schema this install ships (was: no header at all)
-    from kernelpolicy.tools.schemas import shipped_path
+    assert format_text(kept, file=f, schema="none") == "rules: []\n"
+    # outside a checkout with schemas/: no line (the schema this install ships is a path of this
+    # machine, which the operator's repository would commit)
+    assert format_text("rules: []\n", file=Path("/nowhere/p.yaml")) == "rules: []\n"
 
-    shipped = shipped_path("rules").resolve().as_posix()
-    assert format_text("rules: []\n", file=Path("/nowhere/p.yaml")) == f"{SCHEMA_HEADER}{shipped}\nrules: []\n"
+
+@pytest.mark.parametrize(
+    "private",
+    [
+        "/home/op/.venv/lib/python3.12/site-packages/kernelpolicy/_data/schemas/rules.schema.json",
+        "/home/op/.cache/pre-commit/repoab12cd/schemas/rules.schema.json",
+        "file:///opt/kp/schemas/rules.schema.json",
+        "~/kp/schemas/rules.schema.json",
+        "C:\\Users\\op\\kp\\schemas\\rules.schema.json",
+    ],
+)
+def test_a_machine_private_schema_line_is_never_written_or_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], private: str
+) -> None:
+    """Found as: `fmt` wrote `$schema=` into the user's venv (or a pre-commit cache folder) into
+    the operator's repository. Such a line becomes the `schemas/` folder above the file
+    (relative), or goes, with a note saying how to give editors a schema."""
+    repo = tmp_path / "repo"
+    f = repo / "policy" / "prod.yaml"
+    f.parent.mkdir(parents=True)
+    f.write_text(f"{SCHEMA_HEADER}{private}\nrules: []\n", encoding="utf-8")
+    assert main(["fmt", "--check", str(f)]) == 1
+    assert main(["fmt", str(f)]) == 0
+    assert f.read_text(encoding="utf-8") == "rules: []\n"
+    err = capsys.readouterr().err
+    assert f"note: no `schemas/` folder above `{f}`: no `$schema` line written" in err
+    assert "kernelpolicy schema --write schemas" in err
+    (repo / "schemas").mkdir()
+    assert main(["schema", "--write", str(repo / "schemas")]) == 0
+    f.write_text(f"{SCHEMA_HEADER}{private}\nrules: []\n", encoding="utf-8")
+    assert main(["fmt", str(f)]) == 0
+    assert f.read_text(encoding="utf-8") == f"{SCHEMA_HEADER}../schemas/rules.schema.json\nrules: []\n"
+    assert "note:" not in capsys.readouterr().err
 
 
 def test_check_changes_nothing_and_fails_then_fmt_fixes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -109,9 +142,7 @@ def test_check_changes_nothing_and_fails_then_fmt_fixes(tmp_path: Path, capsys: 
     assert f"would reformat {f}" in out and "+    prefer: [triton, marlin]" in out
     assert f.read_text(encoding="utf-8") == MESSY
     assert main(["fmt", str(tmp_path)]) == 0
-    from kernelpolicy.tools.schemas import shipped_path  # no schemas/ above tmp_path: the shipped one
-
-    assert f.read_text(encoding="utf-8") == f"{SCHEMA_HEADER}{shipped_path('rules').resolve().as_posix()}\n{CANONICAL}"
+    assert f.read_text(encoding="utf-8") == CANONICAL  # no schemas/ above tmp_path: no schema line
     assert main(["fmt", "--check", str(f)]) == 0
 
 

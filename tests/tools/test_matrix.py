@@ -31,7 +31,13 @@ def test_cells_are_what_resolve_decides(policy: kp.Policy, cells: list[Cell]) ->
     for c in cells[:: max(len(cells) // 60, 1)]:  # a spread sample
         d = kp.resolve(kp.facts_for(gpu=c.gpu, model=c.model, policy=policy), policy)
         p = d.paths[c.path]
-        assert (c.present, c.backend, c.rule) == (p.applicable, p.backend if p.applicable else None, p.rule)
+        assert (c.present, c.backend, c.preferred_by) == (
+            p.applicable,
+            p.backend if p.applicable else None,
+            p.preferred_by,
+        )
+        # the rule that decided, else the `prefer` rule that put the chosen backend first
+        assert c.rule == p.rule or (p.rule is None and c.rule in p.preferred_by)
         if c.rule:
             file, _, line = c.origin.rpartition(":")
             assert c.rule in (ROOT / file).read_text(encoding="utf-8").splitlines()[int(line) - 1]
@@ -68,7 +74,13 @@ def test_an_engine_release_is_an_axis_of_the_matrix(policy: kp.Policy, capsys: p
     for c in cells[:: max(len(cells) // 40, 1)]:
         d = kp.resolve(kp.facts_for(gpu=c.gpu, model=c.model, facts=facts, policy=policy), policy)
         p = d.paths[c.path]
-        assert (c.present, c.backend, c.rule) == (p.applicable, p.backend if p.applicable else None, p.rule)
+        assert (c.present, c.backend, c.preferred_by) == (
+            p.applicable,
+            p.backend if p.applicable else None,
+            p.preferred_by,
+        )
+        # the rule that decided, else the `prefer` rule that put the chosen backend first
+        assert c.rule == p.rule or (p.rule is None and c.rule in p.preferred_by)
     # vLLM 0.34.0 vendors a DeepGEMM with SM120 kernels: the no-layout rule no longer decides anything there
     assert any(c.rule == "deep_gemm-no-sm120-sf-layout" for c in build(policy))
     assert not any(c.rule == "deep_gemm-no-sm120-sf-layout" for c in cells)
@@ -208,7 +220,8 @@ def test_decided_by_names_only_rules_that_decided(policy: kp.Policy, cells: list
             continue
         assert c.rule == (c.rules[0] if c.rules else None)
         for rule in c.rules:
-            assert any(rule in x.rules for x in above), (c, rule)
+            # a rejection of a higher-ranked candidate, or the `prefer` rule that put the chosen one first
+            assert any(rule in x.rules for x in above) or (rule in p.preferred_by and not above), (c, rule)
         if above and not c.rules:
             assert "first candidate" not in c.reason, c
             assert "catalog's requirements" in c.reason
@@ -226,4 +239,4 @@ def test_a_path_without_backend_names_its_reason_not_a_rule() -> None:
         rules=("r1", "r2"),
         reason="every backend is ruled out",
     )
-    assert _attribution(p) == (None, "every backend is ruled out", (), ())
+    assert _attribution(p, kp.load_policy(environ=False)) == (None, "every backend is ruled out", (), ())

@@ -104,3 +104,36 @@ def test_the_plugin_reads_the_flag_as_explain_does(
     differ = {k: (theirs.get(k), ours.get(k)) for k in sorted(set(theirs) | set(ours)) if theirs.get(k) != ours.get(k)}
     assert differ == {}, f"vLLM {release}, `{' '.join(LINES[dest])}`: (plugin, explain) differ"
     assert plugin["fingerprint"] == cli["fingerprint"]
+
+
+#: values of `--max-num-batched-tokens` as operators write them (vLLM's human integers)
+HUMAN_INTS = ("16K", "16k", "25.6k", "2M", "1g", "8192", " 512 ", "1.5K", "lots", "0x10", "-3")
+
+
+def test_human_integers_parse_as_the_release_parses_them(release: str, venv: Any) -> None:
+    """`--max-num-batched-tokens 16K` is read as the release's own `human_readable_int` reads it
+    (a value, or a refusal), not refused as `int` would refuse it."""
+    import argparse
+    import subprocess
+
+    from kernelpolicy.engines.vllm.flags import human_readable_int
+
+    query = (
+        "import json, sys; from vllm.utils.argparse_utils import human_readable_int as h\n"
+        "out = []\n"
+        "for v in json.loads(sys.argv[1]):\n"
+        "    try: out.append(h(v))\n"
+        "    except Exception as exc: out.append(None)\n"
+        "print(json.dumps(out))"
+    )
+    done = subprocess.run(
+        [str(venv(release)), "-c", query, json.dumps(HUMAN_INTS)], capture_output=True, text=True, check=True
+    )
+    theirs = json.loads(done.stdout.strip().splitlines()[-1])
+    ours: list[int | None] = []
+    for value in HUMAN_INTS:
+        try:
+            ours.append(human_readable_int(value))
+        except argparse.ArgumentTypeError:
+            ours.append(None)
+    assert ours == theirs

@@ -30,11 +30,14 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..dsl.files import SourceError, SourceFile, YamlError, load_located, yaml_files_under
 from ..errors import KernelPolicyError, UsageError
 from ..facts.keys import DECIDED_PATHS
+
+if TYPE_CHECKING:
+    from ..decision import PathDecision
 
 __all__ = ["CaseResult", "case_problem", "find_cases", "run_case", "run_cases"]
 
@@ -177,6 +180,12 @@ def _expect_backend(path: str, want: Any, got: str | None, rules: Sequence[str])
     return None
 
 
+def _deciding(p: PathDecision) -> tuple[str, ...]:
+    """The rules that decided path *p*: those that rejected a candidate ranked above the chosen
+    one, then the ``prefer`` rules that reordered its candidates."""
+    return (*p.rules, *(r for r in p.preferred_by if r not in p.rules))
+
+
 def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> CaseResult:  # noqa: PLR0912 (predates the lint; split in a follow-up)
     """Resolve one case file and compare the decision with its ``expect``."""
     from ..deployment import facts_for
@@ -228,13 +237,13 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
     for path in _PATHS:
         if path in expect:
             p = decision.paths[path]
-            msg = _expect_backend(path, expect[path], p.backend, p.rules)
+            msg = _expect_backend(path, expect[path], p.backend, _deciding(p))
             if msg:
                 failures.append(msg)
     if "warmup" in expect and list(decision.warmup) != list(expect["warmup"] or []):
         failures.append(f"warmup: expected {list(expect['warmup'] or [])}, got {list(decision.warmup)}")
     for path, ids in (expect.get("rules") or {}).items():
-        have = decision.paths[path].rules if path in decision.paths else ()
+        have = _deciding(decision.paths[path]) if path in decision.paths else ()
         missing = [i for i in ids if i not in have]
         if missing:
             failures.append(f"{path}: expected rule(s) {missing} among the deciding rules {list(have)}")

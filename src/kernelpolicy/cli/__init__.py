@@ -98,6 +98,18 @@ class _Parser(argparse.ArgumentParser):
         sys.stderr.write(one_line(f"{self.prog}: error: {message} (see `{self.prog} --help`)") + "\n")
         raise SystemExit(2)
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        """As argparse's, but words the subcommand does not take are an error of that subcommand,
+        pointing at its help (``kernelpolicy fleet --help``), not the top level's."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            prog = f"{self.prog} {command}" if command else self.prog
+            message = f"unrecognized arguments: {' '.join(extras)}"
+            sys.stderr.write(one_line(f"{prog}: error: {message} (see `{prog} --help`)") + "\n")
+            raise SystemExit(2)
+        return parsed
+
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(

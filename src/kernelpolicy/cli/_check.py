@@ -21,8 +21,8 @@ def add_parser(sub: Any) -> None:
         description="Report schema errors (all of them, with file:line:column), impossible, dead, "
         "shadowed, contradictory and stale rules, and every domain cell where a path has no valid "
         "backend or a decision breaks an invariant. FILES load on top of the shipped rules/ and "
-        "policy/ (with --bare, instead of them). Exit status: 0 clean, 1 errors (or warnings "
-        "with --strict), 2 bad usage.",
+        "policy/ and the files $KERNELPOLICY_POLICY names (with --bare, FILES alone). "
+        "Exit status: 0 clean, 1 errors (or warnings with --strict), 2 bad usage.",
     )
     p.add_argument("files", nargs="*", metavar="FILES", help="rule or policy files or folders")
     p.add_argument("--bare", action="store_true", help="check FILES alone, without the shipped rules")
@@ -71,12 +71,15 @@ def _positive(text: str) -> int:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.sarif import to_sarif
     from ..dsl.loader import SourceFile, discover
+    from ._common import policy_files
 
     if args.bare and not args.files:
         raise UsageError("--bare needs FILES to check")
-    # checked before the walk, which may take minutes
+    # checked before the proof
     sarif_file = output_file("--sarif-file", args.sarif_file) if args.sarif_file is not None else None
-    files = discover(args.files, shipped=not args.bare, default_policy=not args.bare, environ=False)
+    # as every command: $KERNELPOLICY_POLICY's files, then FILES (--bare: FILES alone)
+    named = list(args.files) if args.bare else policy_files(args.files)
+    files = discover(named, shipped=not args.bare, default_policy=not args.bare, environ=False)
     missing = [f.display for f in files if not f.path.exists()]
     if missing:
         raise UsageError(f"no such file `{missing[0]}`")
@@ -85,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     for source in files:
         unique.setdefault(source.path.resolve(), source)
     files = list(unique.values())
-    report = _checked(files, args)
+    report = _checked(files, named, args)
     summary: dict[str, Any] = report.summary or {}
     if sarif_file is not None:  # whole or not at all (the old file kept); a FIFO is refused, not waited on
         write_output(
@@ -125,14 +128,14 @@ def run(args: argparse.Namespace) -> int:
     return 1 if report.failed(args.strict) else 0
 
 
-def _checked(files: list[Any], args: argparse.Namespace) -> Any:
+def _checked(files: list[Any], named: list[str], args: argparse.Namespace) -> Any:
     """The check of *files*; a proof past its node budget is one line naming the files under check."""
     from ..analysis.checking import check
     from ..analysis.mdd import DiagramTooLarge
     from ..dsl.loader import use_caches
 
     own = [f.display for f in files if f.layer != "shipped"]
-    subject = None if args.bare or args.all_findings or not args.files else own
+    subject = None if args.bare or args.all_findings or not named else own
     try:
         return check(
             files,
@@ -142,8 +145,8 @@ def _checked(files: list[Any], args: argparse.Namespace) -> Any:
             cache=use_caches(),  # KERNELPOLICY_NO_CACHE read as every on/off variable is
         )
     except DiagramTooLarge as exc:
-        named = ", ".join(f"`{f}`" for f in (own or [f.display for f in files])[:3])
-        raise UsageError(f"{named}: {exc}") from exc
+        which = ", ".join(f"`{f}`" for f in (own or [f.display for f in files])[:3])
+        raise UsageError(f"{which}: {exc}") from exc
 
 
 def _verified(summary: dict[str, Any], reused: bool) -> str:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,7 @@ __all__ = [
     "facts_from_args",
     "load_policy_from_args",
     "output_file",
+    "policy_files",
     "split_assignment",
     "target_facts",
     "update_output",
@@ -84,10 +86,30 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def policy_files(named: Sequence[str] = ()) -> list[str]:
+    """The operator's policy files for a command: those ``$KERNELPOLICY_POLICY`` names, then
+    *named* (``--policy``, ``check``'s FILES), loaded in that order on top of ``rules/`` and
+    ``policy/``. Every command reads the variable through here, as the engine plugins do.
+
+    :raises UsageError: for a path the variable names that does not exist.
+    """
+    from ..dsl.loader import POLICY_ENV, env_policy_paths
+
+    from_env = env_policy_paths()
+    for p in from_env:
+        if not Path(p).exists():
+            raise UsageError(
+                f"no such file `{p}` (named by {POLICY_ENV})",
+                help=f"fix or unset {POLICY_ENV}: a list of policy files separated by `{os.pathsep}`",
+            )
+    return [*from_env, *named]
+
+
 def load_policy_from_args(args: argparse.Namespace) -> Policy:
+    """``rules/``, ``policy/``, then :func:`policy_files` of ``--policy``."""
     from ..dsl.loader import load_policy
 
-    return load_policy(list(getattr(args, "policy", []) or []))
+    return load_policy(policy_files(list(getattr(args, "policy", []) or [])), environ=False)
 
 
 def facts_from_args(
@@ -121,7 +143,6 @@ def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]
     :raises UsageError: when *python* does not run or has no *engine*.
     """
     import json
-    import os
     import subprocess
 
     import kernelpolicy

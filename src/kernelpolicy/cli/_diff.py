@@ -21,8 +21,8 @@ def add_parser(sub: Any) -> None:
         "diff",
         help="show every domain cell whose decision changes between two rule sets",
         description="Load OLD and NEW (rule or policy files or folders) each on top of the shipped "
-        "rules/ and policy/ (with --bare, instead of them), enumerate the joint domain, and list "
-        "every group of cells whose backend changes on some path, grouped and counted. Exit "
+        "rules/ and policy/ and the files $KERNELPOLICY_POLICY names (with --bare, alone), enumerate "
+        "the joint domain, and list every group of cells whose backend changes on some path, grouped and counted. Exit "
         "status: 0 no change, 1 changes, 2 bad input.",
     )
     p.add_argument("old", metavar="OLD", help="the rule set before the change (a file or a folder)")
@@ -34,16 +34,26 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
+def _within(path: str, sides: tuple[str, ...]) -> bool:
+    """Whether *path* is one of *sides* (files or folders) or lies in one of them."""
+    mine = Path(path).resolve()
+    return any(mine == Path(s).resolve() or Path(s).resolve() in mine.parents for s in sides)
+
+
 def run(args: argparse.Namespace) -> int:
     from ..analysis.diffing import diff
     from ..dsl.loader import load_policy
+    from ._common import policy_files
 
     for item in (args.old, args.new):
         if not Path(item).exists():
             raise UsageError(f"no such file or folder `{item}`")
     shipped = not args.bare
-    old = load_policy([args.old], shipped=shipped, default_policy=shipped, environ=False)
-    new = load_policy([args.new], shipped=shipped, default_policy=shipped, environ=False)
+    # as every command: $KERNELPOLICY_POLICY's files under both sides (--bare: OLD and NEW alone),
+    # but for one that OLD or NEW is or holds: that is the file the change replaces
+    base = [p for p in policy_files() if not _within(p, (args.old, args.new))] if shipped else []
+    old = load_policy([*base, args.old], shipped=shipped, default_policy=shipped, environ=False)
+    new = load_policy([*base, args.new], shipped=shipped, default_policy=shipped, environ=False)
     from ..progress import progress
 
     with progress("comparing every domain cell"):

@@ -48,10 +48,12 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
     from ..deployment.pipeline import parse_engine
+    from ..deployment.serve import launch_line
     from ..render.explain import render, render_notes
     from ..render.flags import with_engine_flags
     from ..resolver import resolve
 
+    line = launch_line(args)  # as the user typed it (the facts read merge the serve line into args)
     policy = load_policy_from_args(args)
     facts = facts_from_args(args, policy)
     decision = with_provenance(resolve(facts, policy), policy, args.model)
@@ -64,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(decision.to_json() + "\n")
     else:
         text = render if args.explain == "full" else render_notes
-        sys.stdout.write(text(decision, policy, model=args.model or args.model_type) + "\n")
+        sys.stdout.write(text(decision, policy, model=args.model or args.model_type, line=line) + "\n")
     if not decision.ok:
         missing = [n for n, p in decision.paths.items() if n != "warmup" and p.applicable and p.backend is None]
         print(f"kernelpolicy: no valid backend for path(s): {', '.join(missing)}", file=sys.stderr)

@@ -25,7 +25,12 @@ def add_parser(sub: Any) -> None:
     p.add_argument("files", nargs="+", metavar="FILES", help="rule or policy files or folders")
     p.add_argument("--check", action="store_true", help="change nothing; exit 1 when a file would change")
     p.add_argument("--diff", action="store_true", help="with --check, print what would change")
-    p.add_argument("--schema", metavar="URI", help="the `$schema` the header line names (default: found)")
+    p.add_argument(
+        "--schema",
+        metavar="URI",
+        help="the `$schema` the header line names (`none`: no header line; default: the line kept, else"
+        " the `schemas/` folder above the file, as a relative path; never an absolute path of this machine)",
+    )
     p.set_defaults(run=run)
 
 
@@ -78,15 +83,18 @@ def _write(path: Path, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..dsl.files import SourceError, decode, read_bounded
-    from ..tools.fmt import format_text
+    from ..tools.fmt import NO_SCHEMA, SCHEMA_HEADER, find_schema, format_text
 
     changed = 0
+    unnamed: list[Path] = []  # files left without a schema line: no schemas/ folder above them
     for path in _targets(args.files):
         try:  # the loader's bounded reader: regular files only, at most 1 MB, UTF-8
             text = decode(read_bounded(path, str(path)), str(path))
         except SourceError as exc:
             raise PolicyError([exc.diagnostic]) from None
         new = format_text(text, file=path, schema=args.schema)
+        if args.schema != NO_SCHEMA and not new.startswith(SCHEMA_HEADER) and find_schema(path) is None:
+            unnamed.append(path)
         if new == text:
             continue
         changed += 1
@@ -102,4 +110,12 @@ def run(args: argparse.Namespace) -> int:
             except OSError as exc:
                 raise UsageError(f"`{path}`: cannot write: {(exc.strerror or str(exc)).lower()}") from None
             sys.stdout.write(f"reformatted {path}\n")
+    if unnamed:
+        more = f" (and {len(unnamed) - 1} more)" if len(unnamed) > 1 else ""
+        print(
+            f"kernelpolicy: note: no `schemas/` folder above `{unnamed[0]}`{more}: no `$schema` line written"
+            " (an absolute path of this machine would be committed); `mkdir schemas && kernelpolicy schema"
+            " --write schemas` at the repository's root gives editors one, or name one with `--schema URI`",
+            file=sys.stderr,
+        )
     return 1 if args.check and changed else 0

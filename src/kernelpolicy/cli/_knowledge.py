@@ -35,8 +35,9 @@ def add_parser(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..analysis.fixes import cited_fixes, stale_bounds
     from ..dsl.loader import load_policy
+    from ._common import policy_files
 
-    policy = load_policy(args.policy, environ=False)
+    policy = load_policy(policy_files(args.policy), environ=False)
     found = stale_bounds(policy)
     cited = sum(len(cited_fixes(r.because, r.help)) for r in policy.rules)
     cited += sum(len(cited_fixes(u.because, u.help)) for u in policy.unsupported)

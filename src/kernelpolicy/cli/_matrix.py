@@ -20,7 +20,8 @@ def add_parser(sub: Any) -> None:
         help="the support matrix: every catalog GPU x catalog model x path, with the deciding rule",
         description="Resolve every catalog model on every catalog GPU and print, per path, the chosen "
         "backend and the rule that decided it: markdown (docs/matrix.md), a self-contained HTML page "
-        "with filters, or JSON. --policy FILE adds an operator policy on top of the shipped rules.",
+        "with filters, or JSON. --policy FILE (and the files $KERNELPOLICY_POLICY names) add an operator "
+        "policy on top of the shipped rules.",
     )
     p.add_argument("--format", choices=("md", "html", "json"), default="md", help="md (default), html or json")
     p.add_argument("--out", metavar="FILE", type=Path, help="write to FILE instead of stdout")
@@ -60,7 +61,9 @@ def run(args: argparse.Namespace) -> int:
     from ..tools.matrix import build, to_html, to_markdown
 
     engine = _engine(args.engine)
-    cells = build(load_policy(args.policy, environ=False), engine)
+    from ._common import policy_files
+
+    cells = build(load_policy(policy_files(args.policy), environ=False), engine)
     if args.format == "md":
         text = to_markdown(cells, engine)
     elif args.format == "html":

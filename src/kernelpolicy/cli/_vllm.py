@@ -400,7 +400,9 @@ def _render(report: Mapping[str, Any]) -> str:
         env = " ".join(f"{k}={val}" for k, val in merged.items())
         cmd = " ".join(x for x in (env, "vllm serve", str(model["spec"]), " ".join(vllm_engine.get("args", ()))) if x)
         out.append("")
-        out.append("to follow kernelpolicy: pip install 'kernelpolicy[vllm]' (the plugin), or where flags can:")
+        from .._install import install_command
+
+        out.append(f"to follow kernelpolicy: {install_command('vllm')} (the plugin), or where flags can:")
         out.append(f"  {cmd}")
     n_div, n_conf = len(report["divergences"]), sum(1 for d in report["differences"] if d["kind"] == "conflict")
     verdict = "consistent" if report["exit"] == 0 else f"{n_div} divergence(s), {n_conf} conflict(s)"

@@ -37,6 +37,7 @@ __all__ = [
     "QUANTIZATION_METHODS",
     "VLLM_FLAGS",
     "Deployment",
+    "LaunchLine",
     "add_vllm_options",
     "apply_quantization",
     "check_allow",
@@ -46,6 +47,7 @@ __all__ = [
     "env_warnings",
     "hub_options",
     "known_values",
+    "launch_line",
     "read_deployment",
 ]
 
@@ -266,15 +268,68 @@ def _command(rest: list[str]) -> tuple[str, list[str]]:
     return "vllm", rest
 
 
-def _parse_serve(tokens: Sequence[str]) -> _Serve:
-    """A launch line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``, or SGLang's) as flag values,
-    read through that engine's one flag table."""
+@dataclass(frozen=True)
+class LaunchLine:
+    """The user's own launch line, as typed, for printing it back with kernelpolicy's flags."""
+
+    engine: str  #: ``vllm`` or ``sglang``: whose line it is
+    env: Mapping[str, str]  #: its leading ``VAR=VALUE`` assignments, in order
+    command: tuple[str, ...]  #: ``vllm serve``, ``python -m sglang.launch_server``, ...
+    rest: tuple[str, ...]  #: the model and every flag after the command, as given
+
+
+def _split_line(tokens: Sequence[str]) -> list[str]:
     rest = list(tokens)
     if len(rest) == 1 and " " in rest[0]:
         try:
             rest = shlex.split(rest[0])  # the whole line quoted as one argument
         except ValueError as exc:  # an unclosed quote
             raise UsageError(f"serve line: {str(exc).lower()}", help="the command after `--`") from None
+    return rest
+
+
+def launch_line(args: argparse.Namespace) -> LaunchLine | None:
+    """The launch line after ``--`` in *args* (``explain``'s), or one built from the vLLM flags
+    given as ``explain`` options (``vllm serve MODEL -tp 8 ...``); None when neither says more
+    than the model (the printed line is then the generic one)."""
+    tokens = list(getattr(args, "serve", None) or ())
+    if tokens:
+        rest = _split_line(tokens)
+        env: dict[str, str] = {}
+        while rest and (m := _ENV_ASSIGN.match(rest[0])):
+            env[m.group(1)] = m.group(2)
+            rest.pop(0)
+        engine, after = _command(rest)
+        command = tuple(rest[: len(rest) - len(after)]) or ("vllm", "serve")
+        given = {_dashes(t).partition("=")[0] for t in after}
+        extra = _option_tokens(args, given) if engine == "vllm" else []
+        return LaunchLine(engine, env, command, (*after, *extra))
+    options = _option_tokens(args, set())
+    if not options:
+        return None
+    model = getattr(args, "model", None)
+    return LaunchLine("vllm", {}, ("vllm", "serve"), (*((model,) if model else ()), *options))
+
+
+def _option_tokens(args: argparse.Namespace, given: set[str]) -> list[str]:
+    """The vLLM flags given as ``explain`` options and not on the line (*given*: its flag
+    names), as vLLM spells them. Read *args* before the serve line is merged into it."""
+    out: list[str] = []
+    for flag in VLLM_FLAGS:
+        value = getattr(args, flag.dest, None) if flag.native else None
+        if value is None or given & set(flag.names):
+            continue
+        if flag.store_true:
+            out += [flag.names[0]] if value else []
+        else:
+            out += [flag.names[0], str(value)]
+    return out
+
+
+def _parse_serve(tokens: Sequence[str]) -> _Serve:
+    """A launch line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``, or SGLang's) as flag values,
+    read through that engine's one flag table."""
+    rest = _split_line(tokens)
     env: dict[str, str] = {}
     while rest and (m := _ENV_ASSIGN.match(rest[0])):
         env[m.group(1)] = m.group(2)

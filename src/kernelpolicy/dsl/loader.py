@@ -30,6 +30,7 @@ __all__ = [
     "SourceFile",
     "cache_dir",
     "discover",
+    "env_policy_paths",
     "load_files",
     "load_policy",
     "use_caches",
@@ -69,6 +70,13 @@ def _as_paths(extra: PolicyPaths) -> list[str | os.PathLike[str]]:
     return items
 
 
+def env_policy_paths() -> list[str]:
+    """The policy files and folders ``$KERNELPOLICY_POLICY`` names (``os.pathsep``-separated,
+    empty entries skipped): what every command and the engine plugins load on top of
+    ``rules/`` and ``policy/``, before the files named on the command line."""
+    return [p for p in os.environ.get(POLICY_ENV, "").split(os.pathsep) if p]
+
+
 def _walk(root: Path, *, recursive: bool = True) -> list[Path]:
     try:
         return yaml_files_under(root, recursive=recursive)
@@ -97,8 +105,8 @@ def discover(
         root = default_policy_dir()
         if root.is_dir():
             out += [SourceFile(p, f"policy/{p.name}", "policy") for p in _walk(root, recursive=False)]
-    if environ and os.environ.get(POLICY_ENV):
-        named[:0] = [p for p in os.environ[POLICY_ENV].split(os.pathsep) if p]
+    if environ:
+        named[:0] = env_policy_paths()
     for item in named:
         p = Path(item)
         files = _walk(p) if p.is_dir() else [p]

@@ -134,7 +134,8 @@ class EnvSpec(_Strict):
 
 class EngineSpec(_Strict):
     name: str
-    plugin: str | None = None  #: the install line of the engine's plugin
+    #: how to enable the plugin; its ``pip install 'kernelpolicy[X]'`` is printed as it works from this install
+    plugin: str | None = None
     aliases: dict[PathName, dict[str, str]] = {}  #: engine name -> kernelpolicy id, per path
     moe_flag: dict[str, str] = {}  #: kernelpolicy id -> ``--moe-backend`` value
     #: ``quant.moe_scheme`` value -> kernelpolicy id -> the engine's MoE flag value for that

@@ -8,7 +8,9 @@ and environment give); this module turns the answers into a report. It is pure: 
 
 Nodes are grouped by decision fingerprint (the facts, the policy digest and every path's
 outcome, as in the plugin's rank agreement), and the facts that differ between the groups are
-listed in the rank-agreement report's words.
+listed in the rank-agreement report's words. Groups are compared within a GPU class (the
+compute capability, ``gpu.sm``): GPUs of different classes decide differently by design, and one
+launch runs on one class, so a mixed fleet whose every class agrees within itself agrees.
 """
 
 from __future__ import annotations
@@ -27,14 +29,17 @@ __all__ = [
     "EXIT_INCOMPLETE",
     "EXIT_NO_BACKEND",
     "EXIT_REFUSED",
+    "ONE_LAUNCH",
     "PATHS",
     "SCHEMA",
     "FleetReport",
+    "GpuClass",
     "Group",
     "NodeAnswer",
     "answer_from_payload",
     "build_report",
     "exit_status",
+    "gpu_class",
     "group_nodes",
     "path_summary",
     "render_text",
@@ -133,6 +138,13 @@ def answer_from_payload(node_id: str, address: str | None, payload: object) -> N
     return NodeAnswer(node_id, address, kind, str(reason) if reason else f"status `{status}`", payload)
 
 
+def gpu_class(node: NodeAnswer) -> str:
+    """The GPU class a node's decision is compared within: its compute capability (``sm90``), or
+    ``none``."""
+    sm = node.facts.get("gpu.sm")
+    return str(sm) if sm else "none"
+
+
 @dataclass(frozen=True)
 class Group:
     """Nodes that reached the same decision fingerprint."""
@@ -140,6 +152,10 @@ class Group:
     label: str
     fingerprint: str
     nodes: tuple[NodeAnswer, ...]
+
+    @property
+    def gpu_class(self) -> str:
+        return gpu_class(self.nodes[0])
 
     @property
     def decision(self) -> Mapping[str, Any]:
@@ -152,6 +168,7 @@ class Group:
     def to_json(self) -> dict[str, Any]:
         return {
             "label": self.label,
+            "gpu_class": self.gpu_class,
             "fingerprint": self.fingerprint,
             "nodes": [n.node_id for n in self.nodes],
             "paths": dict(self.decision.get("paths") or {}),
@@ -159,14 +176,16 @@ class Group:
 
 
 @dataclass(frozen=True)
-class FleetReport:
-    """Rows, groups, the facts that differ between groups, and the exit status."""
+class GpuClass:
+    """The groups of one GPU class: they must agree (one launch runs on one class)."""
 
-    cluster: Mapping[str, Any]
-    nodes: tuple[NodeAnswer, ...]
+    name: str  #: ``sm90``
     groups: tuple[Group, ...]
-    differing: tuple[str, ...]
-    exit: int
+    differing: tuple[str, ...]  #: the facts that differ between its groups (none: it agrees)
+
+    @property
+    def agrees(self) -> bool:
+        return len(self.groups) <= 1
 
     @property
     def decisions_differ(self) -> bool:
@@ -175,10 +194,37 @@ class FleetReport:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "gpu_class": self.name,
+            "groups": [g.label for g in self.groups],
+            "agrees": self.agrees,
+            "differing_facts": list(self.differing),
+        }
+
+
+@dataclass(frozen=True)
+class FleetReport:
+    """Rows, groups, the GPU classes, the facts that differ between groups of a class, and the
+    exit status."""
+
+    cluster: Mapping[str, Any]
+    nodes: tuple[NodeAnswer, ...]
+    groups: tuple[Group, ...]
+    differing: tuple[str, ...]
+    exit: int
+    classes: tuple[GpuClass, ...] = ()
+
+    @property
+    def decisions_differ(self) -> bool:
+        """Within some GPU class, more than one group and not only in facts: the backends differ."""
+        return any(c.decisions_differ for c in self.classes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
             "schema": SCHEMA,
             "cluster": dict(self.cluster),
             "nodes": [n.to_json() for n in self.nodes],
             "groups": [g.to_json() for g in self.groups],
+            "gpu_classes": [c.to_json() for c in self.classes],
             "differing_facts": list(self.differing),
             "exit": self.exit,
         }
@@ -211,10 +257,30 @@ def _no_backend(node: NodeAnswer) -> bool:
     return node.decision.get("ok") is False
 
 
-def exit_status(nodes: Sequence[NodeAnswer], groups: Sequence[Group]) -> int:
-    """1 the groups differ; else 4 a live node gave no decision; else 3 a path has no backend;
-    else 5 a node refused an explicit choice; else 0."""
-    if len(groups) > 1:
+#: The class name when every node must agree, whatever its GPU (``fleet --head``: one launch).
+ONE_LAUNCH: Final = "one launch"
+
+
+def _classes(groups: Sequence[Group], *, by_class: bool = True) -> tuple[GpuClass, ...]:
+    from ..engines.agreement import fact_differences
+
+    by: dict[str, list[Group]] = {}
+    for g in groups:
+        by.setdefault(g.gpu_class if by_class else ONE_LAUNCH, []).append(g)
+    out = []
+    for name, members in by.items():
+        differing: tuple[str, ...] = ()
+        if len(members) > 1:
+            differing = tuple(fact_differences({f"group {g.label}": g.facts for g in members}, between="groups"))
+        out.append(GpuClass(name, tuple(members), differing))
+    return tuple(out)
+
+
+def exit_status(nodes: Sequence[NodeAnswer], groups: Sequence[Group], *, by_class: bool = True) -> int:
+    """1 the groups of one GPU class differ (*by_class* false: any groups differ); else 4 a live
+    node gave no decision; else 3 a path has no backend; else 5 a node refused an explicit
+    choice; else 0 (GPU classes that each agree within themselves agree)."""
+    if any(not c.agrees for c in _classes(groups, by_class=by_class)):
         return EXIT_DISAGREE
     if any(n.status not in ("ok", "dead") for n in nodes):
         return EXIT_INCOMPLETE
@@ -225,16 +291,16 @@ def exit_status(nodes: Sequence[NodeAnswer], groups: Sequence[Group]) -> int:
     return EXIT_AGREE
 
 
-def build_report(nodes: Sequence[NodeAnswer], cluster: Mapping[str, Any]) -> FleetReport:
-    """The report for *nodes* (in the order given) and a description of the *cluster*."""
-    from ..engines.agreement import fact_differences
+def build_report(nodes: Sequence[NodeAnswer], cluster: Mapping[str, Any], *, by_class: bool = True) -> FleetReport:
+    """The report for *nodes* (in the order given) and a description of the *cluster*.
 
+    *by_class*: groups are compared within each GPU class (a fleet of several); false, every
+    node must agree (one launch: ``fleet --head``, whose shell's settings reach every worker)."""
     groups = group_nodes(nodes)
-    differing: tuple[str, ...] = ()
-    if len(groups) > 1:
-        by_label = {f"group {g.label}": g.facts for g in groups}
-        differing = tuple(fact_differences(by_label, between="groups"))
-    return FleetReport(dict(cluster), tuple(nodes), groups, differing, exit_status(nodes, groups))
+    classes = _classes(groups, by_class=by_class)
+    differing = tuple(d for c in classes for d in c.differing)
+    status = exit_status(nodes, groups, by_class=by_class)
+    return FleetReport(dict(cluster), tuple(nodes), groups, differing, status, classes)
 
 
 # -- text rendering --------------------------------------------------------------------------
@@ -285,6 +351,16 @@ def _fact(node: NodeAnswer, key: str) -> str:
     return _NONE if value is None else str(value)
 
 
+def _driver(node: NodeAnswer) -> str:
+    """``driver.version`` as NVIDIA writes it: the fact is a normalised version (``580.159.4``),
+    the driver's patch level has two digits (``580.159.04``)."""
+    text = _fact(node, "driver.version")
+    parts = text.split(".")
+    if len(parts) == 3 and parts[2].isdigit() and len(parts[2]) < 2:
+        parts[2] = parts[2].zfill(2)
+    return ".".join(parts)
+
+
 def _status(node: NodeAnswer) -> str:
     if node.ok:
         return "refused: " + ", ".join(node.refused) if node.refused else "ok"
@@ -311,10 +387,30 @@ def _clean(text: str) -> str:
     return text.translate(_CONTROL)
 
 
+def _short_paths(paths: Sequence[str]) -> dict[str, str]:
+    """Each path as its shortest tail of whole components that no other path ends with
+    (``h200.json``, ``rack2/h200.json``): the part that tells facts files apart."""
+    parts = {p: [c for c in p.replace("\\", "/").split("/") if c] or [p] for p in paths}
+    out = {}
+    for p, mine in parts.items():
+        for n in range(1, len(mine) + 1):
+            tail = mine[-n:]
+            if not any(other[-n:] == tail for q, other in parts.items() if q != p):
+                break
+        out[p] = "/".join(tail) if n < len(mine) else p
+    return out
+
+
 def short_ids(ids: Sequence[str], least: int = 12) -> dict[str, str]:
     """Each id cut to the shortest length (at least *least*) at which no two different ids look
-    the same: Ray's 56-digit node ids fit a table, two facts files never share a row name."""
+    the same: Ray's 56-digit node ids fit a table; a facts file (a path) is named by the tail of
+    its path that tells it from the others (its file name, mostly), never a cut-off folder."""
     unique = list(dict.fromkeys(ids))
+    paths = [i for i in unique if "/" in i or "\\" in i or i.endswith(".json")]
+    if paths:
+        named = _short_paths(paths)
+        rest = short_ids([i for i in unique if i not in named], least) if len(paths) < len(unique) else {}
+        return {**named, **rest}
     width = least
     while width < max((len(i) for i in unique), default=0) and len({i[:width] for i in unique}) < len(unique):
         width += 1
@@ -342,7 +438,7 @@ def render_text(report: FleetReport) -> str:
                 short[n.node_id] + ("*" if n.head else ""),
                 n.address or _NONE,
                 _gpu(n),
-                _fact(n, "driver.version"),
+                _driver(n),
                 _fact(n, "vllm.version"),
                 _fact(n, "torch.version"),
                 _fact(n, "deep_gemm.version") if n.facts.get("deep_gemm.source") != "none" else "none",
@@ -357,15 +453,18 @@ def render_text(report: FleetReport) -> str:
     if any(n.head for n in report.nodes):
         lines.append("(* the head node, where `vllm serve` runs)")
     lines.append("")
+    several = len(report.classes) > 1
     if report.groups:
-        lines.append("groups (by decision fingerprint):")
+        lines.append("groups (by decision fingerprint" + (", within each GPU class):" if several else "):"))
         for g in report.groups:
             count = f"{len(g.nodes)} node" + ("s" if len(g.nodes) != 1 else "")
             ids = ", ".join(short[n.node_id] for n in g.nodes)
-            lines.append(f"  {g.label}  {count} [{ids}]: {path_summary(g.decision)} [{g.fingerprint[:19]}]")
-    if report.differing:
-        lines.append("facts that differ between the groups:")
-        lines += [f"  {d}" for d in report.differing]
+            klass = f"{g.gpu_class}  " if several else ""
+            lines.append(f"  {g.label}  {klass}{count} [{ids}]: {path_summary(g.decision)} [{g.fingerprint[:19]}]")
+    for gc in report.classes:
+        if gc.differing:
+            lines.append("facts that differ between the groups" + (f" of {gc.name}:" if several else ":"))
+            lines += [f"  {d}" for d in gc.differing]
     lines.append("result  " + _result(report))
     return "\n".join(_clean(line) for line in lines)  # each is one line: a newline in a value is escaped
 
@@ -373,13 +472,20 @@ def render_text(report: FleetReport) -> str:
 def _result(report: FleetReport) -> str:
     missing = [n for n in report.nodes if n.status not in ("ok", "dead")]
     parts = []
-    if len(report.groups) > 1:
-        what = "the decisions differ" if report.decisions_differ else "same backends, the facts or policy files differ"
-        parts.append(f"{len(report.groups)} groups, {what}")
-    elif report.groups:
-        parts.append("every node that answered agrees")
-    else:
-        parts.append("no node decided")
+    several = len(report.classes) > 1
+    for c in report.classes:
+        if c.agrees:
+            continue
+        what = "the decisions differ" if c.decisions_differ else "same backends, the facts or policy files differ"
+        parts.append(f"{len(c.groups)} groups" + (f" of {c.name}" if several else "") + f", {what}")
+    if not parts and several:
+        names = ", ".join(c.name for c in report.classes)
+        parts.append(
+            f"{len(report.classes)} GPU classes ({names}), each agrees within itself"
+            " (they decide differently by design: one launch runs on one class)"
+        )
+    elif not parts:
+        parts.append("every node that answered agrees" if report.groups else "no node decided")
     if missing:
         parts.append(f"{len(missing)} node(s) did not answer")
     if any(_no_backend(n) for n in report.nodes if n.ok):

@@ -116,7 +116,13 @@ def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[di
     """
     from ._node import Deciding, NoGpuError, decide, machine_from_json
 
-    shared = Deciding(model=str(request["model"]), environ=None, facts=request["facts"], env=request["env"])
+    shared = Deciding(
+        model=str(request["model"]),
+        environ=None,
+        facts=request["facts"],
+        env=request["env"],
+        policy_paths=[str(p) for p in request.get("policy_paths") or ()],
+    )
     rows = []
     for name in files:
         data = _read(name)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .._version import __version__
@@ -67,12 +67,21 @@ class Deciding:
         environ: Mapping[str, str] | None,
         facts: Mapping[str, Any] | None = None,
         env: Mapping[str, str] | None = None,
+        policy_paths: Sequence[str] = (),
+        sent: Sequence[tuple[str, str]] = (),
     ) -> None:
-        from ..deployment import facts_for
-        from ..dsl.loader import discover, load_policy
+        from pathlib import Path
 
-        self.policy = load_policy()
-        self.files = [s.display for s in discover() if s.layer != "shipped"]
+        from ..deployment import facts_for
+        from ..dsl.loader import SourceFile, discover, load_files
+
+        # rules/, policy/, $KERNELPOLICY_POLICY's files, then `fleet --policy`'s: named here
+        # (*policy_paths*), or *sent* as (this node's copy, the name the driver gave), loaded
+        # under that name so that every node's policy digest, and fingerprint, is the driver's
+        files = discover(list(policy_paths))
+        files += [SourceFile(Path(copy), name, "policy") for copy, name in sent]
+        self.policy = load_files(files)
+        self.files = [s.display for s in files if s.layer != "shipped"]
         self.deployment = facts_for(model=model, facts=facts, env=env, policy=self.policy, environ=environ)
 
 
@@ -84,11 +93,14 @@ def decide(
     facts: Mapping[str, Any] | None = None,
     env: Mapping[str, str] | None = None,
     shared: Deciding | None = None,
+    sent: Sequence[tuple[str, str]] = (),
 ) -> dict[str, Any]:
     """The ``ok`` answer for *machine*'s facts and *model*, under the policy this process loads.
 
     :param environ: the node's environment (``None`` for a facts file: it recorded none).
     :param shared: the policy and deployment facts already read (the same for every file).
+    :param sent: ``fleet --policy`` files as (this node's copy, the driver's name), loaded on
+        top of this process's own.
     :raises KernelPolicyError: bad input (a policy file, ``KERNELPOLICY_FACTS``, the model, GPU
         facts that contradict each other, as ``explain`` refuses them).
     :raises NoGpuError: the machine has no GPU (``explain --gpu auto`` refuses it too).
@@ -98,7 +110,7 @@ def decide(
     from ..facts.machine import to_facts
     from ..resolver import resolve
 
-    shared = shared or Deciding(model=model, environ=environ, facts=facts, env=env)
+    shared = shared or Deciding(model=model, environ=environ, facts=facts, env=env, sent=sent)
     policy = shared.policy
     machine_facts = to_facts(machine)
     if machine_facts.merged(shared.deployment).get("gpu.sm") is None:
@@ -126,9 +138,13 @@ def decide(
 def node_payload(request: Mapping[str, Any]) -> dict[str, Any]:
     """Gather this node's facts and decide; a bad input of the node is an ``error`` answer.
 
-    *request* holds ``model``, ``probe``, ``timeout`` (seconds each probe may take), and the
-    driver's explicit ``facts`` and ``env``.
+    *request* holds ``model``, ``probe``, ``timeout`` (seconds each probe may take), the
+    driver's explicit ``facts`` and ``env``, and ``policy``: the ``fleet --policy`` files as
+    ``{"name", "text"}`` (written to a temporary folder here, loaded on top of the node's own).
     """
+    import tempfile
+    from pathlib import Path
+
     from ..facts.machine import gather
     from ..facts.providers import Context
 
@@ -139,13 +155,22 @@ def node_payload(request: Mapping[str, Any]) -> dict[str, Any]:
         context=Context(env=environ, timeout_s=float(request.get("timeout") or 300.0)),
     )
     try:
-        answer = decide(
-            machine,
-            model=str(request["model"]),
-            environ=environ,
-            facts=request.get("facts") or None,
-            env=request.get("env") or None,
-        )
+        with tempfile.TemporaryDirectory(prefix="kernelpolicy-fleet-") as tmp:
+            sent: list[tuple[str, str]] = []  # (the copy here, the name the driver gave)
+            for i, item in enumerate(request.get("policy") or ()):
+                name = Path(str(item["name"])).name or "policy.yaml"
+                path = Path(tmp) / str(i) / name  # one folder each: two files of one name stay two
+                path.parent.mkdir()
+                path.write_text(str(item["text"]), encoding="utf-8")
+                sent.append((str(path), str(item["name"])))
+            answer = decide(
+                machine,
+                model=str(request["model"]),
+                environ=environ,
+                facts=request.get("facts") or None,
+                env=request.get("env") or None,
+                sent=sent,
+            )
     except KernelPolicyError as exc:
         reason = exc.one_line().removeprefix("error: ")
         return {**base, "status": "error", "kernelpolicy": __version__, "error": reason}

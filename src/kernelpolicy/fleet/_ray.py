@@ -22,9 +22,16 @@ from typing import Any, Final
 from ..errors import UsageError
 from . import NodeAnswer, answer_from_payload
 
-__all__ = ["INSTALL_HINT", "audit"]
+__all__ = ["audit", "install_hint"]
 
-INSTALL_HINT: Final = "pip install 'kernelpolicy[ray]'"
+
+def install_hint() -> str:
+    """The line that installs Ray for this kernelpolicy (its ``ray`` extra, from where it was installed)."""
+    from .._install import install_command
+
+    return install_command("ray")
+
+
 #: Keep the node's own GPU visibility in a task that reserves no GPU: Ray before 2.56 sets
 #: ``CUDA_VISIBLE_DEVICES=""`` there (ray#62492 changed the default). A task with its own
 #: environment needs a fresh worker on every node, so newer Ray gets none.
@@ -47,7 +54,7 @@ def _import_ray() -> Any:
     try:
         import ray
     except ImportError:
-        raise UsageError("ray is not installed", help=INSTALL_HINT) from None
+        raise UsageError("ray is not installed", help=install_hint()) from None
     return ray
 
 

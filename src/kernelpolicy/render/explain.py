@@ -12,6 +12,7 @@ from ..facts.keys import DECIDED_PATHS
 
 if TYPE_CHECKING:
     from ..decision import Candidate, Decision, PathDecision
+    from ..deployment.serve import LaunchLine
     from ..facts import Facts
     from ..policy import Policy
 
@@ -27,6 +28,36 @@ def _where(rule: str, policy: Policy | None) -> str | None:
     from ..decision import rule_origin
 
     return None if policy is None else rule_origin(policy, rule)
+
+
+def _plugin(policy: Policy | None, engine: str) -> str | None:
+    """How to enable *engine*'s plugin, its install line as it works from where this
+    kernelpolicy was installed (the tables write it as from the package index)."""
+    from .._install import with_install_commands
+
+    plugin = _plugin_text(policy, engine)
+    return with_install_commands(plugin) if plugin else None
+
+
+def _plugin_text(policy: Policy | None, engine: str) -> str | None:
+    return policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+
+
+def _plugin_notes(text: str) -> list[str]:
+    """*text* (an engine's ``plugin``) in :data:`NOTES_WIDTH` columns: its install command whole
+    (continued with `` \\``, never broken inside a word), the prose around it wrapped."""
+    from .._install import split_install
+
+    before, command, comment, after = split_install(text)
+    if not command:
+        return _wrap(text, "  ", "    ")
+    out = _wrap(before.strip(), "  ", "    ") if before.strip() else []
+    out += _command_lines(command.split(" "))
+    if comment:
+        out += _wrap(comment, "    # ", "    # ")
+    if after.strip():
+        out += _wrap(after.strip(), "    ", "    ")
+    return out
 
 
 def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[str]:
@@ -61,8 +92,60 @@ def _candidate_lines(c: Candidate, policy: Policy | None, width: int) -> list[st
     return lines
 
 
-def render(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
-    """The explain text for *decision* (rule places are shown when *policy* is given)."""
+def _dashed(token: str) -> str:
+    name, eq, value = token.partition("=")
+    return (name.replace("_", "-") if name.startswith("--") else name) + eq + value
+
+
+def _with_flag(words: list[str], flag: str, value: str) -> list[str]:
+    """*words* with *flag* set to *value*: each place it is given (``--flag V``, ``--flag=V``,
+    ``--flag_name V``) takes the new value, else it is added at the end."""
+    out: list[str] = []
+    found = False
+    i = 0
+    while i < len(words):
+        name, eq, _ = _dashed(words[i]).partition("=")
+        if name != flag:
+            out.append(words[i])
+            i += 1
+            continue
+        found = True
+        if eq:
+            out.append(f"{words[i].partition('=')[0]}={value}")
+            i += 1
+        else:
+            out += [words[i], value]
+            i += 2 if i + 1 < len(words) and not words[i + 1].startswith("-") else 1
+    return out if found else [*out, flag, value]
+
+
+def _launch(
+    flags: Mapping[str, Any], engine: str, launch: str, model: str | None, line: LaunchLine | None
+) -> tuple[list[str], bool]:
+    """The launch line that gets the decision without the plugin, as shell words, and whether it
+    is a whole line (else: the settings to add to the user's own line, which is another engine's).
+
+    With the user's line (a serve line after ``--``, or vLLM flags given as options) of this
+    engine, it is that line with the decision's variables and flags set, nothing of it dropped."""
+    if line is None or line.engine == engine:
+        env = {**(dict(line.env) if line is not None else {}), **flags["env"]}
+        if line is not None:
+            words = list(line.rest)
+            for i in range(0, len(flags["args"]) - 1, 2):
+                words = _with_flag(words, flags["args"][i], flags["args"][i + 1])
+            command = list(line.command)
+        else:
+            words = [model or "MODEL", *flags["args"]]
+            command = launch.split()
+        return [*(f"{k}={shlex.quote(v)}" for k, v in env.items()), *command, *map(shlex.quote, words)], True
+    return [*(f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()), *map(shlex.quote, flags["args"])], False
+
+
+def render(
+    decision: Decision, policy: Policy | None = None, *, model: str | None = None, line: LaunchLine | None = None
+) -> str:
+    """The explain text for *decision* (rule places are shown when *policy* is given; *line*:
+    the user's launch line, printed back with the decision's settings)."""
     out = [*_header(decision.facts, model), ""]
     for name in DECIDED_PATHS:
         out += _path_lines(decision.paths[name], policy)
@@ -75,14 +158,14 @@ def render(decision: Decision, policy: Policy | None = None, *, model: str | Non
         out += [f"  - {w_}" for w_ in decision.warnings]
     vllm = decision.engine.get("vllm")
     if vllm is not None:
-        out += _engine_lines(vllm, "vLLM", "vllm serve", model)
-        plugin = policy.engines["vllm"].plugin if policy is not None and "vllm" in policy.engines else None
+        out += _engine_lines(vllm, "vLLM", "vllm serve", model, line)
+        plugin = _plugin(policy, "vllm")
         if plugin:
             out.append(f"with the plugin every path follows this decision:  {plugin}")
     sglang = decision.engine.get("sglang")
     if sglang is not None:
-        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model)
-        plugin = policy.engines["sglang"].plugin if policy is not None and "sglang" in policy.engines else None
+        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model, line)
+        plugin = _plugin(policy, "sglang")
         if plugin:
             out.append(
                 "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
@@ -116,6 +199,30 @@ def _header(f: Facts, model: str | None) -> list[str]:
     return ["gpu     " + " ".join(gpu), "model   " + (f"{model}: " if model else "") + ", ".join(desc)]
 
 
+def _prefer_lines(p: PathDecision, policy: Policy | None, *, notes: bool) -> list[str]:
+    """``^`` lines: each ``prefer`` rule that reordered *p*'s candidates, what it put first and
+    why (none where an explicit choice decided the path)."""
+    if not p.preferred_by or (p.explicit and not p.explicit_refused):
+        return []
+    out: list[str] = []
+    for rid in p.preferred_by:
+        r = policy.by_id.get(rid) if policy is not None else None
+        if r is None:
+            text = f"^ {rid} (prefer)"
+        else:
+            front = ", ".join(r.backends)
+            text = f"^ {front} first: {rid} (prefer)" + (f": {r.because}" if r.because else "")
+        if notes:
+            out += _wrap(text, "  ", "      ")
+            continue
+        out.append("  " + text)
+        where = _where(rid, policy)
+        if where or (r is not None and r.refs):
+            extra = [f"refs {', '.join(r.refs)}"] if r is not None and r.refs else []
+            out.append("      " + "; ".join([*extra, *([where] if where else [])]))
+    return out
+
+
 def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
     name = p.path
     if not p.applicable:
@@ -127,7 +234,7 @@ def _path_lines(p: PathDecision, policy: Policy | None) -> list[str]:
         head += f"   explicit: `{p.explicit}`"
     elif p.rules:
         head += "   decided by " + ", ".join(p.rules)
-    out = [head]
+    out = [head, *_prefer_lines(p, policy, notes=False)]
     if p.backend is None and p.rule and len(p.candidates) > 1 and all(c.rules == (p.rule,) for c in p.candidates):
         # one entry took every backend out (an engine that refuses the deployment): say it once
         out.append("  x every backend: " + ", ".join(c.backend for c in p.candidates))
@@ -154,14 +261,15 @@ def _warmup_lines(w: PathDecision) -> list[str]:
     return out
 
 
-def _engine_lines(flags: Mapping[str, Any], engine: str, launch: str, model: str | None) -> list[str]:
-    env = " ".join(f"{k}={shlex.quote(v)}" for k, v in flags["env"].items())
-    args = " ".join(shlex.quote(a) for a in flags["args"])
-    cmd = " ".join(x for x in (env, launch, shlex.quote(model) if model else "MODEL", args) if x)
+def _engine_lines(
+    flags: Mapping[str, Any], engine: str, launch: str, model: str | None, line: LaunchLine | None
+) -> list[str]:
+    words, whole = _launch(flags, engine.lower(), launch, model, line)
+    label = "where flags can:" if whole else "add these to its launch line, where flags can:"
     return [
         "",
-        f"on {engine} without the plugin, where flags can:",
-        f"  {cmd}",
+        f"on {engine} without the plugin, {label}",
+        f"  {' '.join(words)}" if words else "  (nothing to add)",
         *(f"  ({n})" for n in flags.get("notes", ())),
     ]
 
@@ -189,7 +297,7 @@ def _command_lines(words: list[str], width: int = NOTES_WIDTH) -> list[str]:
     return [*lines, line]
 
 
-def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
+def _notes_path(p: PathDecision, shown: set[str], policy: Policy | None = None) -> list[str]:
     name = p.path
     if not p.applicable:
         return _wrap(f"n/a: {p.reason}", f"{name:<7} ", " " * 8)
@@ -198,7 +306,7 @@ def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
         head += f"   (`{p.explicit}` REFUSED)"
     elif p.explicit:
         head += f"   (explicit: `{p.explicit}`)"
-    out = [head]
+    out = [head, *_prefer_lines(p, policy, notes=True)]
     above: list[Candidate] = []
     for c in p.candidates:
         if c.verdict == "chosen":
@@ -224,7 +332,9 @@ def _notes_path(p: PathDecision, shown: set[str]) -> list[str]:
     return out
 
 
-def render_notes(decision: Decision, policy: Policy | None = None, *, model: str | None = None) -> str:
+def render_notes(
+    decision: Decision, policy: Policy | None = None, *, model: str | None = None, line: LaunchLine | None = None
+) -> str:
     """The explain text at its middle level (``--explain=notes``, the default): each path's
     backend and the rules that decided it, the assumptions, the warnings and the deployment's
     engine line, within :data:`NOTES_WIDTH` columns; :func:`render` has every candidate."""
@@ -232,7 +342,7 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
     out = [*_wrap(gpu[8:], "gpu     ", " " * 8), *_wrap(desc[8:], "model   ", " " * 8), ""]
     shown: set[str] = set()
     for name in DECIDED_PATHS:
-        out += _notes_path(decision.paths[name], shown)
+        out += _notes_path(decision.paths[name], shown, policy)
     w = decision.paths["warmup"]
     out += _wrap(", ".join(w.kernels) if w.kernels else "nothing to JIT-warm", "warmup  ", " " * 8)
     if decision.assumptions:
@@ -254,12 +364,12 @@ def render_notes(decision: Decision, policy: Policy | None = None, *, model: str
                 "vllm serve",
             )
         )
-        words = [f"{k}={shlex.quote(v)}" for k, v in flags["env"].items()]
-        words += [*launch.split(), shlex.quote(model) if model else "MODEL", *map(shlex.quote, flags["args"])]
-        out += ["", f"{label} without the plugin, where flags can:", *_command_lines(words)]
-        plugin = policy.engines[engine].plugin if policy is not None and engine in policy.engines else None
+        words, whole = _launch(flags, engine, launch, model, line)
+        where = "where flags can:" if whole else "add these to its launch line, where flags can:"
+        out += ["", f"{label} without the plugin, {where}", *_command_lines(words)]
+        plugin = _plugin_text(policy, engine)
         if plugin:
-            out += ["with the plugin, every path follows this decision:", *_wrap(plugin, "  ", "    ")]
+            out += ["with the plugin, every path follows this decision:", *_plugin_notes(plugin)]
     out += [
         "",
         f"fingerprint {decision.fingerprint[:19]}  (--json: all of it)",

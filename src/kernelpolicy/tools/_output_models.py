@@ -55,6 +55,11 @@ class PathOut(_Open):
         default=False,
         description="true: the explicit choice was refused (a crash rule or a requirement) and `backend` is another",
     )
+    preferred_by: list[str] = Field(
+        default=[],
+        description="the `prefer` rules that reordered the path's candidates, in the order they applied"
+        " (absent: none did)",
+    )
     candidates: list[CandidateOut]
 
 
@@ -181,9 +186,17 @@ class FleetNodeOut(_Open):
 
 class FleetGroupOut(_Open):
     label: str = Field(description="A, B, ... in the order of the report")
+    gpu_class: str = Field(default="", description="the GPU class its decision is compared within (`gpu.sm`)")
     fingerprint: str
     nodes: list[str]
     paths: dict[str, Any]
+
+
+class FleetClassOut(_Open):
+    gpu_class: str = Field(description="the compute capability (`gpu.sm`), or `none`")
+    groups: list[str] = Field(description="the labels of its groups")
+    agrees: bool = Field(description="one group: every node of the class decides alike")
+    differing_facts: list[str] = []
 
 
 class FleetOutput(_Open):
@@ -195,7 +208,12 @@ class FleetOutput(_Open):
     cluster: dict[str, Any]
     nodes: list[FleetNodeOut]
     groups: list[FleetGroupOut]
-    differing_facts: list[str] = Field(description="the facts that differ between groups, worded as the report")
+    gpu_classes: list[FleetClassOut] = Field(
+        default=[], description="the groups of each GPU class: a class whose groups differ makes the exit status 1"
+    )
+    differing_facts: list[str] = Field(
+        description="the facts that differ between groups of one GPU class, worded as the report"
+    )
     exit: Literal[0, 1, 2, 3, 4, 5] = Field(description="the exit status (docs/design.md)")
 
 
@@ -239,11 +257,18 @@ class MatrixCellOut(_Open):
     path: Literal["dense", "moe", "router"]
     backend: str | None = Field(description="null: no valid backend (or the model has no such path)")
     present: bool = Field(description="false: the model has no such path")
-    rule: str | None = Field(description="the first rule that rejected a candidate ranked above the chosen one")
+    rule: str | None = Field(
+        description="the first rule that rejected a candidate ranked above the chosen one, else the `prefer` rule"
+        " that put the chosen one first"
+    )
     reason: str
     refs: list[str]
     origin: str = Field(description="`file:line` of `rule`")
     rules: list[str] = Field(default=[], description="every rule that decided the cell")
+    preferred_by: list[str] = Field(
+        default=[],
+        description="the `prefer` rules that reordered the path's candidates (`rule` is one when it decided)",
+    )
 
 
 class MatrixOutput(_Open):

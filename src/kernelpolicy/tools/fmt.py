@@ -7,15 +7,18 @@
   when they are flat and short, lists of scalars (``refs``, ``paths``, ``deny``) in flow style
   when short, everything else in block style, indented by two;
 - a ``# yaml-language-server: $schema=...`` first line naming the rules schema, so editors
-  complete and check the file: kept when present, else added: the ``schemas/`` folder found
-  above the file (a relative path), else the schema this install ships (an absolute path), or
-  the one given.
+  complete and check the file: the one given (``--schema URI``; ``none``: no line), else the one
+  present, else the ``schemas/`` folder found above the file (a relative path, valid in every
+  clone). Never an absolute path of this machine (a venv, a pre-commit cache), which would be
+  committed into the operator's repository and name nothing on any other machine: such a line
+  is replaced by the relative one, or dropped where no ``schemas/`` folder is above the file
+  (``kernelpolicy schema --write schemas`` puts one there).
 
 :func:`format_text` is idempotent: formatting its output changes nothing. It never loses
 content: the data must read the same after, every comment must still be there (a comment
 inside a flow collection, ``{a: b,  # why``, which the YAML library cannot keep, makes it
 refuse the file with the comment's line), and a file with no YAML document (only comments) is
-left as it is. It needs ``ruamel.yaml`` (``pip install 'kernelpolicy[fmt]'``), the YAML library
+left as it is. It needs ``ruamel.yaml`` (the ``fmt`` extra), the YAML library
 that keeps comments.
 """
 
@@ -29,9 +32,13 @@ from typing import Any, Final
 
 from ..errors import Diagnostic, PolicyError, UsageError
 
-__all__ = ["SCHEMA_HEADER", "FormatError", "find_schema", "format_text"]
+__all__ = ["NO_SCHEMA", "SCHEMA_HEADER", "FormatError", "find_schema", "format_text", "machine_private"]
 
 SCHEMA_HEADER: Final = "# yaml-language-server: $schema="
+#: ``--schema none``: no ``$schema`` line (an existing one is removed).
+NO_SCHEMA: Final = "none"
+#: An absolute path of this machine: ``/...``, ``~/...``, ``file:...``, ``C:\...``.
+_PRIVATE: Final = re.compile(r"(?:/|~|file:|[A-Za-z]:[\\/])", re.I)
 _FLOW_KEYS: Final = frozenset({"when", "unless", "until", "require", "requires", "set"})
 _MAX_FLOW: Final = 100  #: the longest condition or list written on one line
 #: Keys that lead an entry, before the rest in the model's field order: what it is about first.
@@ -141,7 +148,9 @@ def _yaml() -> Any:
     try:
         from ruamel.yaml import YAML
     except ImportError:
-        raise FormatError("`kernelpolicy fmt` needs ruamel.yaml", help="pip install 'kernelpolicy[fmt]'") from None
+        from .._install import install_command
+
+        raise FormatError("`kernelpolicy fmt` needs ruamel.yaml", help=install_command("fmt")) from None
     y = YAML(typ="rt")
     y.indent(mapping=2, sequence=4, offset=2)
     y.width = 4096  # never re-wrap a `because`
@@ -205,18 +214,17 @@ def find_schema(file: Path) -> Path | None:
     return None
 
 
-def _header_for(file: Path | None, schema: str | None) -> str | None:
-    if schema is not None:
-        return schema
+def machine_private(uri: str) -> bool:
+    """Whether a ``$schema`` value is an absolute path of this machine (valid nowhere else)."""
+    return bool(_PRIVATE.match(uri))
+
+
+def _header_for(file: Path | None) -> str | None:
+    """The relative path from *file* to the ``schemas/`` folder above it, or None."""
     if file is None:
         return None
     found = find_schema(file)
-    if found is None:
-        from .schemas import shipped_path
-
-        shipped = shipped_path("rules")
-        return shipped.resolve().as_posix() if shipped.is_file() else None
-    return Path(os.path.relpath(found, file.resolve().parent)).as_posix()
+    return None if found is None else Path(os.path.relpath(found, file.resolve().parent)).as_posix()
 
 
 _SCHEMA_URI: Final = re.compile(r"[^\s\x00-\x1f\x7f]{1,2000}\Z")
@@ -271,8 +279,9 @@ def _guard(text: str, where: str) -> None:
 def format_text(text: str, *, file: Path | None = None, schema: str | None = None) -> str:
     """*text* (a rule or policy file) in the canonical layout.
 
-    *schema* sets the ``$schema`` header; without it an existing header is kept, or one is
-    added pointing at the ``schemas/`` folder above *file* (a relative path).
+    *schema* sets the ``$schema`` header (:data:`NO_SCHEMA`: none); without it an existing header
+    is kept, or one is added pointing at the ``schemas/`` folder above *file* (a relative path);
+    a header that is an absolute path of this machine is replaced by that one, or dropped.
 
     :raises PolicyError: naming the file, line and column when *text* is not YAML.
     :raises FormatError: when ruamel.yaml is missing, or formatting would change the data.
@@ -280,7 +289,7 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
     y = _yaml()  # first: without ruamel.yaml, the install line
     from ruamel.yaml.error import MarkedYAMLError
 
-    if schema is not None:
+    if schema is not None and schema != NO_SCHEMA:
         _check_schema(schema)
     lines = text.splitlines()
     header = lines[0][len(SCHEMA_HEADER) :].strip() if lines and lines[0].startswith(SCHEMA_HEADER) else None
@@ -297,7 +306,11 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
         raise PolicyError([diag]) from None
     if data is None:
         return text  # no YAML document (only comments, or nothing): nothing to lay out
-    header = schema if schema is not None else header or _header_for(file, None)
+    had_header = header is not None
+    if schema is not None:
+        header = None if schema == NO_SCHEMA else schema
+    elif header is None or machine_private(header):
+        header = _header_for(file)
     result = _layout(y, data, body)
     settled = result == body  # the file is laid out already: one pass showed it
     for _ in range(0 if settled else 2):  # where the library moved a comment, a second pass settles it
@@ -315,7 +328,7 @@ def format_text(text: str, *, file: Path | None = None, schema: str | None = Non
         raise FormatError(f"{where}: formatting would change its data (a kernelpolicy bug): left as it is")
     lost = _lost_comment(body, result)
     if lost is not None:
-        line = lost[0] + (header is not None and lines[0].startswith(SCHEMA_HEADER))
+        line = lost[0] + had_header
         raise FormatError(
             f"{where}:{line}: formatting would drop the comment `{lost[1]}`: left as it is",
             help="put the comment on a line of its own, outside `{...}` and `[...]`",

@@ -2,7 +2,8 @@
 
 :func:`build` resolves each (GPU, model) pair with the loaded policy, exactly as ``kernelpolicy
 explain --gpu GPU --model MODEL`` would with nothing else known, and keeps per path the chosen
-backend, the rule that decided it (when the first candidate lost), that rule's reason, refs and
+backend, the rule that decided it (when the first candidate lost, or the ``prefer`` rule that put
+the chosen one first), that rule's reason, refs and
 ``file:line``. :func:`to_markdown` renders ``docs/matrix.md`` (a test fails when it is out of
 date); :func:`to_html` a self-contained page (no network: inline CSS and script) with a colour
 per backend, the reason and refs on hover, and filters by GPU, quant scheme and path.
@@ -50,6 +51,7 @@ class Cell:
     refs: tuple[str, ...] = ()
     origin: str = ""  #: ``file:line`` of :attr:`rule`
     rules: tuple[str, ...] = ()  #: every rule that rejected a candidate ranked above the chosen one
+    preferred_by: tuple[str, ...] = ()  #: the ``prefer`` rules that reordered the path's candidates
 
     @property
     def label(self) -> str:
@@ -87,7 +89,7 @@ def build(policy: Policy, engine: str | None = None) -> list[Cell]:
                 if not p.applicable:
                     cells.append(Cell(gpu.name, gpu.sm, model.id, quant, path, None, False, reason=p.reason or ""))
                     continue
-                rule, reason, refs, rules = _attribution(p)
+                rule, reason, refs, rules = _attribution(p, policy)
                 cells.append(
                     Cell(
                         gpu.name,
@@ -102,15 +104,31 @@ def build(policy: Policy, engine: str | None = None) -> list[Cell]:
                         tuple(refs),
                         (rule_origin(policy, rule) or "") if rule else "",
                         rules,
+                        p.preferred_by,
                     )
                 )
     return cells
 
 
-def _attribution(p: PathDecision) -> tuple[str | None, str, tuple[str, ...], tuple[str, ...]]:
-    """``(rule, reason, refs, rules)`` of a decided path: only rules that rejected a candidate
-    ranked above the chosen one decided it (none for a path without a backend: its reason
-    says why, and every candidate's rule is in the trace)."""
+def _attribution(p: PathDecision, policy: Policy) -> tuple[str | None, str, tuple[str, ...], tuple[str, ...]]:
+    """``(rule, reason, refs, rules)`` of a decided path: the rules that rejected a candidate
+    ranked above the chosen one decided it, else the ``prefer`` rule that put the chosen one
+    first (none for a path without a backend: its reason says why, and every candidate's rule
+    is in the trace)."""
+    rule, reason, refs, rules = _rejections(p)
+    if p.backend is None or not p.preferred_by or (p.explicit and p.rule == p.explicit):
+        return rule, reason, refs, rules
+    prefers = [policy.by_id[r] for r in p.preferred_by if r in policy.by_id]
+    putting = [r for r in prefers if p.backend in r.backends]
+    named = ", ".join(f"`{r.id}`" for r in prefers)
+    if rule is None and putting:  # the prefer rule that applied last put the chosen one first
+        last = putting[-1]
+        why = f"`prefer` puts `{p.backend}` first: {last.because or ''}"
+        return last.id, why, last.refs, (*rules, last.id)
+    return rule, f"{reason} (the order after `prefer` {named})", refs, rules
+
+
+def _rejections(p: PathDecision) -> tuple[str | None, str, tuple[str, ...], tuple[str, ...]]:
     above = []
     for c in p.candidates:
         if c.verdict == "chosen":
@@ -171,7 +189,8 @@ def to_markdown(cells: Sequence[Cell], engine: str | None = None) -> str:
         "",
         f"What the shipped rules decide for each catalog model ({len(models)}) on each catalog GPU ({len(gpus)}), "
         f"{known}: {command}. "
-        "A cell is the chosen backend, and the rule that moved the path off its first candidate. "
+        "A cell is the chosen backend, and the rule that moved the path off its first candidate "
+        "(one that rejected a candidate ranked higher, or a `prefer` rule that put the chosen one first). "
         "`n/a`: the model has no such path; `NONE`: no valid backend. "
         "The same matrix as a page with filters: `kernelpolicy matrix --format html --out matrix.html`.",
     ]

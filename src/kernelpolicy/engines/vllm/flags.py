@@ -9,14 +9,46 @@ here, so the two cannot read a flag differently. Data and pure functions: no vLL
 
 from __future__ import annotations
 
+import argparse
+import re
 from collections.abc import Mapping
 from typing import Any, Final
 
-from ..._numbers import flag_int
+from ..._numbers import ascii_int, flag_int
 from ...errors import UsageError, did_you_mean
 from ..table import Flag
 
-__all__ = ["DTYPES", "FLAGS", "SERVE_DEFAULTS", "facts_of"]
+__all__ = ["DTYPES", "FLAGS", "SERVE_DEFAULTS", "facts_of", "human_readable_int"]
+
+_HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])", re.ASCII)  # `１６k` is no number
+_DECIMAL: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+_BINARY: Final = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+
+
+def human_readable_int(value: str) -> int:
+    """An integer as vLLM's ``human_readable_int`` reads one (``--max-num-batched-tokens``):
+    ``16k`` is 16,000, ``16K`` 16,384, ``25.6k`` 25,600; a decimal with a binary suffix
+    (``1.5K``) is refused, as vLLM refuses it (vllm/utils/argparse_utils.py, 0.26 to 0.34).
+
+    :raises argparse.ArgumentTypeError: for a value vLLM would refuse.
+    """
+    text = value.strip()
+    match = _HUMAN_INT.fullmatch(text)
+    if match is not None:
+        number, suffix = match.groups()
+        if suffix in _DECIMAL:
+            return int(float(number) * _DECIMAL[suffix])
+        if "." in number:
+            raise argparse.ArgumentTypeError(
+                f"decimals are not allowed with binary suffixes like {suffix}: did you mean `{number}{suffix.lower()}`?"
+            )
+        return int(number) * _BINARY[suffix]
+    try:
+        return ascii_int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid integer `{value}` (an integer, or one with a k/m/g/t (x1000) or K/M/G/T (x1024) suffix)"
+        ) from None
 
 
 def _torch_dtype(value: Any) -> str | None:
@@ -74,8 +106,8 @@ FLAGS: Final = (
     Flag(
         ("--max-num-batched-tokens",),
         "max_num_batched_tokens",
-        "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`)",
-        flag_int,
+        "vLLM `--max-num-batched-tokens` (`deploy.max_num_batched_tokens`; `16k`, `16K` as vLLM reads them)",
+        human_readable_int,
         metavar="N",
         config="scheduler_config.max_num_batched_tokens",
         sample="32768",

@@ -52,7 +52,9 @@ class NvmlProvider:
         try:
             nv = import_pynvml()
         except ImportError:
-            res.raw["gpu_absent"] = "nvidia-ml-py is not installed (pip install 'kernelpolicy[nvml]')"
+            from ..._install import install_command
+
+            res.raw["gpu_absent"] = f"nvidia-ml-py is not installed ({install_command('nvml')})"
             res.notes.append(f"nvml: {res.raw['gpu_absent']}")
             return res
         try:

@@ -1,0 +1,92 @@
+"""The "without the plugin" line is the user's own launch line with the decision's settings
+(issue #36).
+
+Found as: from `vllm serve MODEL --tensor-parallel-size 8 --enable-expert-parallel
+--kv-cache-dtype fp8`, explain printed `vllm serve MODEL --moe-backend deep_gemm`: a one-GPU
+launch of a model whose decision depended on TP and EP. The line printed now keeps every word of
+the user's line, sets the decision's variables and flags in it (replacing a value the user gave),
+and where the line is another engine's, labels the settings "add these".
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import pytest
+
+from kernelpolicy.cli import main
+
+SERVE = ["vllm", "serve", "deepseek-ai/DeepSeek-V3", "--tensor-parallel-size", "8", "--enable-expert-parallel"]
+SERVE += ["--kv-cache-dtype", "fp8", "--port", "8000"]
+
+
+def _line(capsys: pytest.CaptureFixture[str], argv: list[str], label: str, code: int = 0) -> str:
+    """The command printed under *label*, its continued lines joined as the shell reads them."""
+    assert main(argv) == code
+    out = re.sub(r" \\\n +", " ", capsys.readouterr().out)
+    lines = out.splitlines()
+    return lines[lines.index(label) + 1].strip()
+
+
+def test_the_users_flags_are_kept(capsys: pytest.CaptureFixture[str]) -> None:
+    line = _line(
+        capsys, ["explain", "--no-env", "--gpu", "H200", "--", *SERVE], "vLLM without the plugin, where flags can:"
+    )
+    words = shlex.split(line)
+    assert words[: words.index("vllm")] == ["VLLM_MOE_USE_DEEP_GEMM=0"]
+    assert words[words.index("vllm") :] == [*SERVE, "--moe-backend", "flashinfer_cutlass"]
+
+
+def test_full_level_keeps_them_too(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["explain", "--no-env", "--gpu", "H200", "--explain=full", "--", *SERVE]
+    line = _line(capsys, argv, "on vLLM without the plugin, where flags can:")
+    assert line == "VLLM_MOE_USE_DEEP_GEMM=0 " + " ".join(SERVE) + " --moe-backend flashinfer_cutlass"
+
+
+def test_a_refused_choice_on_the_line_is_replaced_not_repeated(capsys: pytest.CaptureFixture[str]) -> None:
+    serve = ["vllm", "serve", "Qwen/Qwen3.6-35B-A3B-FP8", "-tp", "2", "--moe-backend=deep_gemm"]
+    argv = ["explain", "--no-env", "--gpu", "sm121", "--", "VLLM_LOGGING_LEVEL=DEBUG", *serve]
+    line = _line(capsys, argv, "vLLM without the plugin, where flags can:", code=5)
+    assert shlex.split(line) == [
+        "VLLM_LOGGING_LEVEL=DEBUG",
+        "VLLM_USE_DEEP_GEMM=0",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3.6-35B-A3B-FP8",
+        "-tp",
+        "2",
+        "--moe-backend=triton",
+    ]
+
+
+def test_vllm_flags_given_as_options_are_on_the_line(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["explain", "--no-env", "--gpu", "H200", "--model", "deepseek-ai/DeepSeek-V3", "-tp", "8"]
+    line = _line(capsys, [*argv, "--kv-cache-dtype", "fp8"], "vLLM without the plugin, where flags can:")
+    assert line.endswith(
+        "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --kv-cache-dtype fp8 --moe-backend triton"
+    )
+
+
+def test_an_option_and_a_serve_line_together(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["explain", "--no-env", "--gpu", "H200", "-tp", "8", "--", "vllm", "serve", "deepseek-ai/DeepSeek-V3"]
+    line = _line(capsys, [*argv, "--enable-expert-parallel"], "vLLM without the plugin, where flags can:")
+    assert "vllm serve deepseek-ai/DeepSeek-V3 --enable-expert-parallel --tensor-parallel-size 8 --moe-backend" in line
+
+
+def test_another_engines_line_gets_settings_to_add(capsys: pytest.CaptureFixture[str]) -> None:
+    """From an SGLang line, the SGLang line is the user's; vLLM's settings are labelled "add these"."""
+    sglang = ["python", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V3", "--tp-size", "8"]
+    argv = ["explain", "--no-env", "--gpu", "B200", "--explain=full", "--", *sglang]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    at = out.index("on SGLang without the plugin, where flags can:\n")
+    assert " ".join(sglang) in out[at:].splitlines()[1]
+    add = "on vLLM without the plugin, add these to its launch line, where flags can:\n"
+    assert add in out and "vllm serve" not in out.split(add, 1)[1].splitlines()[0]
+
+
+def test_without_a_line_the_generic_one_stays(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8"]
+    line = _line(capsys, argv, "vLLM without the plugin, where flags can:")
+    assert line == "VLLM_USE_DEEP_GEMM=0 vllm serve Qwen/Qwen3.6-35B-A3B-FP8 --moe-backend triton"
