@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from kernelpolicy._paths import cache_root
-from kernelpolicy.releases.sglang._scan import RELEASES_FILE, main, scan_wheel
+from kernelpolicy.releases.sglang._scan import OPTIONS_FILE, RELEASES_FILE, main, scan_options, scan_wheel
 from kernelpolicy.releases.sglang.versions import known_releases, release_for
 
 WHEELS = cache_root() / "wheels"
 COMMITTED = json.loads(RELEASES_FILE.read_text())["releases"]
+OPTIONS = json.loads(OPTIONS_FILE.read_text())["releases"]
 
 
 @pytest.mark.parametrize("version", sorted(COMMITTED))
@@ -22,6 +23,26 @@ def test_committed_table_matches_the_wheel(version: str) -> None:
     if not wheels:
         pytest.skip(f"no sglang {version} wheel under {WHEELS} (pip download sglang=={version} --no-deps -d {WHEELS})")
     assert scan_wheel(wheels[0]) == COMMITTED[version]
+
+
+@pytest.mark.parametrize("version", sorted(COMMITTED))
+def test_committed_options_match_the_wheel(version: str) -> None:
+    """The launch parser's options (a line's abbreviations are read against them) are the
+    wheel's; tests/sglang/test_flag_parity.py checks them against SGLang's own parser."""
+    wheels = sorted(WHEELS.glob(f"sglang-{version}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no sglang {version} wheel under {WHEELS} (pip download sglang=={version} --no-deps -d {WHEELS})")
+    assert scan_options(wheels[0]) == OPTIONS[version]
+
+
+def test_every_release_has_its_launch_options() -> None:
+    assert set(OPTIONS) == set(COMMITTED)
+    for version, release in known_releases().items():
+        # each release's parser: its own flags, SGLang's aliases, argparse's help
+        assert {"--help", "--tp-size", "--tensor-parallel-size", "--model-path"} <= set(release.options), version
+        assert release.options["--tp-size"] == release.options["--tensor-parallel-size"], version
+    new = release_for("0.5.23")
+    assert new is not None and new.options["--ep"] == "ep_size" and "--dp-size" in new.options
 
 
 def test_every_release_from_0512_to_0523_is_known() -> None:
@@ -118,3 +139,55 @@ def test_scan_cli_writes_json_and_refuses_a_non_wheel(tmp_path: Path, capsys: py
     assert main([str(bad), "--out", str(out)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("kernelpolicy: error: ") and "x.whl" in err and len(err.splitlines()) == 1
+
+
+_SERVER_ARGS = """
+class ServerArgs:
+    host: A[str, "The host."] = "127.0.0.1"
+    tp_size: A[int, Arg(help="TP.", aliases=["--tensor-parallel-size"])] = 1
+    fp8_gemm_runner_backend: A[str, Arg(help="x", cli_name="--fp8-gemm-backend")] = "auto"
+    hidden: A[int, Arg(help="x", no_cli=True)] = 0
+    plain: int = 0
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--config", type=str)
+        parser.add_argument("--enable-x", dest="x_on", action=argparse.BooleanOptionalAction)
+
+
+class PortArgs:
+    port: A[int, "Not a launch flag."] = 0
+"""
+
+
+def test_scan_reads_the_launch_parsers_options(tmp_path: Path) -> None:
+    """Each way SGLang declares a launch option (``add_argument``, with ``dest`` or argparse's
+    own, ``BooleanOptionalAction``'s ``--no-``; ``A[T, help]`` and ``A[T, Arg(...)]`` fields with
+    ``cli_name``, ``aliases`` and ``no_cli``, in ``ServerArgs`` or, 0.5.20+, the field groups)."""
+    path = tmp_path / "sglang-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("sglang/srt/server_args.py", _SERVER_ARGS)
+        z.writestr(
+            "sglang/srt/arg_groups/fields/parallel.py",
+            'class Parallel:\n    ep_size: A[int, Arg(help="EP.", aliases=["--ep"])] = 1\n',
+        )
+    assert scan_options(path) == {
+        "--config": "config",
+        "--enable-x": "x_on",
+        "--ep": "ep_size",
+        "--ep-size": "ep_size",
+        "--fp8-gemm-backend": "fp8_gemm_runner_backend",
+        "--help": "help",
+        "--host": "host",
+        "--no-enable-x": "x_on",
+        "--tensor-parallel-size": "tp_size",
+        "--tp-size": "tp_size",
+        "-h": "help",
+    }
+
+
+def test_scan_cli_writes_the_options_beside_the_releases(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main([str(_fake_wheel(tmp_path, "9.9.9", hooks=False)), "--out", str(out)]) == 0
+    options = json.loads((tmp_path / OPTIONS_FILE.name).read_text())["releases"]
+    assert list(options) == ["9.9.9"] and options["9.9.9"]["--help"] == "help"

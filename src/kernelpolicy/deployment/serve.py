@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -22,6 +22,8 @@ from ..engines.sglang.flags import FLAGS as SGLANG_FLAGS
 from ..engines.sglang.flags import LAUNCHERS as SGLANG_LAUNCHERS
 from ..engines.sglang.flags import SERVE_DEFAULTS as SGLANG_SERVE_DEFAULTS
 from ..engines.sglang.flags import facts_of as sglang_facts_of
+from ..engines.sglang.flags import parser_release as sglang_parser_release
+from ..engines.sglang.flags import read_spellings as sglang_spellings
 from ..engines.table import Flag
 from ..engines.vllm.flags import FLAGS as VLLM_FLAGS
 from ..engines.vllm.flags import SERVE_DEFAULTS, backend_name, facts_of
@@ -218,6 +220,7 @@ class _Serve:
     env: dict[str, str]
     ignored: tuple[str, ...]
     engine: str = "vllm"  #: whose launch line it is (``vllm``, ``sglang``)
+    notes: tuple[str, ...] = ()  #: warnings of the engine's reading, one line each
 
 
 def _command(rest: list[str]) -> tuple[str, list[str]]:
@@ -246,9 +249,31 @@ def _command(rest: list[str]) -> tuple[str, list[str]]:
     return "vllm", rest
 
 
-def _parse_serve(tokens: Sequence[str]) -> _Serve:
+def _parse_sglang(rest: list[str], positional: str | None, env: dict[str, str], release: str | None) -> _Serve:
+    """An SGLang launch line's flags, read as SGLang *release*'s parser reads them (abbreviations
+    written out first); the ignored and unknown flags named as the line wrote them."""
+    rel = sglang_parser_release(release)
+    spelled = sglang_spellings(rest, rel)
+    written = {
+        new.partition("=")[0]: old.partition("=")[0] for new, old in zip(spelled, rest, strict=True) if new != old
+    }
+    values, unread = _parse_known(_serve_parser(SGLANG_FLAGS, "sglang serve"), spelled)
+    model = values.pop("model_path", None)
+    if positional is not None and model is not None and model != positional:
+        raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
+    if model or positional:
+        values["model"] = model or positional
+    flags = [t.partition("=")[0] for t in unread if t.startswith("-")]
+    ignored = tuple(written.get(f, f) for f in flags if f in rel.options)
+    unknown = [f for f in flags if f not in rel.options]
+    notes = (unknown_note(unknown, f"SGLang {rel.version}", rel.options),) if unknown else ()
+    return _Serve(values, env, ignored, "sglang", notes)
+
+
+def _parse_serve(tokens: Sequence[str], sglang_release: str | None = None) -> _Serve:
     """A launch line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``, or SGLang's) as flag values,
-    read through that engine's one flag table."""
+    read through that engine's one flag table, spelled as that engine's parser reads it (an
+    SGLang line: SGLang *sglang_release*'s, abbreviations included)."""
     rest = list(tokens)
     if len(rest) == 1 and " " in rest[0]:
         try:
@@ -261,16 +286,9 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
         rest.pop(0)
     engine, rest = _command(rest)
     positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
-    rest = [_dashes(t) for t in rest]
     if engine == "sglang":
-        parser = _serve_parser(SGLANG_FLAGS, "sglang serve")
-        values, unknown = _parse_known(parser, rest)
-        model = values.pop("model_path", None)
-        if positional is not None and model is not None and model != positional:
-            raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
-        if model or positional:
-            values["model"] = model or positional
-        return _Serve(values, env, tuple(t for t in unknown if t.startswith("-")), engine)
+        return _parse_sglang(rest, positional, env, sglang_release)
+    rest = [_dashes(t) for t in rest]
     parser = _serve_parser()
     values, unknown = _parse_known(parser, rest)
     # --config first, then the line itself: the line wins, as in vLLM
@@ -300,6 +318,19 @@ def ignored_note(ignored: Sequence[str]) -> str:
     more = len(names) - _IGNORED_SHOWN
     tail = f" and {more} more" if more > 0 else ""
     return f"serve line: flags that decide no kernel, ignored: {shown}{tail}"
+
+
+def unknown_note(flags: Sequence[str], parser: str, options: Collection[str]) -> str:
+    """The one warning for a launch line's flags that are no option of the engine's *parser*
+    (which refuses such a line), with the option the first one likely meant."""
+    names = list(dict.fromkeys(flags))
+    shown = ", ".join(
+        f"`{n if len(n) <= _FLAG_SHOWN else n[: _FLAG_SHOWN - 3] + '...'}`" for n in names[:_IGNORED_SHOWN]
+    )
+    more = len(names) - _IGNORED_SHOWN
+    hint = did_you_mean(names[0], sorted(options))
+    tail = (f" and {more} more" if more > 0 else "") + (f" (did you mean `{hint[0]}`?)" if hint else "")
+    return f"serve line: not options of {parser}, which refuses the line; ignored: {shown}{tail}"
 
 
 def _refuse_config_flags(unknown: Sequence[str]) -> None:
@@ -381,7 +412,7 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
     notes: list[str] = []
     serve = _Serve({}, {}, ())
     if tokens:
-        serve = _parse_serve(tokens)
+        serve = _parse_serve(tokens, _sglang_release(getattr(args, "engine", None)))
     elif getattr(args, "vllm_config", None):
         serve = _parse_serve(["--config", args.vllm_config])
     merged = _merge(args, serve)
@@ -400,6 +431,7 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         facts = {**facts, **sglang_facts_of(line, policy.engines["sglang"]), "deploy.engine": "sglang"}
     if serve.ignored:
         notes.append(ignored_note(serve.ignored))
+    notes += serve.notes
     return Deployment(
         args=merged,
         facts=known_values(facts, notes),
@@ -407,6 +439,16 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         notes=tuple(notes),
         engine=serve.engine,
     )
+
+
+def _sglang_release(spec: str | None) -> str | None:
+    """The SGLang release an ``--engine`` value names (None: another engine, or none named)."""
+    from .pipeline import parse_engine
+
+    if not spec:
+        return None
+    name, version = parse_engine(spec)
+    return version if name == "sglang" else None
 
 
 def hub_options(args: argparse.Namespace) -> HubOptions:
