@@ -57,6 +57,7 @@ from ...releases.vllm.versions import (
     DG_UTILS_MODULE,
     MoeOracle,
     VllmPatchPoints,
+    known_span,
     patch_points_for,
 )
 from ...render.summary import startup_summary
@@ -766,7 +767,7 @@ def register() -> None:
         if points is None:
             message = (
                 f"kernelpolicy: vLLM {version or '(not found)'} is not a release this plugin "
-                "knows (0.24-0.33); no selection point is patched, vLLM decides on its own"
+                f"knows ({known_span()}); no selection point is patched, vLLM decides on its own"
             )
             if _strict():
                 raise AdapterError(message)
