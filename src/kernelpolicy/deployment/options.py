@@ -107,6 +107,8 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
         env=env,
         moe_backend=args.moe_backend,
         linear_backend=args.linear_backend,
+        running=deployment.facts,  # the engine's flags, as the plugin reads them from its config
+        runs="the launch line" if getattr(args, "serve", None) else "the engine's flags",
     )
     warnings += built.warnings
     facts = apply_quantization(built.facts, deployment.quantization)
