@@ -314,6 +314,7 @@ def test_a_stated_fact_contradicting_the_engine_is_a_conflict_the_engine_decides
     conflict = "KERNELPOLICY_FACTS states `deploy.max_num_batched_tokens` = `1024`, but {} runs with `32768`"
     assert any(conflict.format("vLLM") in w and "the engine's value decides" in w for w in warnings), warnings
     assert decision.paths["moe"].backend != "flashinfer_cutlass"
+    assert any(conflict.format("vLLM") in w for w in decision.warnings)  # the decision records it
     line = ["vllm", "serve", HOPPER_FP8, "--max-num-batched-tokens", "32768", "--moe-backend", "flashinfer_cutlass"]
     base = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "KERNELPOLICY_"))}
     explained = subprocess.run(
@@ -328,4 +329,5 @@ def test_a_stated_fact_contradicting_the_engine_is_a_conflict_the_engine_decides
     assert conflict.format("the launch line") in explained.stderr
     data = json.loads(explained.stdout)
     assert data["facts"]["deploy.max_num_batched_tokens"] == 32768
+    assert any(conflict.format("the launch line") in w for w in data["warnings"])  # the decision records it
     assert data["paths"]["moe"]["backend"] == decision.paths["moe"].backend

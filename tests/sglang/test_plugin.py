@@ -380,3 +380,4 @@ def test_a_stated_fact_contradicting_sglangs_config_is_a_conflict_sglang_decides
     warnings = plugin.status()["warnings"]
     conflict = "KERNELPOLICY_FACTS states `deploy.tp` = `2`, but SGLang runs with `4`: a conflict, the engine's value"
     assert any(conflict in w for w in warnings), warnings
+    assert any(conflict in w for w in plugin.current_decision().warnings)  # the decision records it

@@ -132,7 +132,7 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
 
         facts = facts.merged(Facts.from_values({k: v for k, v in venv.items() if k not in given}, source="venv"))
     check_gpu_facts(facts.values, facts.sources, policy.gpus)
-    return BuiltFacts(facts, tuple(warnings))
+    return BuiltFacts(facts, tuple(warnings), built.conflicts)
 
 
 def _auto_gpu(policy: Policy) -> Facts:

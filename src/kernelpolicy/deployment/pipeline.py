@@ -62,6 +62,9 @@ class BuiltFacts:
 
     facts: Facts
     warnings: tuple[str, ...] = ()
+    #: of *warnings*, the stated facts that contradicted the engine's config (the engine's
+    #: value decided): a decision records them
+    conflicts: tuple[str, ...] = ()
 
 
 def is_strict(environ: Mapping[str, str]) -> bool:
@@ -337,6 +340,7 @@ def build_facts(  # noqa: PLR0913 (one keyword per input layer of the pipeline, 
     """
     out = derived if derived is not None else Facts.empty()
     warnings: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
     if environ is not None:
         from_env = environ_facts(environ, policy, strict=strict)
         stated, conflicts = _without_conflicts(from_env.facts, running or {}, runs)
@@ -372,7 +376,7 @@ def build_facts(  # noqa: PLR0913 (one keyword per input layer of the pipeline, 
         width_source = out.sources.get("model.intermediate_size", "default")
         out = out.merged(Facts.from_values(shapes, source=width_source))
     check_gpu_facts(out.values, out.sources, policy.gpus)  # derived GPU facts must agree
-    return BuiltFacts(out, warnings)
+    return BuiltFacts(out, warnings, conflicts)
 
 
 def _without_conflicts(stated: Facts, running: Mapping[str, Any], runs: str) -> tuple[Facts, tuple[str, ...]]:
