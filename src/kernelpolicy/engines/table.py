@@ -9,6 +9,7 @@ is a missing ``config`` path here, which the parity tests (tests/vllm, tests/sgl
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -86,6 +87,7 @@ def full_spellings(tokens: Sequence[str], options: Collection[str], parser: str)
         ("ambiguous option").
     """
     out = list(tokens)
+    ordered: list[str] | None = None
     for i, token in enumerate(out):
         if token == "--":
             break
@@ -94,7 +96,12 @@ def full_spellings(tokens: Sequence[str], options: Collection[str], parser: str)
         prefix, eq, value = token.partition("=")
         if prefix in options:
             continue
-        matches = sorted(o for o in options if o.startswith(prefix))
+        ordered = sorted(options) if ordered is None else ordered
+        start = bisect.bisect_left(ordered, prefix)  # the options starting with it are a run from here
+        end = start
+        while end < len(ordered) and ordered[end].startswith(prefix):
+            end += 1
+        matches = ordered[start:end]
         if len(matches) == 1:
             out[i] = matches[0] + eq + value
         elif matches:

@@ -93,7 +93,7 @@ def read_spellings(tokens: Sequence[str], release: SglangRelease) -> list[str]:
     """A launch line's *tokens* (after the command) with each option written out as SGLang
     *release*'s launch parser reads it: argparse's, which takes an unambiguous prefix of an
     option (``--tp 8``, ``--dp=2``) for the option, against every option string of that
-    release (``releases.json``, read from its wheel). SGLang does not read ``_`` as ``-``
+    release (``options.json``, scanned from its wheel). SGLang does not read ``_`` as ``-``
     (``--tp_size`` is no option of it), so neither does this.
 
     :raises UsageError: a prefix of several options (SGLang refuses it: "ambiguous option").
