@@ -281,3 +281,53 @@ def test_plugin_gathers_facts_once_per_config(vllm_process: dict[str, Any], monk
     other: Any = plugin.current_decision()
     assert gathered == [configs[0], configs[2]]
     assert other is not first and other.facts.get("deploy.tp") == 2
+
+
+HOPPER_FP8 = "Qwen/Qwen3-235B-A22B-FP8"  # block-FP8 experts: FlashInfer CUTLASS crashes past 16384 tokens on sm90
+
+
+def test_a_stated_fact_contradicting_the_engine_is_a_conflict_the_engine_decides(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """As the issue found it: `KERNELPOLICY_FACTS` stated a batch budget of 1024 while vLLM ran
+    32768; the plugin decided with the stated 1024 (keeping `flashinfer_cutlass`, the MoE kernel
+    a crash rule names past 16384 tokens on Hopper) where `explain` of the serve line decided with
+    32768, and neither said so. Both now report the conflict, and the engine's value decides."""
+    stated = '{"deploy.max_num_batched_tokens": 1024}'
+    for name in [n for n in os.environ if n.startswith(("VLLM_", "KERNELPOLICY_"))]:
+        monkeypatch.delenv(name)
+    running = {"deploy.max_num_batched_tokens": 32768, "deploy.moe_backend": "flashinfer_cutlass"}
+    derived = {**kp.facts_for(gpu="H100", model=HOPPER_FP8).values, **running}  # what the plugin reads
+    monkeypatch.setattr("kernelpolicy.engines.vllm._facts.facts_from_vllm", lambda c, catalog=(): dict(derived))
+    cfg = types.SimpleNamespace(model_config=object())
+    monkeypatch.setitem(sys.modules, "vllm.config", types.SimpleNamespace(get_current_vllm_config_or_none=lambda: cfg))
+    monkeypatch.setenv(FACTS_ENV, stated)
+    plugin.unpatch()
+    plugin.set_resolver(None)
+    monkeypatch.setattr(plugin._STATE, "environ", dict(os.environ))
+    try:
+        decision: Any = plugin.current_decision()
+        warnings = plugin.status()["warnings"]
+    finally:
+        plugin.unpatch()
+    assert decision is not None and decision.facts.get("deploy.max_num_batched_tokens") == 32768
+    conflict = "KERNELPOLICY_FACTS states `deploy.max_num_batched_tokens` = `1024`, but {} runs with `32768`"
+    assert any(conflict.format("vLLM") in w and "the engine's value decides" in w for w in warnings), warnings
+    assert decision.paths["moe"].backend != "flashinfer_cutlass"
+    assert any(conflict.format("vLLM") in w for w in decision.warnings)  # the decision records it
+    line = ["vllm", "serve", HOPPER_FP8, "--max-num-batched-tokens", "32768", "--moe-backend", "flashinfer_cutlass"]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("VLLM_", "KERNELPOLICY_"))}
+    explained = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", "explain", "--gpu", "H100", "--json", "--", *line],
+        capture_output=True,
+        text=True,
+        env={**base, "PYTHONPATH": str(SRC), FACTS_ENV: stated},
+        timeout=120,
+        check=False,
+    )
+    assert explained.returncode == 5, explained.stderr  # the explicit flashinfer_cutlass refused
+    assert conflict.format("the launch line") in explained.stderr
+    data = json.loads(explained.stdout)
+    assert data["facts"]["deploy.max_num_batched_tokens"] == 32768
+    assert any(conflict.format("the launch line") in w for w in data["warnings"])  # the decision records it
+    assert data["paths"]["moe"]["backend"] == decision.paths["moe"].backend

@@ -10,9 +10,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from packaging.version import Version
 
 from kernelpolicy.engines.vllm import plugin
 from kernelpolicy.releases.vllm import versions as _versions
+from kernelpolicy.releases.vllm.versions import release_records
 
 
 @dataclasses.dataclass(frozen=True)
@@ -386,6 +388,11 @@ def test_unsupported_version_warns_once_and_patches_nothing(
     plugin.register()
     assert plugin.status()["patched"] == []
     assert sum("not a release this plugin knows" in r.message for r in caplog.records) == 1
+    # the releases it names are the release data's (it said "0.24-0.33", a stale copy, with 0.34 known)
+    scanned = [Version(v) for v in release_records()]
+    first, last = min(scanned), max(scanned)
+    span = f"knows ({first.major}.{first.minor}-{last.major}.{last.minor});"
+    assert sum(span in r.message for r in caplog.records) == 1, [r.message for r in caplog.records]
     plugin.unpatch()
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
     with pytest.raises(plugin.AdapterError):
@@ -455,3 +462,9 @@ def test_dense_table_without_an_allowed_kernel_falls_back_to_vllms_own(
     plugin.register()
     with pytest.raises(plugin.AdapterError, match="no kernel the decision allows"):
         fake_vllm["dense"].choose_scaled_mm_linear_kernel(None, table)
+
+
+def test_known_span_names_runs_of_minors(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A gap in the scanned minors is not papered over by one range."""
+    monkeypatch.setattr(_versions, "SUPPORTED", dict.fromkeys(["0.9", "0.24", "0.25", "0.26", "0.28", "1.0"]))
+    assert _versions.known_span() == "0.9, 0.24-0.26, 0.28, 1.0"

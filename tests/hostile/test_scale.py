@@ -143,3 +143,14 @@ def test_fmt_of_a_laid_out_file_is_one_pass(tmp_path: Path, monkeypatch: pytest.
     monkeypatch.setattr(fmt, "_same_data", lambda *a: same.append(1) or real_same(*a))
     assert fmt.format_text(text) == text
     assert len(passes) == 1 and not same
+
+
+def test_a_long_sglang_line_reads_its_abbreviations_in_linear_time() -> None:
+    """SGLang's abbreviations are looked up per unknown token (`--foo` is a prefix of no option):
+    16,000 of them before `--tp 8` read in well under a second, as the vLLM line does."""
+    import time
+
+    start = time.perf_counter()
+    s = _parse_serve(["python3", "-m", "sglang.launch_server", "--model", "m", *["--foo", "1"] * 16_000, "--tp", "8"])
+    assert time.perf_counter() - start < 2.0
+    assert s.values["tp_size"] == 8 and len(s.notes) == 1 and "and 0 more" not in s.notes[0]

@@ -11,6 +11,9 @@ from kernelpolicy.engines import engine_flags
 from kernelpolicy.policy import EngineMap
 from kernelpolicy.releases.sglang.versions import known_releases, latest_release, release_for
 
+#: an SGLang decision (its flags are rendered from it alone)
+SGLANG = ("--engine", f"sglang=={latest_release().version}")
+
 
 def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
     code = main(["explain", "--json", "--no-env", *argv])
@@ -34,7 +37,7 @@ def _sglang_map() -> EngineMap:
     ],
 )
 def test_flags_name_the_decided_backends(capsys: pytest.CaptureFixture[str], argv: tuple[str, ...]) -> None:
-    d = _explain(capsys, *argv)
+    d = _explain(capsys, *argv, *SGLANG)
     sg = d["engine"]["sglang"]
     engine = _sglang_map()
     rel = latest_release()
@@ -49,14 +52,16 @@ def test_flags_name_the_decided_backends(capsys: pytest.CaptureFixture[str], arg
 
 
 def test_seed_sm121_turns_deep_gemm_off(capsys: pytest.CaptureFixture[str]) -> None:
-    d = _explain(capsys, "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8")
+    d = _explain(capsys, "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", *SGLANG)
     sg = d["engine"]["sglang"]
     assert sg["env"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
     assert sg["args"] == ["--fp8-gemm-backend", "cutlass", "--moe-runner-backend", "triton"]
 
 
 def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--explain=full"])
+    code = main(
+        ["explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--explain=full", *SGLANG]
+    )
     out, _ = capsys.readouterr()
     assert code == 0
     line = out.split("on SGLang without the plugin, where flags can:\n", 1)[1].splitlines()[0]
@@ -185,3 +190,78 @@ def test_a_per_tensor_fp8_checkpoint_gets_no_fp8_gemm_flag() -> None:
         assert "--fp8-gemm-backend" not in flags["args"] and "--fp4-gemm-backend" not in flags["args"]
     block = engine_flags(paths, _sglang_map(), "0.5.23", {"quant.scheme": "fp8_block"})
     assert block["args"] == ["--fp8-gemm-backend", "cutlass"]
+
+
+SEED = "Qwen/Qwen3.6-35B-A3B-FP8"
+
+
+@pytest.mark.parametrize("gpu", ["B200", "GB200", "B300"])
+def test_a_vllm_decision_prints_no_sglang_line(gpu: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """As the issue found it: the seed model's decision (vLLM's) also printed an SGLang line,
+    `--fp8-gemm-backend cutlass` in `engine.sglang.args` and in `--explain=full`, the backend the
+    SGLang decision rejects as a crash (`sglang-cutlass-block-fp8-needs-sm12x`). A decision holds
+    for its own engine: its flags only; an SGLang decision gives SGLang's."""
+    argv = ("--gpu", gpu, "--model", SEED)
+    vllm = _explain(capsys, *argv)
+    assert vllm["facts"]["deploy.engine"] == "vllm" and set(vllm["engine"]) == {"vllm"}
+    assert main(["explain", "--no-env", *argv, "--explain=full"]) == 0
+    text = capsys.readouterr().out
+    assert "sglang.launch_server" not in text and "on SGLang without the plugin" not in text
+    assert "vllm serve" in text
+    sglang = _explain(capsys, *argv, *SGLANG)
+    assert set(sglang["engine"]) == {"sglang"}
+    cutlass = next(c for c in sglang["paths"]["dense"]["candidates"] if c["backend"] == "cutlass")
+    assert cutlass["verdict"] == "rejected" and "sglang-cutlass-block-fp8-needs-sm12x" in cutlass["rules"]
+    assert "cutlass" not in sglang["engine"]["sglang"]["args"]
+    assert main(["explain", "--no-env", *argv, *SGLANG, "--explain=full"]) == 0
+    text = capsys.readouterr().out
+    assert "python -m sglang.launch_server" in text and "vllm serve" not in text
+
+
+def test_an_sglang_launch_line_prints_sglang_flags_only(capsys: pytest.CaptureFixture[str]) -> None:
+    d = _explain(capsys, "--gpu", "B200", "--", "python3", "-m", "sglang.launch_server", "--model-path", SEED)
+    assert d["facts"]["deploy.engine"] == "sglang" and set(d["engine"]) == {"sglang"}
+
+
+#: deployments that reached the vLLM-only rules (each of these listed a `vllm.*` assumption on SGLang)
+_REACHED = [
+    ("GB200", SEED, ()),  # triton-fp8-moe-lora-lhs-dtype: "assumed `vllm.version` >=0.24 for `triton`"
+    ("GB200", SEED, ("--fact", "deploy.lora=true")),
+    ("sm121", SEED, ()),  # cutlass-block-fp8-sm121-native-build: `vllm.cuda_archs`
+    ("H100", "deepseek-ai/DeepSeek-V3", ()),  # dsv3-router-removed-0.29
+    ("GH200", "MiniMaxAI/MiniMax-M2", ()),  # deep_gemm-gh200-minimax_m2-illegal-address
+    ("sm121", "openai/gpt-oss-120b", ()),  # the catalog's MXFP4 Triton on sm12x (vLLM >= 0.33)
+]
+
+
+@pytest.mark.parametrize(("gpu", "model", "extra"), _REACHED)
+@pytest.mark.parametrize("engine", [("--engine", "sglang==0.5.23"), ("--fact", "deploy.engine=sglang")])
+def test_an_sglang_decision_assumes_no_vllm_fact(
+    gpu: str, model: str, extra: tuple[str, ...], engine: tuple[str, ...], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As the issue found it: an SGLang decision listed "assumed `vllm.version` >=0.24 for
+    `triton`" (a vLLM incident's rule). A rule of one engine's incident names that engine; the
+    SGLang decision is the same, without the vLLM facts."""
+    sglang = _explain(capsys, "--gpu", gpu, "--model", model, *engine, *extra)
+    assert [a for a in sglang["assumptions"] if a["fact"].startswith("vllm.")] == []
+    vllm = _explain(capsys, "--gpu", gpu, "--model", model, *extra)
+    assert [a for a in vllm["assumptions"] if a["fact"].startswith("sglang.")] == []
+
+
+def test_a_rule_reading_one_engines_facts_holds_on_that_engine_only() -> None:
+    """Every shipped rule whose `when` or `require` reads a `vllm.*` (`sglang.*`) fact names its
+    engine: its `when` is false on the other engine, whatever else is unknown (so no decision of
+    the other engine applies or assumes it). An `until` may read one engine's fact: it ends a
+    rule that holds on both engines where that engine escapes the fault (FlashInfer's monolithic
+    TRT-LLM MoE, which vLLM's modular path avoids)."""
+    from kernelpolicy import load_policy
+    from kernelpolicy.dsl.conditions import evaluate, tests_of
+
+    unscoped = []
+    for rule in load_policy().rules:
+        keys = {t.key for c in (rule.when, rule.require) for t in tests_of(c)}
+        for engine, other in (("vllm", "sglang"), ("sglang", "vllm")):
+            reads = any(k.startswith(f"{engine}.") for k in keys)
+            if reads and evaluate(rule.when, {"deploy.engine": other}) is not False:
+                unscoped.append((rule.id, engine))
+    assert unscoped == []

@@ -363,3 +363,21 @@ def test_a_gate_that_never_runs_the_tiny_gemm_is_left_alone(fake_sglang: dict[st
     rows = _hook("tiny_router_gemm_max_tokens")(lambda **kw: 16, num_experts=256, hidden_size=7168, weight_dtype="x")
     assert rows == -1
     assert any("router is `linear`; held off `tiny_gemm`" in w for w in plugin.status()["warnings"])
+
+
+def test_a_stated_fact_contradicting_sglangs_config_is_a_conflict_sglang_decides(
+    fake_sglang: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`KERNELPOLICY_FACTS` stating a tensor-parallel size SGLang does not run: reported in the
+    plugin's status, and SGLang's own `--tp-size` decides (it decided with the stated one)."""
+    monkeypatch.setenv("KERNELPOLICY_FACTS", '{"deploy.tp": 2, "deploy.all2all": "deepep"}')
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    hook(ServerArgs(tp_size=4), lambda args: None)
+    facts = plugin.current_decision().facts
+    assert facts.get("deploy.tp") == 4 and facts.sources["deploy.tp"] == "sglang"
+    assert facts.get("deploy.all2all") == "deepep"  # a fact SGLang's config does not hold: stated, kept
+    warnings = plugin.status()["warnings"]
+    conflict = "KERNELPOLICY_FACTS states `deploy.tp` = `2`, but SGLang runs with `4`: a conflict, the engine's value"
+    assert any(conflict in w for w in warnings), warnings
+    assert any(conflict in w for w in plugin.current_decision().warnings)  # the decision records it

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 
 from kernelpolicy._paths import cache_root
-from kernelpolicy.releases.sglang._scan import RELEASES_FILE, main, scan_wheel
+from kernelpolicy.releases.sglang._scan import OPTIONS_FILE, RELEASES_FILE, main, scan_options, scan_wheel
 from kernelpolicy.releases.sglang.versions import known_releases, release_for
 
 WHEELS = cache_root() / "wheels"
 COMMITTED = json.loads(RELEASES_FILE.read_text())["releases"]
+OPTIONS = json.loads(OPTIONS_FILE.read_text())["releases"]
 
 
 @pytest.mark.parametrize("version", sorted(COMMITTED))
@@ -22,6 +23,26 @@ def test_committed_table_matches_the_wheel(version: str) -> None:
     if not wheels:
         pytest.skip(f"no sglang {version} wheel under {WHEELS} (pip download sglang=={version} --no-deps -d {WHEELS})")
     assert scan_wheel(wheels[0]) == COMMITTED[version]
+
+
+@pytest.mark.parametrize("version", sorted(COMMITTED))
+def test_committed_options_match_the_wheel(version: str) -> None:
+    """The launch parser's options (a line's abbreviations are read against them) are the
+    wheel's; tests/sglang/test_flag_parity.py checks them against SGLang's own parser."""
+    wheels = sorted(WHEELS.glob(f"sglang-{version}-*.whl"))
+    if not wheels:
+        pytest.skip(f"no sglang {version} wheel under {WHEELS} (pip download sglang=={version} --no-deps -d {WHEELS})")
+    assert scan_options(wheels[0]) == OPTIONS[version]
+
+
+def test_every_release_has_its_launch_options() -> None:
+    assert set(OPTIONS) == set(COMMITTED)
+    for version, release in known_releases().items():
+        # each release's parser: its own flags, SGLang's aliases, argparse's help
+        assert {"--help", "--tp-size", "--tensor-parallel-size", "--model-path"} <= set(release.options), version
+        assert release.options["--tp-size"] == release.options["--tensor-parallel-size"], version
+    new = release_for("0.5.23")
+    assert new is not None and new.options["--ep"] == "ep_size" and "--dp-size" in new.options
 
 
 def test_every_release_from_0512_to_0523_is_known() -> None:
@@ -120,48 +141,53 @@ def test_scan_cli_writes_json_and_refuses_a_non_wheel(tmp_path: Path, capsys: py
     assert err.startswith("kernelpolicy: error: ") and "x.whl" in err and len(err.splitlines()) == 1
 
 
-# -- the launch parser's option strings (options.json): abbreviations resolve against them --------
+_SERVER_ARGS = """
+class ServerArgs:
+    host: A[str, "The host."] = "127.0.0.1"
+    tp_size: A[int, Arg(help="TP.", aliases=["--tensor-parallel-size"])] = 1
+    fp8_gemm_runner_backend: A[str, Arg(help="x", cli_name="--fp8-gemm-backend")] = "auto"
+    hidden: A[int, Arg(help="x", no_cli=True)] = 0
+    plain: int = 0
+
+    @staticmethod
+    def add_cli_args(parser):
+        parser.add_argument("--config", type=str)
+        parser.add_argument("--enable-x", dest="x_on", action=argparse.BooleanOptionalAction)
 
 
-def test_committed_options_match_the_wheel() -> None:
-    from kernelpolicy.releases.sglang._scan import OPTIONS_FILE, scan_options
-
-    committed = json.loads(OPTIONS_FILE.read_text())
-    wheels = sorted(WHEELS.glob(f"sglang-{committed['version']}-*.whl"))
-    if not wheels:
-        pytest.skip(f"no sglang {committed['version']} wheel under {WHEELS}")
-    assert scan_options(wheels[0]) == {k: committed[k] for k in ("version", "options")}
+class PortArgs:
+    port: A[int, "Not a launch flag."] = 0
+"""
 
 
-def test_the_committed_options_are_the_newest_release_and_hold_the_flag_table() -> None:
-    from kernelpolicy.engines.sglang.flags import FLAGS
-    from kernelpolicy.releases.sglang.versions import launch_options
-
-    release, options = launch_options()
-    assert release == list(known_releases())[-1]
-    assert {n for f in FLAGS for n in f.names} <= options  # every spelling the table reads is SGLang's
-    assert "--help" in options and "--config" in options and len(options) > 500
-
-
-def test_scan_reads_the_option_strings_of_the_field_groups(tmp_path: Path) -> None:
-    from kernelpolicy.releases.sglang._scan import scan_options
-
-    wheel = _fake_wheel(tmp_path, "9.9.9", hooks=False)
-    with zipfile.ZipFile(wheel, "a") as z:
+def test_scan_reads_the_launch_parsers_options(tmp_path: Path) -> None:
+    """Each way SGLang declares a launch option (``add_argument``, with ``dest`` or argparse's
+    own, ``BooleanOptionalAction``'s ``--no-``; ``A[T, help]`` and ``A[T, Arg(...)]`` fields with
+    ``cli_name``, ``aliases`` and ``no_cli``, in ``ServerArgs`` or, 0.5.20+, the field groups)."""
+    path = tmp_path / "sglang-9.9.9-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("sglang/srt/server_args.py", _SERVER_ARGS)
         z.writestr(
             "sglang/srt/arg_groups/fields/parallel.py",
-            "class Parallel:\n"
-            '    tp_size: A[int, Arg(help="x", cli_name="--tensor-parallel-size", aliases=["--tp-size"])] = 1\n'
-            '    ep_size: A[int, "the ep size"] = 1\n'
-            '    hidden: A[int, Arg(help="x", no_cli=True)] = 1\n'
-            "    plain: int = 1\n",
+            'class Parallel:\n    ep_size: A[int, Arg(help="EP.", aliases=["--ep"])] = 1\n',
         )
-        z.writestr("sglang/srt/arg_groups/fields/x.py", 'def f(p):\n    p.add_argument("--config", type=str)\n')
-    got = scan_options(wheel)
-    assert got == {
-        "version": "9.9.9",
-        "options": ["--config", "--ep-size", "--help", "--tensor-parallel-size", "--tp-size"],
+    assert scan_options(path) == {
+        "--config": "config",
+        "--enable-x": "x_on",
+        "--ep": "ep_size",
+        "--ep-size": "ep_size",
+        "--fp8-gemm-backend": "fp8_gemm_runner_backend",
+        "--help": "help",
+        "--host": "host",
+        "--no-enable-x": "x_on",
+        "--tensor-parallel-size": "tp_size",
+        "--tp-size": "tp_size",
+        "-h": "help",
     }
-    out = tmp_path / "o.json"
-    assert main([str(wheel), "--options", "--out", str(out)]) == 0
-    assert json.loads(out.read_text())["options"] == got["options"]
+
+
+def test_scan_cli_writes_the_options_beside_the_releases(tmp_path: Path) -> None:
+    out = tmp_path / "r.json"
+    assert main([str(_fake_wheel(tmp_path, "9.9.9", hooks=False)), "--out", str(out)]) == 0
+    options = json.loads((tmp_path / OPTIONS_FILE.name).read_text())["releases"]
+    assert list(options) == ["9.9.9"] and options["9.9.9"]["--help"] == "help"

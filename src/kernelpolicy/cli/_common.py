@@ -12,12 +12,14 @@ from ..deployment.options import split_assignment
 from ..errors import UsageError
 
 if TYPE_CHECKING:
+    from ..deployment.pipeline import BuiltFacts
     from ..facts import Facts
     from ..policy import Policy
 
 __all__ = [
     "WARNINGS_SHOWN",
     "add_fact_options",
+    "built_from_args",
     "facts_from_args",
     "load_policy_from_args",
     "output_file",
@@ -121,6 +123,13 @@ def facts_from_args(
     Unless ``--no-env`` (or *read_env* false), the process environment is read through the one
     fact pipeline, as the engine plugins read it.
     """
+    return built_from_args(args, policy, read_env=read_env, venv=venv).facts
+
+
+def built_from_args(
+    args: argparse.Namespace, policy: Policy, *, read_env: bool = True, venv: Mapping[str, object] | None = None
+) -> BuiltFacts:
+    """:func:`facts_from_args`, with the warnings (printed) and the conflicts a decision records."""
     import sys
 
     from ..deployment.options import options_facts
@@ -133,7 +142,7 @@ def facts_from_args(
         print(
             f"kernelpolicy: warning: {len(built.warnings) - WARNINGS_SHOWN:,} more warnings not shown", file=sys.stderr
         )
-    return built.facts
+    return built
 
 
 def target_facts(python: Path, engine: str, venv_hint: str) -> dict[str, object]:

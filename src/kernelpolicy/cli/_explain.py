@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from typing import TYPE_CHECKING, Any
 
 from ..deployment.serve import add_vllm_options
-from ._common import add_fact_options, facts_from_args, load_policy_from_args
+from ._common import add_fact_options, built_from_args, load_policy_from_args
 
 if TYPE_CHECKING:
     from ..decision import Decision
@@ -55,8 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     line = launch_line(args)  # as the user typed it (the facts read merge the serve line into args)
     policy = load_policy_from_args(args)
-    facts = facts_from_args(args, policy)
-    decision = with_provenance(resolve(facts, policy), policy, args.model)
+    built = built_from_args(args, policy)
+    decision = with_provenance(resolve(built.facts, policy), policy, args.model)
+    if built.conflicts:  # a stated fact the engine's config contradicts: the decision records it
+        decision = dataclasses.replace(decision, warnings=(*decision.warnings, *built.conflicts))
     name, release = parse_engine(args.engine) if args.engine else ("", "")
     releases = {"sglang": release} if name == "sglang" else {}  # that release's flags
     decision = with_engine_flags(decision, policy, releases)

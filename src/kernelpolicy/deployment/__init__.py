@@ -12,10 +12,12 @@ into facts here, in one order (a later layer wins over an earlier one):
 4. *engine config*: the engine's flags, from its live config object (a plugin) through the
    engine's one flag table (:mod:`kernelpolicy.engines.vllm.flags`);
 5. *env*: the process environment a loaded rule reads, and ``KERNELPOLICY_FACTS`` (:mod:`.pipeline`);
+   a ``KERNELPOLICY_FACTS`` value that contradicts the engine's config is a conflict: reported
+   (a warning on stderr, in the plugin's status), and the engine's value decides, alike in the
+   plugin and in ``explain`` given the launch line;
 6. *overrides*: ``--fact``, ``--env``, ``--moe-backend``, ``--allow``, ``--engine`` (source ``user``);
    on the command line the engine's flags (a launch line, through the same table: :mod:`.serve`)
-   are stated by the user and sit here, so a ``KERNELPOLICY_FACTS`` key the flags also set is
-   the flags' on the command line and the variable's in the plugin (state one or the other).
+   are stated by the user and sit here.
 
 The checkpoint's quantization (``--quantization``) is applied last, as the engine applies it, and
 the GPU facts of every layer must agree.

@@ -107,6 +107,8 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
         env=env,
         moe_backend=args.moe_backend,
         linear_backend=args.linear_backend,
+        running=deployment.facts,  # the engine's flags, as the plugin reads them from its config
+        runs="the launch line" if getattr(args, "serve", None) else "the engine's flags",
     )
     warnings += built.warnings
     facts = apply_quantization(built.facts, deployment.quantization, deployment.engine)
@@ -130,7 +132,7 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
 
         facts = facts.merged(Facts.from_values({k: v for k, v in venv.items() if k not in given}, source="venv"))
     check_gpu_facts(facts.values, facts.sources, policy.gpus)
-    return BuiltFacts(facts, tuple(warnings))
+    return BuiltFacts(facts, tuple(warnings), built.conflicts)
 
 
 def _auto_gpu(policy: Policy) -> Facts:

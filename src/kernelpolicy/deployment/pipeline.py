@@ -62,6 +62,9 @@ class BuiltFacts:
 
     facts: Facts
     warnings: tuple[str, ...] = ()
+    #: of *warnings*, the stated facts that contradicted the engine's config (the engine's
+    #: value decided): a decision records them
+    conflicts: tuple[str, ...] = ()
 
 
 def is_strict(environ: Mapping[str, str]) -> bool:
@@ -308,7 +311,7 @@ def _with_engine_env_values(facts: Facts) -> Facts:
     return Facts._of({**facts.values, **changed}, dict(facts.sources))
 
 
-def build_facts(
+def build_facts(  # noqa: PLR0913 (one keyword per input layer of the pipeline, documented below)
     policy: Policy,
     *,
     derived: Facts | None = None,
@@ -318,6 +321,8 @@ def build_facts(
     moe_backend: str | None = None,
     linear_backend: str | None = None,
     strict: bool | None = None,
+    running: Mapping[str, Any] | None = None,
+    runs: str = "the engine",
 ) -> BuiltFacts:
     """The facts of one deployment (see the module docstring for the layers and their order).
 
@@ -327,14 +332,20 @@ def build_facts(
     :param env: explicit environment variables of the deployment (``--env``; source ``user``).
     :param moe_backend: an explicit MoE backend (kernelpolicy id or engine alias).
     :param linear_backend: an explicit dense backend.
+    :param running: the engine's running config as facts (what a plugin read from the engine's
+        config, the flags of a launch line): a ``KERNELPOLICY_FACTS`` value that contradicts one
+        is a conflict, reported, and the engine's value decides.
+    :param runs: the engine, as that report names it (``vLLM``, ``the launch line``).
     :raises FactError: on a bad key, value or backend name.
     """
     out = derived if derived is not None else Facts.empty()
     warnings: tuple[str, ...] = ()
+    conflicts: tuple[str, ...] = ()
     if environ is not None:
         from_env = environ_facts(environ, policy, strict=strict)
-        out = out.merged(from_env.facts)
-        warnings = from_env.warnings
+        stated, conflicts = _without_conflicts(from_env.facts, running or {}, runs)
+        out = out.merged(stated)
+        warnings = from_env.warnings + conflicts
     user: dict[str, Any] = {k: normalise_value(k, v) for k, v in (facts or {}).items()}
     for name, value in (env or {}).items():
         user[ENV_PREFIX + name] = str(value)
@@ -365,12 +376,60 @@ def build_facts(
         width_source = out.sources.get("model.intermediate_size", "default")
         out = out.merged(Facts.from_values(shapes, source=width_source))
     check_gpu_facts(out.values, out.sources, policy.gpus)  # derived GPU facts must agree
-    return BuiltFacts(out, warnings)
+    return BuiltFacts(out, warnings, conflicts)
+
+
+def _without_conflicts(stated: Facts, running: Mapping[str, Any], runs: str) -> tuple[Facts, tuple[str, ...]]:
+    """*stated* (the environment's facts) without each ``KERNELPOLICY_FACTS`` value that
+    contradicts the engine's *running* config, one warning each: the engine runs with its own
+    value whatever a fact says, so a decision from the stated one could pick the kernel a rule
+    names for the value that runs."""
+    kept = dict(stated.values)
+    out: list[str] = []
+    for key, value in stated.values.items():
+        if key.startswith(ENV_PREFIX) or running.get(key) is None:
+            continue
+        engine = normalise_value(key, running[key])
+        if engine != value:
+            del kept[key]
+            out.append(
+                f"{FACTS_ENV} states `{key}` = `{_shown(value)}`, but {runs} runs with `{_shown(engine)}`:"
+                f" a conflict, the engine's value decides (drop the key, or change the engine's config)"
+            )
+    if not out:
+        return stated, ()
+    return Facts(values=kept, sources={k: stated.sources[k] for k in kept}), tuple(out)
+
+
+def _shown(value: Any) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
+
+
+#: How a conflict with an engine's config names the engine.
+_ENGINE_NAMES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def _running(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The facts of an engine's own config: a ``deploy.*`` fact a plugin read from it (not its
+    environment variables, and not ``deploy.engine``, which the plugin states itself)."""
+    return {
+        k: v
+        for k, v in values.items()
+        if k.startswith("deploy.") and not k.startswith(ENV_PREFIX) and k != "deploy.engine" and v is not None
+    }
 
 
 def engine_built(
     policy: Policy, values: Mapping[str, Any], engine: str, environ: Mapping[str, str] | None
 ) -> BuiltFacts:
     """The facts of the deployment an engine's plugin runs: what it read from the engine (its
-    config, platform and packages; source *engine*), then *environ* and the defaults, as above."""
-    return build_facts(policy, derived=Facts.from_values(values, source=engine), environ=environ)
+    config, platform and packages; source *engine*), then *environ* and the defaults, as above.
+    A ``KERNELPOLICY_FACTS`` value that contradicts the engine's config (a ``deploy.*`` fact it
+    read) is a conflict: reported, and the engine's value decides."""
+    return build_facts(
+        policy,
+        derived=Facts.from_values(values, source=engine),
+        environ=environ,
+        running=_running(values),
+        runs=_ENGINE_NAMES.get(engine, engine),
+    )

@@ -13,7 +13,7 @@ import argparse
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
@@ -22,6 +22,8 @@ from ..engines.sglang.flags import FLAGS as SGLANG_FLAGS
 from ..engines.sglang.flags import LAUNCHERS as SGLANG_LAUNCHERS
 from ..engines.sglang.flags import SERVE_DEFAULTS as SGLANG_SERVE_DEFAULTS
 from ..engines.sglang.flags import facts_of as sglang_facts_of
+from ..engines.sglang.flags import parser_release as sglang_parser_release
+from ..engines.sglang.flags import read_spellings as sglang_spellings
 from ..engines.table import Flag
 from ..engines.vllm.flags import FLAGS as VLLM_FLAGS
 from ..engines.vllm.flags import SERVE_DEFAULTS, backend_name, facts_of
@@ -240,6 +242,7 @@ class _Serve:
     env: dict[str, str]
     ignored: tuple[str, ...]
     engine: str = "vllm"  #: whose launch line it is (``vllm``, ``sglang``)
+    notes: tuple[str, ...] = ()  #: warnings of the engine's reading, one line each
 
 
 def _command(rest: list[str]) -> tuple[str, list[str]]:
@@ -276,6 +279,29 @@ class LaunchLine:
     env: Mapping[str, str]  #: its leading ``VAR=VALUE`` assignments, in order
     command: tuple[str, ...]  #: ``vllm serve``, ``python -m sglang.launch_server``, ...
     rest: tuple[str, ...]  #: the model and every flag after the command, as given
+
+
+def _parse_sglang(rest: list[str], positional: str | None, env: dict[str, str], release: str | None) -> _Serve:
+    """An SGLang launch line's flags, read as SGLang *release*'s parser reads them (abbreviations
+    written out first); the ignored and unknown flags named as the line wrote them."""
+    rel = sglang_parser_release(release)
+    rest = _sglang_config(rest)
+    spelled = sglang_spellings(rest, rel)
+    written = {
+        new.partition("=")[0]: old.partition("=")[0] for new, old in zip(spelled, rest, strict=True) if new != old
+    }
+    values, unread = _parse_known(_serve_parser(SGLANG_FLAGS, "sglang serve"), spelled)
+    _check_sglang_choices(values)
+    model = values.pop("model_path", None)
+    if positional is not None and model is not None and model != positional:
+        raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
+    if model or positional:
+        values["model"] = model or positional
+    flags = [t.partition("=")[0] for t in unread if t.startswith("-")]
+    ignored = tuple(written.get(f, f) for f in flags if f in rel.options)
+    unknown = [f for f in flags if f not in rel.options]
+    notes = (unknown_note(unknown, f"SGLang {rel.version}", rel.options),) if unknown else ()
+    return _Serve(values, env, ignored, "sglang", notes)
 
 
 def _split_line(tokens: Sequence[str]) -> list[str]:
@@ -326,9 +352,10 @@ def _option_tokens(args: argparse.Namespace, given: set[str]) -> list[str]:
     return out
 
 
-def _parse_serve(tokens: Sequence[str]) -> _Serve:
+def _parse_serve(tokens: Sequence[str], sglang_release: str | None = None) -> _Serve:
     """A launch line (``[VAR=VALUE ...] vllm serve MODEL [FLAGS]``, or SGLang's) as flag values,
-    read through that engine's one flag table."""
+    read through that engine's one flag table, spelled as that engine's parser reads it (an
+    SGLang line: SGLang *sglang_release*'s, abbreviations included)."""
     rest = _split_line(tokens)
     env: dict[str, str] = {}
     while rest and (m := _ENV_ASSIGN.match(rest[0])):
@@ -337,15 +364,7 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     engine, rest = _command(rest)
     positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
     if engine == "sglang":
-        parser = _serve_parser(SGLANG_FLAGS, "sglang serve")
-        values, unknown = _parse_known(parser, _sglang_tokens(rest))
-        _check_sglang_choices(values)
-        model = values.pop("model_path", None)
-        if positional is not None and model is not None and model != positional:
-            raise UsageError(f"serve line: two models, `{positional}` and `--model-path {model}`")
-        if model or positional:
-            values["model"] = model or positional
-        return _Serve(values, env, tuple(t for t in unknown if t.startswith("-")), engine)
+        return _parse_sglang(rest, positional, env, sglang_release)
     rest = [_dashes(t) for t in rest]
     parser = _serve_parser()
     values, unknown = _parse_known(parser, rest)
@@ -361,37 +380,10 @@ def _parse_serve(tokens: Sequence[str]) -> _Serve:
     return _Serve(values, env, ignored)
 
 
-def _sglang_spelling(token: str) -> str:
-    """*token* as SGLang's launch parser reads it: an unambiguous prefix of one of its option
-    strings (``--tp``, ``--tp-s=8``, ``--moe-runner``) written out in full, as argparse's
-    ``allow_abbrev`` (SGLang keeps it) expands it; other tokens as they are.
-
-    :raises UsageError: the prefix fits several of SGLang's options (SGLang refuses the line).
-    """
-    from ..releases.sglang.versions import launch_options
-
-    if not token.startswith("--") or token == "--":
-        return token
-    release, options = launch_options()
-    name, eq, value = token.partition("=")
-    if token in options or name in options:
-        return token
-    fits = sorted(o for o in options if o.startswith(name))
-    if len(fits) == 1:
-        return fits[0] + eq + value
-    if len(fits) > 1:
-        shown = ", ".join(f"`{o}`" for o in fits[:6]) + (f" and {len(fits) - 6} more" if len(fits) > 6 else "")
-        raise UsageError(
-            f"serve line: `{name[:_FLAG_SHOWN]}` is ambiguous to SGLang {release}, which refuses it:"
-            f" it could be {shown}"
-        )
-    return token
-
-
-def _sglang_tokens(tokens: list[str]) -> list[str]:
-    """An SGLang line's tokens as its parser reads them: a ``--config FILE`` (that exact token,
-    as ``prepare_server_args`` looks for it) replaced by the file's flags before the line's
-    (the line wins), then every abbreviated flag written out (:func:`_sglang_spelling`)."""
+def _sglang_config(tokens: list[str]) -> list[str]:
+    """An SGLang line's tokens with a ``--config FILE`` (that exact token, as
+    ``prepare_server_args`` looks for it) replaced by the file's flags before the line's (the
+    line wins)."""
     at = [i for i, t in enumerate(tokens) if t == "--config"]
     if len(at) > 1:
         raise UsageError("serve line: `--config` twice: SGLang takes one config file")
@@ -403,7 +395,7 @@ def _sglang_tokens(tokens: list[str]) -> list[str]:
         if not path.lower().endswith((".yaml", ".yml")):
             raise UsageError(f"serve line: --config `{path}`: SGLang reads only a .yaml or .yml file")
         tokens = [*_config_tokens(path, engine="sglang"), *tokens[:i], *tokens[i + 2 :]]
-    return [_sglang_spelling(t) for t in tokens]
+    return tokens
 
 
 def _check_sglang_choices(values: Mapping[str, Any]) -> None:
@@ -438,6 +430,19 @@ def ignored_note(ignored: Sequence[str]) -> str:
     more = len(names) - _IGNORED_SHOWN
     tail = f" and {more} more" if more > 0 else ""
     return f"serve line: flags that decide no kernel, ignored: {shown}{tail}"
+
+
+def unknown_note(flags: Sequence[str], parser: str, options: Collection[str]) -> str:
+    """The one warning for a launch line's flags that are no option of the engine's *parser*
+    (which refuses such a line), with the option the first one likely meant."""
+    names = list(dict.fromkeys(flags))
+    shown = ", ".join(
+        f"`{n if len(n) <= _FLAG_SHOWN else n[: _FLAG_SHOWN - 3] + '...'}`" for n in names[:_IGNORED_SHOWN]
+    )
+    more = len(names) - _IGNORED_SHOWN
+    hint = did_you_mean(names[0], sorted(options))
+    tail = (f" and {more} more" if more > 0 else "") + (f" (did you mean `{hint[0]}`?)" if hint else "")
+    return f"serve line: not options of {parser}, which refuses the line; ignored: {shown}{tail}"
 
 
 def _refuse_config_flags(unknown: Sequence[str]) -> None:
@@ -519,7 +524,7 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
     notes: list[str] = []
     serve = _Serve({}, {}, ())
     if tokens:
-        serve = _parse_serve(tokens)
+        serve = _parse_serve(tokens, _sglang_release(getattr(args, "engine", None)))
     elif getattr(args, "vllm_config", None):
         serve = _parse_serve(["--config", args.vllm_config])
     merged = _merge(args, serve)
@@ -538,6 +543,7 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         facts = {**facts, **sglang_facts_of(line, policy.engines["sglang"]), "deploy.engine": "sglang"}
     if serve.ignored:
         notes.append(ignored_note(serve.ignored))
+    notes += serve.notes
     return Deployment(
         args=merged,
         facts=known_values(facts, notes),
@@ -545,6 +551,16 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         notes=tuple(notes),
         engine=serve.engine,
     )
+
+
+def _sglang_release(spec: str | None) -> str | None:
+    """The SGLang release an ``--engine`` value names (None: another engine, or none named)."""
+    from .pipeline import parse_engine
+
+    if not spec:
+        return None
+    name, version = parse_engine(spec)
+    return version if name == "sglang" else None
 
 
 def hub_options(args: argparse.Namespace) -> HubOptions:

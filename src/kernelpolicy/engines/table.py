@@ -9,11 +9,14 @@ is a missing ``config`` path here, which the parity tests (tests/vllm, tests/sgl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import bisect
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Flag", "config_values"]
+from ..errors import UsageError
+
+__all__ = ["Flag", "config_values", "full_spellings"]
 
 
 @dataclass(frozen=True)
@@ -60,4 +63,53 @@ def config_values(config: Any, flags: Iterable[Flag]) -> dict[str, Any]:
             value = flag.from_config(value)
         if value is not None:
             out[flag.dest] = value
+    return out
+
+
+#: The options an ambiguity message names before "and N more".
+_AMBIGUOUS_SHOWN: Final = 4
+
+
+def full_spellings(tokens: Sequence[str], options: Collection[str], parser: str) -> list[str]:
+    """*tokens* of a launch line with each option written out as an argparse parser of
+    *options* with ``allow_abbrev`` (argparse's default, SGLang's launch parser) reads it.
+
+    Argparse reads every token before ``--`` that starts with ``--`` as an option: an exact
+    option string (``--tp-size``, ``--tp-size=8``) is kept, a prefix of exactly one option string
+    is that option (``--tp 8`` is ``--tp-size 8``, ``--tp=8`` is ``--tp-size=8``), and one of no
+    option string is an unknown flag (kept: the reader names it ignored). Values and
+    single-dash tokens are kept as they are.
+
+    :param options: every option string of the engine's parser, not only the kernel flags: a
+        prefix is unambiguous only against all of them.
+    :param parser: the parser as messages name it (``SGLang 0.5.23``).
+    :raises UsageError: a token is a prefix of several options, which argparse refuses
+        ("ambiguous option").
+    """
+    out = list(tokens)
+    ordered: list[str] | None = None
+    for i, token in enumerate(out):
+        if token == "--":
+            break
+        if not token.startswith("--") or token in options:
+            continue
+        prefix, eq, value = token.partition("=")
+        if prefix in options:
+            continue
+        ordered = sorted(options) if ordered is None else ordered
+        start = bisect.bisect_left(ordered, prefix)  # the options starting with it are a run from here
+        end = start
+        while end < len(ordered) and ordered[end].startswith(prefix):
+            end += 1
+        matches = ordered[start:end]
+        if len(matches) == 1:
+            out[i] = matches[0] + eq + value
+        elif matches:
+            shown = ", ".join(f"`{m}`" for m in matches[:_AMBIGUOUS_SHOWN])
+            more = len(matches) - _AMBIGUOUS_SHOWN
+            shown += f" and {more} more" if more > 0 else ""
+            raise UsageError(
+                f"serve line: ambiguous option `{prefix}`, which {parser} refuses: it could match {shown}",
+                help="write the option out in full",
+            )
     return out

@@ -45,16 +45,24 @@ def engine_flags(
 
 
 def with_engine_flags(decision: Decision, policy: Policy, releases: Mapping[str, str] | None = None) -> Decision:
-    """*decision* with the settings that reproduce it on each engine of *policy* (its ``engine``
-    section): the resolver decides engine-free, the flags are rendered here, at the edge.
+    """*decision* with the settings that reproduce it on its engine (``deploy.engine``; vLLM when
+    unset), from *policy*'s vocabulary of that engine (its ``engine`` section): the resolver
+    decides, the flags are rendered here, at the edge.
+
+    Only the decision's own engine gets settings: a decision holds for one engine (its rules
+    and the facts it assumed are that engine's), so another engine's flags rendered from it
+    could name a backend that engine's decision rejects (``--fp8-gemm-backend cutlass`` for an
+    SGLang on B200, from the vLLM decision). No settings when the policy has no vocabulary of it.
 
     *releases* names an engine's release where its flags differ between releases (``{"sglang":
     "0.5.23"}``; the newest known release of an engine not named).
     """
+    name = str(decision.facts.get("deploy.engine") or "vllm")
     named = releases or {}
-    engine = {
-        name: engine_flags(decision.paths, m, named.get(name), decision.facts) for name, m in policy.engines.items()
-    }
+    vocabulary = policy.engines.get(name)
+    engine = (
+        {} if vocabulary is None else {name: engine_flags(decision.paths, vocabulary, named.get(name), decision.facts)}
+    )
     return dataclasses.replace(decision, engine=engine)
 
 

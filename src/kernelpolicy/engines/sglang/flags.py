@@ -2,24 +2,27 @@
 spellings on a launch line, where ``ServerArgs`` holds it, and the facts it sets (:func:`facts_of`).
 
 ``kernelpolicy explain -- python -m sglang.launch_server --model-path M ...`` reads these flags
-from the line (:mod:`kernelpolicy.deployment.serve`); the plugin reads the same entries from the
-live ``ServerArgs`` (:func:`kernelpolicy.engines.table.config_values`); both turn the values into
-facts here. Data and pure functions: no SGLang import.
+from the line (:mod:`kernelpolicy.deployment.serve`) after :func:`read_spellings` has written each
+option out as SGLang's own parser reads it (argparse with abbreviations: ``--tp 8`` is
+``--tp-size 8``); the plugin reads the same entries from the live ``ServerArgs``
+(:func:`kernelpolicy.engines.table.config_values`); both turn the values into facts here. Data
+and pure functions: no SGLang import.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._numbers import flag_int
 from ...errors import UsageError
-from ..table import Flag
+from ..table import Flag, full_spellings
 
 if TYPE_CHECKING:
     from ...policy import EngineMap
+    from ...releases.sglang.versions import SglangRelease
 
-__all__ = ["FLAGS", "LAUNCHERS", "SERVE_DEFAULTS", "facts_of", "moe_ids_of"]
+__all__ = ["FLAGS", "LAUNCHERS", "SERVE_DEFAULTS", "facts_of", "moe_ids_of", "parser_release", "read_spellings"]
 
 #: How a launch line starts: ``python -m sglang.launch_server`` (any ``python*``) or ``sglang serve``.
 LAUNCHERS: Final = ("sglang.launch_server",)
@@ -84,6 +87,26 @@ FLAGS: Final = (
     ),
 )
 SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not None}
+
+
+def parser_release(release: str | None = None) -> SglangRelease:
+    """The SGLang release whose launch parser reads a line: *release* (``--engine sglang==X``),
+    or the newest scanned one when None or not scanned."""
+    from ...releases.sglang.versions import latest_release, release_for
+
+    return (release_for(release) if release else None) or latest_release()
+
+
+def read_spellings(tokens: Sequence[str], release: SglangRelease) -> list[str]:
+    """A launch line's *tokens* (after the command) with each option written out as SGLang
+    *release*'s launch parser reads it: argparse's, which takes an unambiguous prefix of an
+    option (``--tp 8``, ``--dp=2``) for the option, against every option string of that
+    release (``options.json``, scanned from its wheel). SGLang does not read ``_`` as ``-``
+    (``--tp_size`` is no option of it), so neither does this.
+
+    :raises UsageError: a prefix of several options (SGLang refuses it: "ambiguous option").
+    """
+    return full_spellings(tokens, release.options, f"SGLang {release.version}")
 
 
 def moe_ids_of(engine: EngineMap) -> dict[str, frozenset[str]]:

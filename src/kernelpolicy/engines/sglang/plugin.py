@@ -169,6 +169,8 @@ def _decide(server_args: Any) -> Any:
             for warning in built.warnings:
                 _warn(warning)
             decision = (_STATE.resolver or (lambda f: kp.resolve(f, policy)))(built.facts)
+            if built.conflicts and isinstance(decision, kp.Decision):  # recorded, as explain records them
+                decision = dataclasses.replace(decision, warnings=(*decision.warnings, *built.conflicts))
         except AdapterError:
             raise
         except Exception as exc:

@@ -57,6 +57,7 @@ from ...releases.vllm.versions import (
     DG_UTILS_MODULE,
     MoeOracle,
     VllmPatchPoints,
+    known_span,
     patch_points_for,
 )
 from ...render.summary import startup_summary
@@ -178,6 +179,11 @@ def _message(exc: BaseException) -> str:
 
 def _pipeline_facts(values: Mapping[str, object]) -> Any:
     """The one fact pipeline (as ``kernelpolicy explain``): vLLM's facts, then the environment."""
+    return _pipeline_built(values).facts
+
+
+def _pipeline_built(values: Mapping[str, object]) -> Any:
+    """:func:`_pipeline_facts`, with the conflicts a decision records (its warnings logged)."""
 
     from ...deployment.pipeline import engine_built
 
@@ -187,7 +193,17 @@ def _pipeline_facts(values: Mapping[str, object]) -> Any:
     built = engine_built(_policy_or_fail(), values, "vllm", environ)
     for warning in built.warnings:
         _warn(warning)
-    return built.facts
+    return built
+
+
+def _recording(conflicts: tuple[str, ...], decision: DecisionLike) -> DecisionLike:
+    """*decision* with the stated facts vLLM's config contradicted among its warnings (as
+    ``explain`` records them); a custom resolver's result as it is."""
+    from ...decision import Decision
+
+    if conflicts and isinstance(decision, Decision):
+        return dataclasses.replace(decision, warnings=(*decision.warnings, *conflicts))
+    return decision
 
 
 def _policy_or_fail() -> Any:
@@ -329,7 +345,8 @@ def _decide(config: Any) -> DecisionLike | None:
         try:
             from ._facts import facts_from_vllm
 
-            facts = _pipeline_facts(facts_from_vllm(config, _policy_or_fail().models))
+            built = _pipeline_built(facts_from_vllm(config, _policy_or_fail().models))
+            facts = built.facts
         except Exception as exc:
             _fail(f"could not gather facts: {_message(exc)}")
             return None
@@ -339,7 +356,7 @@ def _decide(config: Any) -> DecisionLike | None:
         if cached is not None:
             return cached
         try:
-            decision = (_STATE.resolver or _core_resolver)(facts)
+            decision = _recording(built.conflicts, (_STATE.resolver or _core_resolver)(facts))
         except Exception as exc:
             _fail(f"could not resolve a decision: {_message(exc)}")
             return None
@@ -767,7 +784,7 @@ def register() -> None:
         if points is None:
             message = (
                 f"kernelpolicy: vLLM {version or '(not found)'} is not a release this plugin "
-                "knows (0.24-0.33); no selection point is patched, vLLM decides on its own"
+                f"knows ({known_span()}); no selection point is patched, vLLM decides on its own"
             )
             if _strict():
                 raise AdapterError(message)

@@ -5,7 +5,9 @@ wheel's ``.py`` files with :mod:`ast` (nothing is imported or extracted) and wri
 the values each backend flag accepts and its default, the plugin entry-point group, how
 resolution can be hooked, where each selection point the adapter patches is (module, qualified
 name, line), the exact pins of the kernel packages (``Requires-Dist``) and what SGLang checks of
-the GPU before it turns DeepGEMM on. ``--published`` also lists the releases the package index
+the GPU before it turns DeepGEMM on; and, in ``options.json``, every option string of its
+launch parser with its argparse ``dest`` (a launch line's abbreviations are read against
+these). ``--published`` also lists the releases the package index
 has of SGLang and sgl-deep-gemm (``check`` warns on a bound naming none of them). The committed
 output is ``releases.json`` beside this module (``kernelpolicy knowledge stale`` reads the pins);
 ``tests/sglang/test_releases.py`` re-runs the scan on the cached wheels and compares.
@@ -202,6 +204,96 @@ def _deep_gemm_switch(tree: ast.Module | None) -> dict[str, Any] | None:
     return {"min_sm": low, "off_sm": off, "probed_sm": probed}
 
 
+def _negated(names: list[str], keywords: list[ast.keyword]) -> list[str]:
+    """*names* and, for ``action=argparse.BooleanOptionalAction``, the ``--no-`` spelling argparse
+    adds for each long one."""
+    action = next((kw.value for kw in keywords if kw.arg == "action"), None)
+    name = action.attr if isinstance(action, ast.Attribute) else action.id if isinstance(action, ast.Name) else ""
+    if name != "BooleanOptionalAction":
+        return names
+    return names + ["--no-" + n[2:] for n in names if n.startswith("--")]
+
+
+def _argparse_dest(names: list[str], keywords: list[ast.keyword]) -> str:
+    """The ``dest`` argparse gives an option of *names*: ``dest=`` when given, else the first long
+    name (``--tp-size`` -> ``tp_size``), else the first short one."""
+    for kw in keywords:
+        if kw.arg == "dest" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            return kw.value.value
+    first = next((n for n in names if n.startswith("--")), names[0])
+    return first.lstrip("-").replace("-", "_")
+
+
+def _call_options(call: ast.Call) -> dict[str, str]:
+    """The option strings an ``add_argument("--a", "--b", ...)`` call declares -> their ``dest``."""
+    names = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    names = [n for n in names if n[:1] == "-"]
+    if not names:
+        return {}
+    dest = _argparse_dest(names, call.keywords)
+    return dict.fromkeys(_negated(names, call.keywords), dest)
+
+
+def _field_meta(node: ast.AnnAssign) -> ast.expr | None:
+    """The metadata of an ``A[T, META]`` (``Annotated``) field: its help text or ``Arg(...)``."""
+    ann = node.annotation
+    if not (isinstance(node.target, ast.Name) and isinstance(ann, ast.Subscript)):
+        return None
+    if not (isinstance(ann.value, ast.Name) and ann.value.id in ("A", "Annotated")):
+        return None
+    parts = ann.slice.elts if isinstance(ann.slice, ast.Tuple) else []
+    return parts[1] if len(parts) >= 2 else None
+
+
+def _field_options(node: ast.AnnAssign) -> dict[str, str]:
+    """The option strings of one ``A[T, "help"]`` / ``A[T, Arg(...)]`` field -> the field (SGLang's
+    ``add_cli_args_from_dataclass`` gives every spelling the field's name as ``dest``):
+    ``--field-name`` (or ``Arg(cli_name=...)``) and ``Arg(aliases=[...])``; none for
+    ``Arg(no_cli=True)`` or a field of another annotation (SGLang skips those)."""
+    meta = _field_meta(node)
+    if meta is None or not isinstance(node.target, ast.Name):
+        return {}
+    field = node.target.id
+    name = "--" + field.replace("_", "-")
+    if isinstance(meta, ast.Constant | ast.JoinedStr | ast.BinOp):  # the help text alone
+        return {name: field}
+    if not (isinstance(meta, ast.Call) and isinstance(meta.func, ast.Name) and meta.func.id == "Arg"):
+        return {}
+    aliases: list[str] = []
+    for kw in meta.keywords:
+        if kw.arg == "no_cli" and isinstance(kw.value, ast.Constant) and kw.value.value is True:
+            return {}
+        if kw.arg == "cli_name" and isinstance(kw.value, ast.Constant) and isinstance(kw.value.value, str):
+            name = kw.value.value
+        if kw.arg == "aliases" and isinstance(kw.value, ast.List | ast.Tuple):
+            aliases += [e.value for e in kw.value.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+    return dict.fromkeys(_negated([name, *aliases], meta.keywords), field)
+
+
+def _options(server_args: ast.Module | None, field_trees: list[ast.Module]) -> dict[str, str]:
+    """Every option string of SGLang's launch parser (``prepare_server_args``) -> its ``dest``
+    (the ``ServerArgs`` field it sets): the ``parser.add_argument`` calls of ``server_args.py``
+    and the CLI fields of ``ServerArgs`` (its own class body, or, 0.5.20+, the field groups of
+    ``arg_groups/fields/``). A launch line's abbreviations are read against these, as argparse
+    reads them."""
+    out = {"-h": "help", "--help": "help"}  # argparse's own
+    if server_args is not None:
+        for node in ast.walk(server_args):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument":
+                out.update(_call_options(node))
+    classes = [
+        c
+        for t in field_trees
+        for c in t.body
+        if isinstance(c, ast.ClassDef) and (t is not server_args or c.name == "ServerArgs")
+    ]
+    for cls in classes:
+        for node in cls.body:
+            if isinstance(node, ast.AnnAssign):
+                out.update(_field_options(node))
+    return dict(sorted(out.items()))
+
+
 def _version(names: list[str], z: zipfile.ZipFile) -> str:
     meta = next(n for n in names if re.fullmatch(r"sglang-[^/]+\.dist-info/METADATA", n))
     for line in z.read(meta).decode().splitlines():
@@ -284,59 +376,17 @@ def scan_wheel(path: Path) -> dict[str, Any]:
         }
 
 
-def _arg_names(field: str, meta: ast.expr) -> list[str]:
-    """The option strings ``add_cli_args_from_dataclass`` gives a field annotated
-    ``A[T, "help"]`` or ``A[T, Arg(...)]`` (``--field-name``, or ``cli_name``, then ``aliases``);
-    none for ``Arg(no_cli=True)`` or another annotation."""
-    if isinstance(meta, ast.Constant) and isinstance(meta.value, str):
-        return ["--" + field.replace("_", "-")]
-    if not (isinstance(meta, ast.Call) and isinstance(meta.func, ast.Name) and meta.func.id == "Arg"):
-        return []
-    kw = {k.arg: k.value for k in meta.keywords if k.arg}
-    try:
-        if "no_cli" in kw and ast.literal_eval(kw["no_cli"]):
-            return []
-        name = ast.literal_eval(kw["cli_name"]) if "cli_name" in kw else "--" + field.replace("_", "-")
-        aliases = ast.literal_eval(kw["aliases"]) if "aliases" in kw else []
-    except ValueError:  # not a literal: not an option string this scan can know
-        return []
-    return [str(n) for n in [name, *(aliases or [])]]
-
-
-def _option_strings(trees: list[ast.Module]) -> list[str]:
-    """Every ``--`` option string of SGLang's launch parser declared in *trees*: the annotated
-    fields of the field groups (0.5.20+) and every ``add_argument("--...")`` constant."""
-    out: set[str] = set()
-    for tree in trees:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                ann = node.annotation
-                if (
-                    isinstance(ann, ast.Subscript)
-                    and isinstance(ann.value, ast.Name)
-                    and ann.value.id in ("A", "Annotated")
-                    and isinstance(ann.slice, ast.Tuple)
-                    and len(ann.slice.elts) >= 2
-                ):
-                    out.update(_arg_names(node.target.id, ann.slice.elts[1]))
-            elif (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"
-            ):
-                out.update(a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str))
-    return sorted(o for o in out if o.startswith("--"))
-
-
-def scan_options(path: Path) -> dict[str, Any]:
-    """The release in the SGLang wheel at *path* and every option string its launch parser has."""
+def scan_options(path: Path) -> dict[str, str]:
+    """Every option string of the launch parser of the SGLang release in the wheel at *path* ->
+    its argparse ``dest`` (:func:`_options`)."""
     with zipfile.ZipFile(path) as z:
-        names = z.namelist()
-        trees = [
-            ast.parse(z.read(f).decode(), filename=f)
-            for f in names
+        have = set(z.namelist())
+        trees = {
+            f: ast.parse(z.read(f).decode(), filename=f)
+            for f in sorted(have)
             if f.endswith(".py") and any(f == p or (p.endswith("/") and f.startswith(p)) for p in _FIELD_FILES)
-        ]
-        # argparse's own --help is a prefix target too (``--he`` is ambiguous with ``--health-...``)
-        return {"version": _version(names, z), "options": sorted({"--help", *_option_strings(trees)})}
+        }
+    return _options(trees.get("sglang/srt/server_args.py"), list(trees.values()))
 
 
 #: the packages whose published releases the SGLang data file lists (bounds on them are checked)
@@ -372,9 +422,11 @@ def main(argv: list[str] | None = None) -> int:
     elif args.out.is_file():
         published = json.loads(args.out.read_text()).get("published", {})
     releases: dict[str, Any] = {}
+    options: dict[str, dict[str, str]] = {}
     for wheel in args.wheels:
         try:
             data = scan_wheel(wheel)
+            options[data["version"]] = scan_options(wheel)
         except (OSError, zipfile.BadZipFile, ValueError, StopIteration, SyntaxError) as exc:
             print(f"kernelpolicy: error: {wheel}: not a readable sglang wheel: {exc}", file=sys.stderr)
             return 2
@@ -386,6 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     if published:
         doc["published"] = dict(sorted(published.items()))
     args.out.write_text(json.dumps(doc, indent=1, sort_keys=False) + "\n")
+    # the launch parsers' options, apart: only an SGLang launch line reads them
+    by_version = dict(sorted(options.items(), key=lambda kv: Version(kv[0])))
+    opts = {"generated_by": doc["generated_by"], "releases": by_version}
+    args.out.with_name(OPTIONS_FILE.name).write_text(json.dumps(opts, indent=1) + "\n")
     return 0
 
 

@@ -17,12 +17,13 @@ from packaging.version import Version
 
 #: Written by :mod:`._scan` (``kernelpolicy sglang scan``) from each release's wheel, never edited.
 RELEASES_FILE: Final = Path(__file__).with_name("releases.json")
-#: Written by ``_scan --options``: every option string of the newest release's launch parser.
+#: The same scan's launch-parser options per release, apart (only an SGLang launch line reads them).
 OPTIONS_FILE: Final = Path(__file__).with_name("options.json")
 
 
 __all__ = [
     "OPTIONS_FILE",
+    "RELEASES_FILE",
     "SglangRelease",
     "known_releases",
     "latest_release",
@@ -51,6 +52,13 @@ class SglangRelease:
     #: off outright; ``probed_sm``: on only where a DeepGEMM entry point is importable)
     deep_gemm_switch: Mapping[str, Any] | None = None
 
+    @property
+    def options(self) -> Mapping[str, str]:
+        """Every option string of this release's launch parser (``prepare_server_args``),
+        kernel flags or not, -> its argparse ``dest``: a launch line's abbreviations are read
+        against these, as argparse reads them (``options.json``, loaded on first use)."""
+        return launch_options().get(self.version, {})
+
     def accepts(self, flag: str, value: str) -> bool:
         """Whether *flag* takes *value* in this release."""
         return value in self.flags.get(flag, ())
@@ -64,11 +72,10 @@ def release_records() -> Mapping[str, Mapping[str, Any]]:
 
 
 @functools.cache
-def launch_options() -> tuple[str, frozenset[str]]:
-    """The release ``options.json`` was scanned from, and every ``--`` option string its launch
-    parser (``prepare_server_args``) accepts in full."""
-    raw: dict[str, Any] = json.loads(OPTIONS_FILE.read_text())
-    return str(raw["version"]), frozenset(str(o) for o in raw["options"])
+def launch_options() -> Mapping[str, Mapping[str, str]]:
+    """Version -> every option string of that release's launch parser -> its argparse ``dest``."""
+    raw: dict[str, dict[str, str]] = json.loads(OPTIONS_FILE.read_text())["releases"]
+    return raw
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """The vLLM selection points kernelpolicy patches, per release, built from ``releases.json``.
 
-The data file is written by :mod:`._scan` from each release's wheel (0.24 to 0.33, and any
-newer release scanned since) and never edited; this module only turns a release's record into
+The data file is written by :mod:`._scan` from each release's wheel (0.24 on; :func:`known_span`
+names them) and never edited; this module only turns a release's record into
 the few values the plugin patches by. Releases are keyed by ``major.minor``; the scanned patch
 release (the newest scanned one of that minor) is :attr:`VllmPatchPoints.scanned`.
 """
@@ -41,6 +41,7 @@ __all__ = [
     "WARMUP_MODULE",
     "MoeOracle",
     "VllmPatchPoints",
+    "known_span",
     "patch_points_for",
     "release_records",
     "unread_env",
@@ -144,6 +145,22 @@ def _supported() -> dict[str, VllmPatchPoints]:
 
 #: Releases the adapter knows, by ``major.minor``.
 SUPPORTED: Final[dict[str, VllmPatchPoints]] = _supported()
+
+
+def known_span() -> str:
+    """The releases the adapter knows, as messages name them: runs of consecutive minors as
+    ``first-last`` (``0.24-0.34``), read from the release data, so a newly scanned release is
+    named without an edit."""
+    minors = sorted((Version(k) for k in SUPPORTED), key=lambda v: (v.major, v.minor))
+    runs: list[list[Version]] = []
+    for v in minors:
+        if runs and v.major == runs[-1][-1].major and v.minor == runs[-1][-1].minor + 1:
+            runs[-1].append(v)
+        else:
+            runs.append([v])
+    return ", ".join(
+        f"{r[0].major}.{r[0].minor}" + (f"-{r[-1].major}.{r[-1].minor}" if len(r) > 1 else "") for r in runs
+    )
 
 
 def patch_points_for(version: str) -> VllmPatchPoints | None:

@@ -37,6 +37,7 @@ __all__ = [
     "SglangChoices",
     "SimulationError",
     "default_venv_python",
+    "launch_options",
     "plugin_facts",
     "simulate_many",
 ]
@@ -245,6 +246,30 @@ def plugin_facts(
             stopped = f"the SGLang probe stopped after {len(cells)} of {len(lines)} lines"
             raise SimulationError(f"{stopped}:\n{proc.stdout[-4000:]}")
         return cells
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def launch_options(python: str | os.PathLike[str], *, timeout: float = 600.0) -> dict[str, str]:
+    """Every option string of the launch parser of *python*'s SGLang (as ``prepare_server_args``
+    builds it) -> its argparse ``dest``: what the release scan read from the wheel
+    (``releases/sglang/options.json``) must be this.
+
+    :raises SimulationError: when the process wrote no result or SGLang did not import.
+    """
+    py = Path(python)
+    stub = _stub_for(py)
+    tmp = Path(tempfile.mkdtemp(prefix="kp-simgpu-sglang-"))
+    try:
+        probe = tmp / "kp_probe.py"
+        shutil.copyfile(_PROBE, probe)
+        (tmp / "request.json").write_text(json.dumps({"options": True, "cells": []}), encoding="utf-8")
+        env = _child_env(tmp, stub, (9, 0), "NVIDIA H100", False)
+        _proc, raw = run_probe(py, probe, tmp, env, timeout, label="SGLang")
+        errors = raw.get("errors") or {}
+        if errors or not isinstance(raw.get("options"), dict):
+            raise SimulationError(f"SGLang's launch parser was not read: {errors}")
+        return dict(raw["options"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -369,6 +369,18 @@ def _parity(request: dict[str, Any], out: dict[str, Any]) -> None:
             cell["errors"]["probe"] = _error()
 
 
+def _launch_options() -> dict[str, str]:
+    """Every option string of SGLang's launch parser -> its dest, built as ``prepare_server_args``
+    builds it."""
+    import argparse
+
+    from sglang.srt.server_args import ServerArgs
+
+    parser = argparse.ArgumentParser(prog="sglang serve")
+    ServerArgs.add_cli_args(parser)
+    return {s: a.dest for s, a in sorted(parser._option_string_actions.items())}
+
+
 def main(request_file: str, result_file: str) -> int:
     with open(request_file, encoding="utf-8") as fh:
         request = json.load(fh)
@@ -388,6 +400,11 @@ def main(request_file: str, result_file: str) -> int:
         out["errors"]["probe"] = _error()
     _BASE_ENV.clear()
     _BASE_ENV.update(os.environ)
+    if not out["errors"] and request.get("options"):
+        try:
+            out["options"] = _launch_options()
+        except BaseException:
+            out["errors"]["options"] = _error()
     if not out["errors"] and "parity" in request:
         _parity(request, out)
     elif not out["errors"]:
