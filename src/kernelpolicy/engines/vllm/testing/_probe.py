@@ -119,30 +119,27 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _stated_parallelism(vllm_config: Any, facts: dict[str, Any]) -> None:
-    """Run the simulated engine as the cell's stated deployment (``deploy.tp``, ``deploy.ep``,
-    ``deploy.lora``): the plugin reads them from vLLM's config, and a stated fact the engine's
-    config contradicts is dropped for the engine's value (one process, no GPU: the sizes are
-    only read, never used to start workers)."""
-    pc = vllm_config.parallel_config
-    tp = int(facts.get("deploy.tp") or pc.tensor_parallel_size or 1)
-    if "deploy.tp" in facts:
-        pc.tensor_parallel_size = tp
-    if "deploy.ep" in facts:
-        ep = int(facts["deploy.ep"] or 1)
-        pc.enable_expert_parallel = ep > 1
-        if ep > 1:  # vLLM shards the experts over every TP x DP rank
-            pc.data_parallel_size = max(1, ep // tp)
-    if "deploy.lora" in facts:
-        from vllm.config import LoRAConfig
+def _stated_parallelism(facts: dict[str, Any]) -> dict[str, Any]:
+    """``VllmConfig`` arguments that run the simulated engine as the cell's stated deployment
+    (``deploy.tp``, ``deploy.ep``, ``deploy.lora``): the plugin reads them from vLLM's config
+    as it is built, and a stated fact the engine's config contradicts is dropped for the
+    engine's value. One process, no GPU: the sizes are only read, never used to start workers."""
+    from vllm.config import LoRAConfig, ParallelConfig
 
-        lora: Any = None
-        if facts["deploy.lora"]:
-            try:
-                lora = LoRAConfig()
-            except Exception:  # a release whose LoRAConfig needs more: only its presence is read
-                lora = _shell(LoRAConfig)
-        vllm_config.lora_config = lora
+    out: dict[str, Any] = {}
+    parallel: dict[str, Any] = {}
+    tp = int(facts.get("deploy.tp") or 1)
+    if "deploy.tp" in facts:
+        parallel["tensor_parallel_size"] = tp
+    ep = int(facts.get("deploy.ep") or 1)
+    if ep > 1:  # vLLM shards the experts over every TP x DP rank
+        parallel["enable_expert_parallel"] = True
+        parallel["data_parallel_size"] = max(1, ep // tp)
+    if parallel:
+        out["parallel_config"] = ParallelConfig(**parallel)
+    if facts.get("deploy.lora"):
+        out["lora_config"] = LoRAConfig()
+    return out
 
 
 def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> Any:
@@ -169,10 +166,13 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
     if req.get("moe_backend"):
         kernel_kwargs["moe_backend"] = req["moe_backend"]
     before = len(capture.messages)
-    vllm_config = VllmConfig(model_config=model_config, kernel_config=KernelConfig(**kernel_kwargs))
+    vllm_config = VllmConfig(
+        model_config=model_config,
+        kernel_config=KernelConfig(**kernel_kwargs),
+        **_stated_parallelism(req.get("facts") or {}),
+    )
     if serve.get("max_num_batched_tokens"):  # `--max-num-batched-tokens N`, as the plugin reads it
         vllm_config.scheduler_config.max_num_batched_tokens = int(serve["max_num_batched_tokens"])
-    _stated_parallelism(vllm_config, req.get("facts") or {})
     warnings = [m for m in capture.messages[before:] if "auto-disabled deepgemm" in m.lower()]
     result["auto_disable_warning"] = warnings[0] if warnings else None
     quant_config = vllm_config.quant_config
