@@ -422,6 +422,29 @@ def test_a_certificate_others_may_write_is_never_believed(tmp_path: Path, monkey
     assert check(_bare_files()).reused  # this user's folder alone again: its entries are believed
 
 
+def test_a_certificates_folder_others_may_write_is_said_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """R16 of hostile round four: certificates in a folder that is not this user's alone were
+    dropped without a word. It is one warning on stderr (stdout stays the format's), the proof
+    is computed afresh, and nothing is written there."""
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    (tmp_path / "check").mkdir(mode=0o700)
+    (tmp_path / "check").chmod(0o777)
+    argv = ["check", "--format", "json", "--bare", str(BASE), str(HERE / "shadowed-rule.yaml")]
+    assert main(argv) == 0
+    out, err = capsys.readouterr()
+    assert json.loads(out)["certificate"] == "computed"
+    (line,) = err.splitlines()
+    assert line.startswith("kernelpolicy: warning: certificates in `") and f"{tmp_path / 'check'}`" in line
+    assert "neither read nor kept" in line and "not this user's alone" in line
+    assert list((tmp_path / "check").iterdir()) == []
+    (tmp_path / "check").chmod(0o700)  # this user's alone: used, and nothing said
+    assert main(argv) == 0
+    assert capsys.readouterr().err == "" and list((tmp_path / "check").glob("certificate-*.json"))
+
+
 def test_one_run_writes_annotations_and_sarif(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sarif = tmp_path / "out.sarif"
     rc = main(

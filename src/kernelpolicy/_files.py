@@ -9,6 +9,7 @@ or waited on.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import math
 import os
@@ -20,6 +21,7 @@ from typing import Any, Final
 __all__ = [
     "SURROGATE_ESCAPES",
     "ReadError",
+    "folder_refusal",
     "is_regular",
     "json_guarded",
     "output_path",
@@ -199,6 +201,16 @@ def owned_folder(folder: str | os.PathLike[str]) -> bool:
     except ReadError:
         return False
     return True
+
+
+def folder_refusal(folder: str | os.PathLike[str]) -> str | None:
+    """Why an existing *folder* is not trusted with a cache (:func:`owned_folder`), in words;
+    ``None`` when it is, or when it does not exist yet (it is created for this user alone)."""
+    try:
+        os.close(_open_owned_folder(folder))
+    except ReadError as exc:
+        return None if exc.errno == errno.ENOENT else exc.reason
+    return None
 
 
 def owned_folders(folder: str | os.PathLike[str], *names: str) -> bool:

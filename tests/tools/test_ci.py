@@ -189,7 +189,9 @@ def test_the_action_check_step_runs(tmp_path: Path) -> None:
         "KP_SARIF": str(sarif),
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
     }
-    res = subprocess.run(["bash", "-c", step["run"]], capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    res = subprocess.run(
+        ["bash", "-c", step["run"]], capture_output=True, text=True, env=env, cwd=tmp_path, check=False
+    )
     assert res.returncode == 1, res.stderr
     assert any(ln.startswith("::error file=") and "tritn" in ln for ln in res.stdout.splitlines())
     doc = json.loads(sarif.read_text(encoding="utf-8"))

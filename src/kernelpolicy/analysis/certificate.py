@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from .._files import ReadError, read_owned, write_private
+from .._files import ReadError, folder_refusal, read_owned, write_private
 from .._paths import cache_subdir
 from .._version import __version__
 from ..dsl.files import SourceError, SourceFile
@@ -49,6 +49,7 @@ __all__ = [
     "certificate_key",
     "pinned",
     "read",
+    "refusal",
     "write",
 ]
 
@@ -119,6 +120,14 @@ def certificate_key(files: Iterable[SourceFile], *, explicit: bool, subject: Seq
 def folder() -> Path:
     """Where certificates are kept: ``check`` under the cache root."""
     return cache_subdir("check")
+
+
+def refusal(where: Path | None = None) -> str | None:
+    """Why the certificates folder is neither read nor written, in one line (a folder another
+    user owns or may write: a planted certificate would hide findings); ``None`` when it is used."""
+    where = where or folder()
+    why = folder_refusal(where)
+    return None if why is None else f"certificates in `{where}` are neither read nor kept: {why}"
 
 
 def _entry(where: Path, key: str) -> Path:

@@ -42,6 +42,8 @@ class CheckReport:
     #: what the proof verified (:func:`summary`), whether it ran now or comes from a certificate
     summary: dict[str, Any] | None = None
     reused: bool = False  #: the findings and summary come from the certificate of these files
+    #: what the user should know about how the check ran (a certificates folder not trusted)
+    notes: list[str] = field(default_factory=list)
 
     @property
     def errors(self) -> list[Finding]:
@@ -85,6 +87,10 @@ def check(
     files = pinned(files)
     report = CheckReport(tuple(files))
     key = certificate_key(files, explicit=explicit, subject=subject) if coverage and cache else None
+    refused = certificate.refusal() if key is not None else None
+    if refused is not None:  # said, not silent: the proof is computed afresh and not kept
+        report.notes.append(refused)
+        key = None
     if key is not None and _reused(report, key, start):
         return report
     try:

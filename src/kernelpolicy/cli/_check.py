@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import UsageError
+from . import one_line
 from ._common import output_file, write_output
 
 __all__ = ["add_parser", "run"]
@@ -90,6 +91,8 @@ def run(args: argparse.Namespace) -> int:
     files = list(unique.values())
     report = _checked(files, named, args)
     summary: dict[str, Any] = report.summary or {}
+    for note in report.notes:  # on stderr in every format: stdout stays the format's
+        print(one_line(f"kernelpolicy: warning: {note}"), file=sys.stderr)
     if sarif_file is not None:  # whole or not at all (the old file kept); a FIFO is refused, not waited on
         write_output(
             "--sarif-file",
