@@ -75,8 +75,9 @@ class Manager:
         self._value: dict[int, Any] = {}
         self._unique: dict[tuple[int, tuple[int, ...]], int] = {}
         self._terms: dict[Any, int] = {}
-        self._memo: dict[tuple[Any, ...], int] = {}
+        self._ite: dict[tuple[int, int, int], int] = {}
         self._memo1: dict[Hashable, dict[int, int]] = {}
+        self._memo2: dict[Hashable, dict[tuple[int, int], int]] = {}
         self._first: dict[Hashable, dict[tuple[int, int, tuple[int, ...]], int]] = {}
         self.true = self.term(True)
         self.false = self.term(False)
@@ -105,7 +106,11 @@ class Manager:
         key = (level, kids)
         n = self._unique.get(key)
         if n is None:
-            n = self._unique[key] = self._new(level, key[1])
+            if len(self._level) >= self.budget:
+                raise DiagramTooLarge(self.budget, self.what)
+            n = self._unique[key] = len(self._level)
+            self._level.append(level)
+            self._kids.append(kids)
         return n
 
     def var(self, level: int, values: Sequence[Hashable]) -> int:
@@ -150,14 +155,20 @@ class Manager:
         hit = memo.get(a)
         if hit is not None:
             return hit
-        levels, kids, depth, node = self._level, self._kids, self.depth, self.node
+        levels, kids_of, depth, value = self._level, self._kids, self.depth, self._value
+        node, term = self.node, self.term
 
         def go(n: int) -> int:
-            out = memo.get(n)
-            if out is None:
-                leaf = levels[n] == depth
-                out = self.term(fn(self._value[n])) if leaf else node(levels[n], [go(k) for k in kids[n]])
-                memo[n] = out
+            # a child already known is read from the memo here, not by a call (most are)
+            if levels[n] == depth:
+                out = term(fn(value[n]))
+            else:
+                kids = []
+                for k in kids_of[n]:
+                    got = memo.get(k)
+                    kids.append(go(k) if got is None else got)
+                out = node(levels[n], kids)
+            memo[n] = out
             return out
 
         return go(a)
@@ -167,47 +178,75 @@ class Manager:
     ) -> int:
         """``fn`` of the two diagrams' terminals, cell by cell; *short* may answer without
         descending (``None``: descend)."""
-        memo = self._memo
-        key = (2, op, a, b)
-        hit = memo.get(key)
+        memo = self._memo2.get(op)
+        if memo is None:
+            memo = self._memo2[op] = {}
+        hit = memo.get((a, b))
         if hit is not None:
             return hit
-        if short is not None:
-            found = short(a, b)
+        levels, kids_of, sizes, depth, value = self._level, self._kids, self.sizes, self.depth, self._value
+        node, term = self.node, self.term
+
+        def go(a: int, b: int) -> int:
+            found = short(a, b) if short is not None else None
             if found is not None:
-                memo[key] = found
-                return found
-        la, lb = self._level[a], self._level[b]
-        if la == self.depth and lb == self.depth:
-            out = self.term(fn(self._value[a], self._value[b]))
-        else:
-            top = min(la, lb)
-            ka = self._kids[a] if la == top else (a,) * self.sizes[top]
-            kb = self._kids[b] if lb == top else (b,) * self.sizes[top]
-            out = self.node(top, [self.apply2(op, fn, x, y, short) for x, y in zip(ka, kb, strict=True)])
-        memo[key] = out
-        return out
+                out = found
+            else:
+                la, lb = levels[a], levels[b]
+                if la == depth and lb == depth:
+                    out = term(fn(value[a], value[b]))
+                else:
+                    top = la if la < lb else lb
+                    ka = kids_of[a] if la == top else (a,) * sizes[top]
+                    kb = kids_of[b] if lb == top else (b,) * sizes[top]
+                    kids = []
+                    for pair in zip(ka, kb, strict=True):
+                        got = memo.get(pair)
+                        kids.append(go(*pair) if got is None else got)
+                    out = node(top, kids)
+            memo[(a, b)] = out
+            return out
+
+        return go(a, b)
 
     def ite(self, c: int, t: int, e: int) -> int:
         """Where boolean *c* is true, *t*; elsewhere *e*."""
-        if c == self.true or t == e:
+        true, false = self.true, self.false
+        if c == true or t == e:
             return t
-        if c == self.false:
+        if c == false:
             return e
-        memo = self._memo
-        key = (3, c, t, e)
-        hit = memo.get(key)
+        if t == true and e == false:
+            return c
+        memo = self._ite
+        hit = memo.get((c, t, e))
         if hit is not None:
             return hit
-        levels = self._level
-        top = min(levels[c], levels[t], levels[e])
-        size = self.sizes[top]
-        kc = self._kids[c] if levels[c] == top else (c,) * size
-        kt = self._kids[t] if levels[t] == top else (t,) * size
-        ke = self._kids[e] if levels[e] == top else (e,) * size
-        out = self.node(top, [self.ite(x, y, z) for x, y, z in zip(kc, kt, ke, strict=True)])
-        memo[key] = out
-        return out
+        levels, kids_of, sizes, node = self._level, self._kids, self.sizes, self.node
+
+        def go(c: int, t: int, e: int) -> int:
+            lc, lt, le = levels[c], levels[t], levels[e]
+            top = min(lc, lt, le)
+            size = sizes[top]
+            kc = kids_of[c] if lc == top else (c,) * size
+            kt = kids_of[t] if lt == top else (t,) * size
+            ke = kids_of[e] if le == top else (e,) * size
+            kids = []
+            for key in zip(kc, kt, ke, strict=True):  # the cases that need no descent, answered here
+                x, y, z = key
+                if x == true or y == z:
+                    kids.append(y)
+                elif x == false:
+                    kids.append(z)
+                elif y == true and z == false:
+                    kids.append(x)
+                else:
+                    got = memo.get(key)
+                    kids.append(go(x, y, z) if got is None else got)
+            out = memo[(c, t, e)] = node(top, kids)
+            return out
+
+        return go(c, t, e)
 
     def first(
         self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable, key: Hashable
@@ -225,40 +264,46 @@ class Manager:
         sub-result, and nothing is built outside *care*.
         """
         memo: dict[tuple[int, int, tuple[int, ...]], int] = self._first.setdefault(key, {})
-        levels, depth, kids_of, sizes = self._level, self.depth, self._kids, self.sizes
+        levels, depth, kids_of, sizes, value = self._level, self.depth, self._kids, self.sizes, self._value
         false, dont = self.false, -1
         count = len(judges)
+        verdicts: dict[tuple[int, int], int] = {}  # (stage, terminal) -> its result, or dont: go on
+
+        def verdict(pos: int, x: int) -> int:
+            got = verdicts.get((pos, x))
+            if got is None:
+                v = decide(pos, value[x])
+                got = verdicts[(pos, x)] = dont if v is None else self.term(v)
+            return got
 
         def go(c: int, pos: int, nodes: tuple[int, ...]) -> int:
             if c == false:
                 return dont
             while pos < count and levels[nodes[0]] == depth:
-                got = decide(pos, self._value[nodes[0]])
-                if got is not None:
-                    return self.term(got)
+                got = verdict(pos, nodes[0])
+                if got != dont:
+                    return got
                 pos, nodes = pos + 1, nodes[1:]
             if pos == count:
                 return self.term(last)
-            held: list[int] = []
+            mine = nodes
             for k, x in enumerate(nodes):  # what can matter: up to the first judge that surely decides
-                held.append(x)
-                if levels[x] == depth and decide(pos + k, self._value[x]) is not None:
+                if levels[x] == depth and verdict(pos + k, x) != dont:
+                    mine = nodes[: k + 1]
                     break
-            mine = tuple(held)
             hit = memo.get((c, pos, mine))
             if hit is not None:
                 return hit
-            top = min(levels[c], *(levels[x] for x in mine))
-            out_kids: list[int] = []
-            for i in range(sizes[top]):
-                ci = kids_of[c][i] if levels[c] == top else c
-                out_kids.append(go(ci, pos, tuple(kids_of[x][i] if levels[x] == top else x for x in mine)))
-            known = [k for k in out_kids if k != dont]
-            if not known:
-                out = dont
-            else:
-                fill = known[0]
-                out = self.node(top, [fill if k == dont else k for k in out_kids])
+            top = levels[c]
+            for x in mine:
+                top = min(top, levels[x])
+            size = sizes[top]
+            kc = kids_of[c] if levels[c] == top else (c,) * size
+            # one tuple of the judges' children per class
+            rows = zip(*[kids_of[x] if levels[x] == top else (x,) * size for x in mine], strict=True)
+            out_kids = [go(ci, pos, row) for ci, row in zip(kc, rows, strict=True)]
+            fill = next((k for k in out_kids if k != dont), dont)
+            out = dont if fill == dont else self.node(top, [fill if k == dont else k for k in out_kids])
             memo[(c, pos, mine)] = out
             return out
 
