@@ -504,6 +504,11 @@ class Compiled:
                 total[v] = total.get(v, 0) + c
         return total
 
+    def cells(self, lits: Sequence[int], path: str) -> int:
+        """The cells of *path*'s kinds where every literal of *lits* holds (see
+        :meth:`~.mdd.Manager.meets`; one boolean diagram: its true cells)."""
+        return sum(self.m.count_all(lits, self.fixed_for(kind)) for kind in self.kinds(path))
+
     def witness(
         self, n: int, pred: Callable[[Any], bool], path: str, reach: Mapping[int, frozenset[Any]] | None = None
     ) -> dict[int, int] | None:

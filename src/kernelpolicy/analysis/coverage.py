@@ -329,36 +329,41 @@ class _Proof:
     # -- rule usage, exact
 
     def _usage(self) -> None:
+        """Each rule's usage, read off the diagrams: the questions are conjunctions of a
+        candidate's rule effects (:meth:`~.mdd.Manager.meets`), answered without building them."""
         m, c, policy = self.m, self.c, self.policy
         found: dict[str, Usage] = {}
         overlaps: dict[str, dict[str, int]] = {}
         for path in PATHS:
             o_path = self.outcome[path]
+            reach = m.reach(o_path)
             for b in policy.backends.get(path, {}):
                 rules = policy.rules_for(b, path)
                 if not rules:
                     continue
-                ahead = m.where(o_path, _ahead(b), ("ahead", b))
+                ahead = m.where(o_path, _ahead(b), ("ahead", b), reach)
                 if ahead == m.false:
                     continue
-                runs = m.AND(ahead, c.runs(path, b))
+                runs = ~c.fails(policy.backends[path][b].requires)  # its catalog requirement holds
                 effects = [c.effect(r) for r in rules]
-                alone = self._exactly_one(effects)
-                for r, eff in zip(rules, effects, strict=True):
+                for i, (r, eff) in enumerate(zip(rules, effects, strict=True)):
                     if not m.intersects(ahead, eff):
                         continue
                     u = found.get(r.id, Usage())
-                    sole = u.sole or m.intersects(m.AND(runs, alone), eff)
-                    graver = m.any_of(
-                        [e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)]
-                    )
-                    first = u.first or m.intersects(m.AND(runs, eff), m.NOT(graver))
+                    # sole: no other rule of the candidate takes effect; first: no graver one does
+                    others = [~e for j, e in enumerate(effects) if j != i]
+                    sole = u.sole or m.meets([ahead, runs, eff, *others])
+                    graver = [
+                        ~e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)
+                    ]
+                    first = u.first or m.meets([ahead, runs, eff, *graver])
                     found[r.id] = Usage(True, sole, first)
                     if not first:
                         mine = overlaps.setdefault(r.id, {})
+                        both = m.AND(ahead, eff)
                         for t, e in zip(rules, effects, strict=True):
                             if t is not r and gravity(t.severity) <= gravity(r.severity):
-                                n = c.count(m.AND(m.AND(ahead, eff), e), path).get(True, 0)
+                                n = c.cells([both, e], path)
                                 if n:
                                     mine[t.id] = mine.get(t.id, 0) + n
         for rid, u in found.items():
@@ -366,14 +371,6 @@ class _Proof:
                 by = max(sorted(overlaps[rid]), key=lambda t: overlaps[rid][t])
                 found[rid] = replace(u, by=by)
         self.cov.usage = found
-
-    def _exactly_one(self, effects: list[int]) -> int:
-        """Boolean: where exactly one of *effects* holds."""
-        m = self.m
-        none, one = m.true, m.false
-        for e in effects:
-            none, one = m.AND(none, m.NOT(e)), m.OR(m.AND(one, m.NOT(e)), m.AND(none, e))
-        return one
 
     def _prefers(self) -> None:
         m, c = self.m, self.c

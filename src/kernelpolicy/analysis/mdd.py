@@ -324,30 +324,52 @@ class Manager:
         t = self.term(value)
         return self.apply1(("eq", t), lambda v: self.term(v) == t, a)
 
-    def where(self, a: int, pred: Callable[[Any], bool], op: Hashable) -> int:
-        """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo)."""
-        return self.apply1(("where", op), lambda v: bool(pred(v)), a)
+    def where(
+        self, a: int, pred: Callable[[Any], bool], op: Hashable, reach: Mapping[int, frozenset[Any]] | None = None
+    ) -> int:
+        """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo). With
+        *reach* (:meth:`reach` of *a*) a node whose terminals all agree is answered without
+        being visited (a question about one backend of a hundred outcomes reads little)."""
+        if reach is None:
+            return self.apply1(("where", op), lambda v: bool(pred(v)), a)
+        memo = self._memo1.setdefault(("where", op), {})
+        return self._select(a, reach, lambda vs: [bool(pred(v)) for v in vs], memo)
 
     def among(self, a: int, values: frozenset[Any], reach: Mapping[int, frozenset[Any]]) -> int:
         """Boolean: where *a* gives one of *values*. *reach* is :meth:`reach` of *a*: a node
-        that reaches none of them is false without being visited (one outcome of a hundred
-        reads a small part of the diagram)."""
-        memo: dict[int, int] = {}
-        levels, kids, depth, node, t, f = self._level, self._kids, self.depth, self.node, self.true, self.false
+        that reaches none of them (or only them) is answered without being visited (one
+        outcome of a hundred reads a small part of the diagram)."""
+        return self._select(a, reach, lambda vs: [v in values for v in vs], {})
+
+    def _select(
+        self,
+        a: int,
+        reach: Mapping[int, frozenset[Any]],
+        judge: Callable[[frozenset[Any]], list[bool]],
+        memo: dict[int, int],
+    ) -> int:
+        """Boolean: where *a*'s terminal is selected; *judge* tells, for a set of terminal
+        values, which are. A set is judged once, however many nodes reach it."""
+        levels, kids_of, node, t, f = self._level, self._kids, self.node, self.true, self.false
+        judged: dict[frozenset[Any], int] = {}  # a node's terminals -> true, false, or -1: read its children
 
         def go(n: int) -> int:
-            out = memo.get(n)
+            values = reach[n]
+            out = judged.get(values)
             if out is None:
-                if reach[n].isdisjoint(values):
-                    out = f
-                elif levels[n] == depth:
-                    out = t
-                else:
-                    out = node(levels[n], [go(k) for k in kids[n]])
-                memo[n] = out
+                picked = judge(values)
+                out = judged[values] = t if all(picked) else f if not any(picked) else -1
+            if out == -1:
+                kids = []
+                for k in kids_of[n]:
+                    got = memo.get(k)
+                    kids.append(go(k) if got is None else got)
+                out = node(levels[n], kids)
+            memo[n] = out
             return out
 
-        return go(a)
+        hit = memo.get(a)
+        return go(a) if hit is None else hit
 
     def any_of(self, nodes: Sequence[int]) -> int:
         out = self.false
@@ -380,6 +402,91 @@ class Manager:
             return any(go(p, q) for p, q in zip(kx, ky, strict=True))
 
         return go(a, b)
+
+    def meets(self, lits: Sequence[int]) -> bool:
+        """Whether some cell gives every literal of *lits* its wanted value: a literal is a
+        boolean diagram's node (wanted true) or its bitwise complement ``~n`` (wanted false).
+        The diagrams are read together, depth first, and no node is made (a conjunction of
+        many rule effects, built, is mostly thrown away)."""
+        failed: set[tuple[int, ...]] = set()
+        levels, sizes = self._level, self.sizes
+
+        def go(state: tuple[int, ...]) -> bool:
+            if state in failed:
+                return False
+            top = min(levels[x if x >= 0 else ~x] for x in state)
+            for i in range(sizes[top]):
+                child = self._step(state, top, i)
+                if child is not None and (not child or go(child)):
+                    return True
+            failed.add(state)
+            return False
+
+        first = self._settle(tuple(lits))
+        return first is not None and (not first or go(first))
+
+    def count_all(self, lits: Sequence[int], fixed: Mapping[int, int] | None = None) -> int:
+        """The cells where every literal of *lits* (see :meth:`meets`) has its wanted value,
+        weighted as :meth:`count_by` counts (a level in *fixed* holds that one class), read
+        without making the conjunction's nodes."""
+        levels, depth = self._level, self.depth
+        fixed = fixed or {}
+        prefix = [1]
+        for lv in range(depth):
+            prefix.append(prefix[-1] * (1 if lv in fixed else sum(self.weights[lv])))
+        memo: dict[tuple[int, ...], int] = {}
+
+        def level(state: tuple[int, ...]) -> int:
+            return min((levels[x if x >= 0 else ~x] for x in state), default=depth)
+
+        def below(state: tuple[int, ...]) -> int:  # cells from the state's level down
+            hit = memo.get(state)
+            if hit is not None:
+                return hit
+            lv = level(state)
+            classes = [(fixed[lv], 1)] if lv in fixed else enumerate(self.weights[lv])
+            weight: dict[tuple[int, ...], int] = {}  # a child state reached by several classes is read once
+            for i, w in classes:
+                child = self._step(state, lv, i)
+                if child is not None:
+                    weight[child] = weight.get(child, 0) + w
+            out = 0
+            for child, w in weight.items():
+                under = below(child) if child else 1
+                out += w * (prefix[level(child)] // prefix[lv + 1]) * under
+            memo[state] = out
+            return out
+
+        start = self._settle(tuple(lits))
+        if start is None:
+            return 0
+        return prefix[level(start)] * (below(start) if start else 1)
+
+    def _step(self, state: tuple[int, ...], level: int, i: int) -> tuple[int, ...] | None:
+        """The literals of *state* with *level* fixed to class *i* (see :meth:`_settle`)."""
+        levels, kids_of = self._level, self._kids
+        out = []
+        for x in state:
+            if x >= 0:
+                out.append(kids_of[x][i] if levels[x] == level else x)
+            else:
+                n = ~x
+                out.append(~kids_of[n][i] if levels[n] == level else x)
+        return self._settle(tuple(out))
+
+    def _settle(self, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        """*state* less the literals a terminal satisfies; ``None`` if a terminal denies one."""
+        t, f = self.true, self.false
+        if t not in state and f not in state and ~t not in state and ~f not in state:
+            return state
+        out = []
+        for x in state:
+            if x in (t, ~f):
+                continue
+            if x in (f, ~t):
+                return None
+            out.append(x)
+        return tuple(out)
 
     # -- questions
 
