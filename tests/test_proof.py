@@ -241,5 +241,7 @@ def test_conjunctions_read_without_building_them_agree_with_brute_force() -> Non
             if not fixed or c[1] == 0
         )
         assert m.count_all(enc, fixed) == counted
+        if len(lits) == 1 and lits[0][1]:
+            assert m.count(lits[0][0], fixed) == counted == m.count_by(lits[0][0], fixed).get(True, 0)
         some = lits[0][0]
         assert m.where(some, bool, ("any", some), m.reach(some)) == some

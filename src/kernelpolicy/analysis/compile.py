@@ -507,7 +507,10 @@ class Compiled:
     def cells(self, lits: Sequence[int], path: str) -> int:
         """The cells of *path*'s kinds where every literal of *lits* holds (see
         :meth:`~.mdd.Manager.meets`; one boolean diagram: its true cells)."""
-        return sum(self.m.count_all(lits, self.fixed_for(kind)) for kind in self.kinds(path))
+        m = self.m
+        if len(lits) == 1 and lits[0] >= 0:
+            return sum(m.count(lits[0], self.fixed_for(kind)) for kind in self.kinds(path))
+        return sum(m.count_all(lits, self.fixed_for(kind)) for kind in self.kinds(path))
 
     def witness(
         self, n: int, pred: Callable[[Any], bool], path: str, reach: Mapping[int, frozenset[Any]] | None = None

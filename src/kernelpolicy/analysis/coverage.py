@@ -315,7 +315,7 @@ class _Proof:
     ) -> None:
         c = self.c
         boxes = c.boxes(where, bool, path, SHOW_BOXES)
-        cells = c.count(where, path).get(True, 0)
+        cells = c.cells([where], path)
         total = sum(self.m.count_cubes(n, bool) for n in self._by_kinds(where, path))
         cands = tuple(hit.paths[path].candidates) if hit is not None else ()
         groups = tuple(g for g, _ in boxes)

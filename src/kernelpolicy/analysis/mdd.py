@@ -457,10 +457,47 @@ class Manager:
             memo[state] = out
             return out
 
+        if len(lits) == 2 and min(lits) >= 0:
+            return self._count_both(lits[0], lits[1], prefix, fixed)
         start = self._settle(tuple(lits))
         if start is None:
             return 0
         return prefix[level(start)] * (below(start) if start else 1)
+
+    def _count_both(self, a: int, b: int, prefix: list[int], fixed: Mapping[int, int]) -> int:
+        """:meth:`count_all` of two boolean diagrams wanted true (rule usage's overlaps: most of
+        its questions), with pairs of nodes for states."""
+        levels, kids_of, sizes, t, f = self._level, self._kids, self.sizes, self.true, self.false
+        memo: dict[tuple[int, int], int] = {}
+
+        def below(x: int, y: int) -> int:  # true cells from the pair's level down
+            if f in (x, y):
+                return 0
+            if x == t and y == t:
+                return 1
+            hit = memo.get((x, y))
+            if hit is not None:
+                return hit
+            lx, ly = levels[x], levels[y]
+            lv = lx if lx < ly else ly
+            kx = kids_of[x] if lx == lv else (x,) * sizes[lv]
+            ky = kids_of[y] if ly == lv else (y,) * sizes[lv]
+            weight: dict[tuple[int, int], int] = {}  # a child pair reached by several classes is read once
+            if lv in fixed:
+                weight[(kx[fixed[lv]], ky[fixed[lv]])] = 1
+            else:
+                for w, p, q in zip(self.weights[lv], kx, ky, strict=True):
+                    if f not in (p, q):
+                        weight[(p, q)] = weight.get((p, q), 0) + w
+            out = 0
+            for (p, q), w in weight.items():
+                low = min(levels[p], levels[q])
+                out += w * (prefix[low] // prefix[lv + 1]) * below(p, q)
+            memo[(x, y)] = out
+            return out
+
+        top = min(levels[a], levels[b])
+        return prefix[top] * below(a, b)
 
     def _step(self, state: tuple[int, ...], level: int, i: int) -> tuple[int, ...] | None:
         """The literals of *state* with *level* fixed to class *i* (see :meth:`_settle`)."""
@@ -526,8 +563,39 @@ class Manager:
         return total
 
     def count(self, n: int, fixed: Mapping[int, int] | None = None) -> int:
-        """The cells where boolean *n* is true (see :meth:`count_by`)."""
-        return self.count_by(n, fixed).get(True, 0)
+        """The cells where boolean *n* is true (see :meth:`count_by`; one int per node, not a
+        count per terminal value)."""
+        levels, depth, kids_of, t, f = self._level, self.depth, self._kids, self.true, self.false
+        fixed = fixed or {}
+        prefix = [1]
+        for lv in range(depth):
+            prefix.append(prefix[-1] * (1 if lv in fixed else sum(self.weights[lv])))
+        memo: dict[int, int] = {t: 1, f: 0}
+
+        def below(m: int) -> int:  # true cells from m's level down
+            hit = memo.get(m)
+            if hit is not None:
+                return hit
+            lv = levels[m]
+            if lv == depth:  # a terminal other than true
+                return 0
+            kids = kids_of[m]
+            weight: dict[int, int] = {}  # a child reached by several classes is read once
+            if lv in fixed:
+                weight[kids[fixed[lv]]] = 1
+            else:
+                for w, k in zip(self.weights[lv], kids, strict=True):
+                    weight[k] = weight.get(k, 0) + w
+            out = 0
+            for k, w in weight.items():
+                if k != f:
+                    out += w * (prefix[levels[k]] // prefix[lv + 1]) * below(k)
+            memo[m] = out
+            return out
+
+        if levels[n] == depth:
+            return prefix[depth] if n == t else 0
+        return prefix[levels[n]] * below(n)
 
     def count_by(self, n: int, fixed: Mapping[int, int] | None = None) -> dict[Any, int]:
         """The cells of each terminal value of *n*, weighted by the classes' weights. A level
