@@ -354,7 +354,7 @@ class Compiled:
             b = rest[i - first]
             return None if v else Outcome("chosen", b, rest[: i - first], source)
 
-        return m.first(care, judges, decide, Outcome("none", None, rest, source), ("decide", path, options, order))
+        return m.first(care, judges, decide, Outcome("none", None, rest, source))
 
     # -- completed states
 

@@ -78,7 +78,6 @@ class Manager:
         self._ite: dict[tuple[int, int, int], int] = {}
         self._memo1: dict[Hashable, dict[int, int]] = {}
         self._memo2: dict[Hashable, dict[tuple[int, int], int]] = {}
-        self._first: dict[Hashable, dict[tuple[int, int, tuple[int, ...]], int]] = {}
         self.true = self.term(True)
         self.false = self.term(False)
 
@@ -248,26 +247,26 @@ class Manager:
 
         return go(c, t, e)
 
-    def first(
-        self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable, key: Hashable
-    ) -> int:
+    def first(self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable) -> int:
         """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
 
         Stage *i* reads the diagram ``judges[i]``: ``decide(i, value)`` is what the cell becomes
         when that judge gives *value*, or ``None`` to go on to the next stage; a cell no stage
         decides becomes *last*. Outside *care* (a boolean diagram) the result is left to whatever
-        keeps it small: combine it with :meth:`ite` on *care*. *key* names the sequence in the memo.
+        keeps it small: combine it with :meth:`ite` on *care*. Its memo lives for the call: a
+        sequence is judged once (one path's explicit choices and order), and its states are many.
 
         It is one top-down pass over *care* and the judges together (not a chain of if-then-elses
         over the whole domain): only the judges still pending up to the first one that surely
         decides are carried, so regions the earlier stages leave in one residual state share one
         sub-result, and nothing is built outside *care*.
         """
-        memo: dict[tuple[int, int, tuple[int, ...]], int] = self._first.setdefault(key, {})
+        memo: dict[tuple[int, int, tuple[int, ...]], int] = {}  # a state, its judges trimmed -> result
         levels, depth, kids_of, sizes, value = self._level, self.depth, self._kids, self.sizes, self._value
         false, dont = self.false, -1
         count = len(judges)
         verdicts: dict[tuple[int, int], int] = {}  # (stage, terminal) -> its result, or dont: go on
+        seen: dict[tuple[int, int, tuple[int, ...]], int] = {}
 
         def verdict(pos: int, x: int) -> int:
             got = verdicts.get((pos, x))
@@ -277,8 +276,13 @@ class Manager:
             return got
 
         def go(c: int, pos: int, nodes: tuple[int, ...]) -> int:
-            if c == false:
-                return dont
+            raw = (c, pos, nodes)  # the state as the parent passes it: most are met again
+            hit = seen.get(raw)
+            if hit is None:
+                hit = seen[raw] = dont if c == false else settle(c, pos, nodes)
+            return hit
+
+        def settle(c: int, pos: int, nodes: tuple[int, ...]) -> int:
             while pos < count and levels[nodes[0]] == depth:
                 got = verdict(pos, nodes[0])
                 if got != dont:
@@ -294,14 +298,16 @@ class Manager:
             hit = memo.get((c, pos, mine))
             if hit is not None:
                 return hit
-            top = levels[c]
-            for x in mine:
-                top = min(top, levels[x])
+            at = [levels[x] for x in mine]
+            top = min(levels[c], *at)
             size = sizes[top]
             kc = kids_of[c] if levels[c] == top else (c,) * size
             # one tuple of the judges' children per class
-            rows = zip(*[kids_of[x] if levels[x] == top else (x,) * size for x in mine], strict=True)
-            out_kids = [go(ci, pos, row) for ci, row in zip(kc, rows, strict=True)]
+            rows = zip(*[kids_of[x] if lv == top else (x,) * size for x, lv in zip(mine, at, strict=True)], strict=True)
+            out_kids = []
+            for ci, row in zip(kc, rows, strict=True):
+                known = seen.get((ci, pos, row))
+                out_kids.append(go(ci, pos, row) if known is None else known)
             fill = next((k for k in out_kids if k != dont), dont)
             out = dont if fill == dont else self.node(top, [fill if k == dont else k for k in out_kids])
             memo[(c, pos, mine)] = out
