@@ -127,11 +127,25 @@ class Coverage:
     prefer_conflicts: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: each distinct outcome's resolved witness, by path (see :attr:`results`)
     witnesses: dict[tuple[str, Outcome], Decision | ContradictionError] = field(default_factory=dict, repr=False)
-    regions: dict[str, int] = field(default_factory=dict, repr=False)  #: path -> (outcome, status) diagram
+    #: path -> its outcome paired with each cell's status for the checks, and the outcomes that
+    #: break an invariant (what :attr:`regions` is built from)
+    paired: dict[str, tuple[int, dict[Outcome, str]]] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @cached_property
+    def regions(self) -> dict[str, int]:
+        """path -> (outcome, status) diagram; built when first read (a check that does not
+        list :attr:`results` never builds it: it is as large as the pair it is made from)."""
+        c = self.compiled
+        if c is None:
+            return {}
+        return {
+            path: c.m.apply1(("status", path), partial(_status, broken), region)
+            for path, (region, broken) in self.paired.items()
+        }
 
     @cached_property
     def results(self) -> list[PathGroup]:
@@ -232,9 +246,9 @@ class _Proof:
         m, c = self.m, self.c
         o_path = self.outcome[path]
         counted, region = self._region(path)
-        hole = m.AND(counted, m.where(o_path, _no_backend, "no backend"))
+        no_backend = m.where(o_path, _no_backend, "no backend")
         mine = [u for u in self.policy.unsupported if path in u.paths]
-        used = {u.id for u in mine if m.intersects(c.by_kind(hole, path), c.holds(u.when))}
+        used = {u.id for u in mine if self._meets_hole(path, counted, no_backend, c.holds(u.when))}
         # the values the region takes (not its counts: a count per outcome per node is the
         # slow part of a diagram of a hundred outcomes)
         seen = c.values(region, path)
@@ -262,8 +276,19 @@ class _Proof:
                 if code != "no-backend":
                     broken[o] = "broken"
                 self._violation(code, path, self._where(path, region, reach, o, status), message, rules, hit)
-        self.cov.regions[path] = m.apply1(("status", path), partial(_status, broken), region)
+        self.cov.paired[path] = (region, broken)
         return used
+
+    def _meets_hole(self, path: str, counted: int, no_backend: int, here: int) -> bool:
+        """Whether *here* meets a hole of *path* (a counted cell without a backend), read
+        without building the holes. As ``intersects`` reads :meth:`~.compile.Compiled.by_kind`
+        of them: a cell of a kind the path is not decided for counts as met."""
+        m, c = self.m, self.c
+        kinds = c.kinds(path)
+        if len(kinds) == 2:
+            return m.meets([counted, no_backend, here])
+        kind = c.moe if kinds[0] == c.moe_index else ~c.moe
+        return m.meets([kind, counted, no_backend, here]) or m.meets([~kind, here])
 
     def _region(self, path: str) -> tuple[int, int]:
         """Where *path*'s checks read a cell (``counted``: a completed state, and no other
