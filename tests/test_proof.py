@@ -11,6 +11,7 @@ cells of two of its tasks.
 
 from __future__ import annotations
 
+import itertools
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -209,3 +210,38 @@ def test_kept_diagrams_are_checked_for_their_structure() -> None:
     ):
         with pytest.raises(ValueError, match=why):
             Manager([2, 3]).load(broken)
+
+
+def _random_bool(m: Manager, rng: random.Random, depth: int = 3) -> int:
+    """A random boolean diagram over *m*'s levels: random literals combined with and/or/not."""
+    n = m.true
+    for _ in range(depth):
+        lv = rng.randrange(len(m.sizes))
+        x = m.var(lv, [rng.random() < 0.5 for _ in range(m.sizes[lv])])
+        n = rng.choice([m.AND, m.OR])(n, x if rng.random() < 0.5 else m.NOT(x))
+    return n
+
+
+def test_conjunctions_read_without_building_them_agree_with_brute_force() -> None:
+    """``meets`` and ``count_all`` (rule usage's questions) against every cell, on random diagrams."""
+    rng = random.Random(7)
+    for _ in range(60):
+        sizes = [3, 2, 3, 2]
+        weights = [[rng.randint(1, 3) for _ in range(k)] for k in sizes]
+        m = Manager(sizes, weights)
+        lits = [(_random_bool(m, rng), rng.random() < 0.6) for _ in range(rng.randint(1, 4))]
+        enc = [n if want else ~n for n, want in lits]
+        fixed = {1: 0} if rng.random() < 0.5 else {}
+        cells = [dict(enumerate(cell)) for cell in itertools.product(*(range(k) for k in sizes))]
+        hits = [cell for cell in cells if all(m.evaluate(n, cell) is want for n, want in lits)]
+        assert m.meets(enc) == bool(hits)
+        counted = sum(
+            weights[0][c[0]] * weights[2][c[2]] * weights[3][c[3]] * (1 if fixed else weights[1][c[1]])
+            for c in hits
+            if not fixed or c[1] == 0
+        )
+        assert m.count_all(enc, fixed) == counted
+        if len(lits) == 1 and lits[0][1]:
+            assert m.count(lits[0][0], fixed) == counted == m.count_by(lits[0][0], fixed).get(True, 0)
+        some = lits[0][0]
+        assert m.where(some, bool, ("any", some), m.reach(some)) == some

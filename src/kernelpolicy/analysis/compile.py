@@ -354,7 +354,7 @@ class Compiled:
             b = rest[i - first]
             return None if v else Outcome("chosen", b, rest[: i - first], source)
 
-        return m.first(care, judges, decide, Outcome("none", None, rest, source), ("decide", path, options, order))
+        return m.first(care, judges, decide, Outcome("none", None, rest, source))
 
     # -- completed states
 
@@ -503,6 +503,14 @@ class Compiled:
             for v, c in self.m.count_by(n, self.fixed_for(kind)).items():
                 total[v] = total.get(v, 0) + c
         return total
+
+    def cells(self, lits: Sequence[int], path: str) -> int:
+        """The cells of *path*'s kinds where every literal of *lits* holds (see
+        :meth:`~.mdd.Manager.meets`; one boolean diagram: its true cells)."""
+        m = self.m
+        if len(lits) == 1 and lits[0] >= 0:
+            return sum(m.count(lits[0], self.fixed_for(kind)) for kind in self.kinds(path))
+        return sum(m.count_all(lits, self.fixed_for(kind)) for kind in self.kinds(path))
 
     def witness(
         self, n: int, pred: Callable[[Any], bool], path: str, reach: Mapping[int, frozenset[Any]] | None = None

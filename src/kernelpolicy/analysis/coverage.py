@@ -127,11 +127,25 @@ class Coverage:
     prefer_conflicts: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: each distinct outcome's resolved witness, by path (see :attr:`results`)
     witnesses: dict[tuple[str, Outcome], Decision | ContradictionError] = field(default_factory=dict, repr=False)
-    regions: dict[str, int] = field(default_factory=dict, repr=False)  #: path -> (outcome, status) diagram
+    #: path -> its outcome paired with each cell's status for the checks, and the outcomes that
+    #: break an invariant (what :attr:`regions` is built from)
+    paired: dict[str, tuple[int, dict[Outcome, str]]] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
         return not self.violations
+
+    @cached_property
+    def regions(self) -> dict[str, int]:
+        """path -> (outcome, status) diagram; built when first read (a check that does not
+        list :attr:`results` never builds it: it is as large as the pair it is made from)."""
+        c = self.compiled
+        if c is None:
+            return {}
+        return {
+            path: c.m.apply1(("status", path), partial(_status, broken), region)
+            for path, (region, broken) in self.paired.items()
+        }
 
     @cached_property
     def results(self) -> list[PathGroup]:
@@ -232,9 +246,9 @@ class _Proof:
         m, c = self.m, self.c
         o_path = self.outcome[path]
         counted, region = self._region(path)
-        hole = m.AND(counted, m.where(o_path, _no_backend, "no backend"))
+        no_backend = m.where(o_path, _no_backend, "no backend")
         mine = [u for u in self.policy.unsupported if path in u.paths]
-        used = {u.id for u in mine if m.intersects(c.by_kind(hole, path), c.holds(u.when))}
+        used = {u.id for u in mine if self._meets_hole(path, counted, no_backend, c.holds(u.when))}
         # the values the region takes (not its counts: a count per outcome per node is the
         # slow part of a diagram of a hundred outcomes)
         seen = c.values(region, path)
@@ -262,8 +276,19 @@ class _Proof:
                 if code != "no-backend":
                     broken[o] = "broken"
                 self._violation(code, path, self._where(path, region, reach, o, status), message, rules, hit)
-        self.cov.regions[path] = m.apply1(("status", path), partial(_status, broken), region)
+        self.cov.paired[path] = (region, broken)
         return used
+
+    def _meets_hole(self, path: str, counted: int, no_backend: int, here: int) -> bool:
+        """Whether *here* meets a hole of *path* (a counted cell without a backend), read
+        without building the holes. As ``intersects`` reads :meth:`~.compile.Compiled.by_kind`
+        of them: a cell of a kind the path is not decided for counts as met."""
+        m, c = self.m, self.c
+        kinds = c.kinds(path)
+        if len(kinds) == 2:
+            return m.meets([counted, no_backend, here])
+        kind = c.moe if kinds[0] == c.moe_index else ~c.moe
+        return m.meets([kind, counted, no_backend, here]) or m.meets([~kind, here])
 
     def _region(self, path: str) -> tuple[int, int]:
         """Where *path*'s checks read a cell (``counted``: a completed state, and no other
@@ -315,7 +340,7 @@ class _Proof:
     ) -> None:
         c = self.c
         boxes = c.boxes(where, bool, path, SHOW_BOXES)
-        cells = c.count(where, path).get(True, 0)
+        cells = c.cells([where], path)
         total = sum(self.m.count_cubes(n, bool) for n in self._by_kinds(where, path))
         cands = tuple(hit.paths[path].candidates) if hit is not None else ()
         groups = tuple(g for g, _ in boxes)
@@ -329,36 +354,41 @@ class _Proof:
     # -- rule usage, exact
 
     def _usage(self) -> None:
+        """Each rule's usage, read off the diagrams: the questions are conjunctions of a
+        candidate's rule effects (:meth:`~.mdd.Manager.meets`), answered without building them."""
         m, c, policy = self.m, self.c, self.policy
         found: dict[str, Usage] = {}
         overlaps: dict[str, dict[str, int]] = {}
         for path in PATHS:
             o_path = self.outcome[path]
+            reach = m.reach(o_path)
             for b in policy.backends.get(path, {}):
                 rules = policy.rules_for(b, path)
                 if not rules:
                     continue
-                ahead = m.where(o_path, _ahead(b), ("ahead", b))
+                ahead = m.where(o_path, _ahead(b), ("ahead", b), reach)
                 if ahead == m.false:
                     continue
-                runs = m.AND(ahead, c.runs(path, b))
+                runs = ~c.fails(policy.backends[path][b].requires)  # its catalog requirement holds
                 effects = [c.effect(r) for r in rules]
-                alone = self._exactly_one(effects)
-                for r, eff in zip(rules, effects, strict=True):
+                for i, (r, eff) in enumerate(zip(rules, effects, strict=True)):
                     if not m.intersects(ahead, eff):
                         continue
                     u = found.get(r.id, Usage())
-                    sole = u.sole or m.intersects(m.AND(runs, alone), eff)
-                    graver = m.any_of(
-                        [e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)]
-                    )
-                    first = u.first or m.intersects(m.AND(runs, eff), m.NOT(graver))
+                    # sole: no other rule of the candidate takes effect; first: no graver one does
+                    others = [~e for j, e in enumerate(effects) if j != i]
+                    sole = u.sole or m.meets([ahead, runs, eff, *others])
+                    graver = [
+                        ~e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)
+                    ]
+                    first = u.first or m.meets([ahead, runs, eff, *graver])
                     found[r.id] = Usage(True, sole, first)
                     if not first:
                         mine = overlaps.setdefault(r.id, {})
+                        both = m.AND(ahead, eff)
                         for t, e in zip(rules, effects, strict=True):
                             if t is not r and gravity(t.severity) <= gravity(r.severity):
-                                n = c.count(m.AND(m.AND(ahead, eff), e), path).get(True, 0)
+                                n = c.cells([both, e], path)
                                 if n:
                                     mine[t.id] = mine.get(t.id, 0) + n
         for rid, u in found.items():
@@ -366,14 +396,6 @@ class _Proof:
                 by = max(sorted(overlaps[rid]), key=lambda t: overlaps[rid][t])
                 found[rid] = replace(u, by=by)
         self.cov.usage = found
-
-    def _exactly_one(self, effects: list[int]) -> int:
-        """Boolean: where exactly one of *effects* holds."""
-        m = self.m
-        none, one = m.true, m.false
-        for e in effects:
-            none, one = m.AND(none, m.NOT(e)), m.OR(m.AND(one, m.NOT(e)), m.AND(none, e))
-        return one
 
     def _prefers(self) -> None:
         m, c = self.m, self.c

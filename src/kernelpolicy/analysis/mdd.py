@@ -75,9 +75,9 @@ class Manager:
         self._value: dict[int, Any] = {}
         self._unique: dict[tuple[int, tuple[int, ...]], int] = {}
         self._terms: dict[Any, int] = {}
-        self._memo: dict[tuple[Any, ...], int] = {}
+        self._ite: dict[tuple[int, int, int], int] = {}
         self._memo1: dict[Hashable, dict[int, int]] = {}
-        self._first: dict[Hashable, dict[tuple[int, int, tuple[int, ...]], int]] = {}
+        self._memo2: dict[Hashable, dict[tuple[int, int], int]] = {}
         self.true = self.term(True)
         self.false = self.term(False)
 
@@ -105,7 +105,11 @@ class Manager:
         key = (level, kids)
         n = self._unique.get(key)
         if n is None:
-            n = self._unique[key] = self._new(level, key[1])
+            if len(self._level) >= self.budget:
+                raise DiagramTooLarge(self.budget, self.what)
+            n = self._unique[key] = len(self._level)
+            self._level.append(level)
+            self._kids.append(kids)
         return n
 
     def var(self, level: int, values: Sequence[Hashable]) -> int:
@@ -150,14 +154,20 @@ class Manager:
         hit = memo.get(a)
         if hit is not None:
             return hit
-        levels, kids, depth, node = self._level, self._kids, self.depth, self.node
+        levels, kids_of, depth, value = self._level, self._kids, self.depth, self._value
+        node, term = self.node, self.term
 
         def go(n: int) -> int:
-            out = memo.get(n)
-            if out is None:
-                leaf = levels[n] == depth
-                out = self.term(fn(self._value[n])) if leaf else node(levels[n], [go(k) for k in kids[n]])
-                memo[n] = out
+            # a child already known is read from the memo here, not by a call (most are)
+            if levels[n] == depth:
+                out = term(fn(value[n]))
+            else:
+                kids = []
+                for k in kids_of[n]:
+                    got = memo.get(k)
+                    kids.append(go(k) if got is None else got)
+                out = node(levels[n], kids)
+            memo[n] = out
             return out
 
         return go(a)
@@ -167,98 +177,139 @@ class Manager:
     ) -> int:
         """``fn`` of the two diagrams' terminals, cell by cell; *short* may answer without
         descending (``None``: descend)."""
-        memo = self._memo
-        key = (2, op, a, b)
-        hit = memo.get(key)
+        memo = self._memo2.get(op)
+        if memo is None:
+            memo = self._memo2[op] = {}
+        hit = memo.get((a, b))
         if hit is not None:
             return hit
-        if short is not None:
-            found = short(a, b)
+        levels, kids_of, sizes, depth, value = self._level, self._kids, self.sizes, self.depth, self._value
+        node, term = self.node, self.term
+
+        def go(a: int, b: int) -> int:
+            found = short(a, b) if short is not None else None
             if found is not None:
-                memo[key] = found
-                return found
-        la, lb = self._level[a], self._level[b]
-        if la == self.depth and lb == self.depth:
-            out = self.term(fn(self._value[a], self._value[b]))
-        else:
-            top = min(la, lb)
-            ka = self._kids[a] if la == top else (a,) * self.sizes[top]
-            kb = self._kids[b] if lb == top else (b,) * self.sizes[top]
-            out = self.node(top, [self.apply2(op, fn, x, y, short) for x, y in zip(ka, kb, strict=True)])
-        memo[key] = out
-        return out
+                out = found
+            else:
+                la, lb = levels[a], levels[b]
+                if la == depth and lb == depth:
+                    out = term(fn(value[a], value[b]))
+                else:
+                    top = la if la < lb else lb
+                    ka = kids_of[a] if la == top else (a,) * sizes[top]
+                    kb = kids_of[b] if lb == top else (b,) * sizes[top]
+                    kids = []
+                    for pair in zip(ka, kb, strict=True):
+                        got = memo.get(pair)
+                        kids.append(go(*pair) if got is None else got)
+                    out = node(top, kids)
+            memo[(a, b)] = out
+            return out
+
+        return go(a, b)
 
     def ite(self, c: int, t: int, e: int) -> int:
         """Where boolean *c* is true, *t*; elsewhere *e*."""
-        if c == self.true or t == e:
+        true, false = self.true, self.false
+        if c == true or t == e:
             return t
-        if c == self.false:
+        if c == false:
             return e
-        memo = self._memo
-        key = (3, c, t, e)
-        hit = memo.get(key)
+        if t == true and e == false:
+            return c
+        memo = self._ite
+        hit = memo.get((c, t, e))
         if hit is not None:
             return hit
-        levels = self._level
-        top = min(levels[c], levels[t], levels[e])
-        size = self.sizes[top]
-        kc = self._kids[c] if levels[c] == top else (c,) * size
-        kt = self._kids[t] if levels[t] == top else (t,) * size
-        ke = self._kids[e] if levels[e] == top else (e,) * size
-        out = self.node(top, [self.ite(x, y, z) for x, y, z in zip(kc, kt, ke, strict=True)])
-        memo[key] = out
-        return out
+        levels, kids_of, sizes, node = self._level, self._kids, self.sizes, self.node
 
-    def first(
-        self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable, key: Hashable
-    ) -> int:
+        def go(c: int, t: int, e: int) -> int:
+            lc, lt, le = levels[c], levels[t], levels[e]
+            top = min(lc, lt, le)
+            size = sizes[top]
+            kc = kids_of[c] if lc == top else (c,) * size
+            kt = kids_of[t] if lt == top else (t,) * size
+            ke = kids_of[e] if le == top else (e,) * size
+            kids = []
+            for key in zip(kc, kt, ke, strict=True):  # the cases that need no descent, answered here
+                x, y, z = key
+                if x == true or y == z:
+                    kids.append(y)
+                elif x == false:
+                    kids.append(z)
+                elif y == true and z == false:
+                    kids.append(x)
+                else:
+                    got = memo.get(key)
+                    kids.append(go(x, y, z) if got is None else got)
+            out = memo[(c, t, e)] = node(top, kids)
+            return out
+
+        return go(c, t, e)
+
+    def first(self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable) -> int:
         """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
 
         Stage *i* reads the diagram ``judges[i]``: ``decide(i, value)`` is what the cell becomes
         when that judge gives *value*, or ``None`` to go on to the next stage; a cell no stage
         decides becomes *last*. Outside *care* (a boolean diagram) the result is left to whatever
-        keeps it small: combine it with :meth:`ite` on *care*. *key* names the sequence in the memo.
+        keeps it small: combine it with :meth:`ite` on *care*. Its memo lives for the call: a
+        sequence is judged once (one path's explicit choices and order), and its states are many.
 
         It is one top-down pass over *care* and the judges together (not a chain of if-then-elses
         over the whole domain): only the judges still pending up to the first one that surely
         decides are carried, so regions the earlier stages leave in one residual state share one
         sub-result, and nothing is built outside *care*.
         """
-        memo: dict[tuple[int, int, tuple[int, ...]], int] = self._first.setdefault(key, {})
-        levels, depth, kids_of, sizes = self._level, self.depth, self._kids, self.sizes
+        memo: dict[tuple[int, int, tuple[int, ...]], int] = {}  # a state, its judges trimmed -> result
+        levels, depth, kids_of, sizes, value = self._level, self.depth, self._kids, self.sizes, self._value
         false, dont = self.false, -1
         count = len(judges)
+        verdicts: dict[tuple[int, int], int] = {}  # (stage, terminal) -> its result, or dont: go on
+        seen: dict[tuple[int, int, tuple[int, ...]], int] = {}
+
+        def verdict(pos: int, x: int) -> int:
+            got = verdicts.get((pos, x))
+            if got is None:
+                v = decide(pos, value[x])
+                got = verdicts[(pos, x)] = dont if v is None else self.term(v)
+            return got
 
         def go(c: int, pos: int, nodes: tuple[int, ...]) -> int:
-            if c == false:
-                return dont
+            raw = (c, pos, nodes)  # the state as the parent passes it: most are met again
+            hit = seen.get(raw)
+            if hit is None:
+                hit = seen[raw] = dont if c == false else settle(c, pos, nodes)
+            return hit
+
+        def settle(c: int, pos: int, nodes: tuple[int, ...]) -> int:
             while pos < count and levels[nodes[0]] == depth:
-                got = decide(pos, self._value[nodes[0]])
-                if got is not None:
-                    return self.term(got)
+                got = verdict(pos, nodes[0])
+                if got != dont:
+                    return got
                 pos, nodes = pos + 1, nodes[1:]
             if pos == count:
                 return self.term(last)
-            held: list[int] = []
+            mine = nodes
             for k, x in enumerate(nodes):  # what can matter: up to the first judge that surely decides
-                held.append(x)
-                if levels[x] == depth and decide(pos + k, self._value[x]) is not None:
+                if levels[x] == depth and verdict(pos + k, x) != dont:
+                    mine = nodes[: k + 1]
                     break
-            mine = tuple(held)
             hit = memo.get((c, pos, mine))
             if hit is not None:
                 return hit
-            top = min(levels[c], *(levels[x] for x in mine))
-            out_kids: list[int] = []
-            for i in range(sizes[top]):
-                ci = kids_of[c][i] if levels[c] == top else c
-                out_kids.append(go(ci, pos, tuple(kids_of[x][i] if levels[x] == top else x for x in mine)))
-            known = [k for k in out_kids if k != dont]
-            if not known:
-                out = dont
-            else:
-                fill = known[0]
-                out = self.node(top, [fill if k == dont else k for k in out_kids])
+            at = [levels[x] for x in mine]
+            top = min(levels[c], *at)
+            size = sizes[top]
+            kc = kids_of[c] if levels[c] == top else (c,) * size
+            # one tuple of the judges' children per class
+            rows = zip(*[kids_of[x] if lv == top else (x,) * size for x, lv in zip(mine, at, strict=True)], strict=True)
+            out_kids = []
+            for ci, row in zip(kc, rows, strict=True):
+                known = seen.get((ci, pos, row))
+                out_kids.append(go(ci, pos, row) if known is None else known)
+            fill = next((k for k in out_kids if k != dont), dont)
+            out = dont if fill == dont else self.node(top, [fill if k == dont else k for k in out_kids])
             memo[(c, pos, mine)] = out
             return out
 
@@ -279,30 +330,52 @@ class Manager:
         t = self.term(value)
         return self.apply1(("eq", t), lambda v: self.term(v) == t, a)
 
-    def where(self, a: int, pred: Callable[[Any], bool], op: Hashable) -> int:
-        """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo)."""
-        return self.apply1(("where", op), lambda v: bool(pred(v)), a)
+    def where(
+        self, a: int, pred: Callable[[Any], bool], op: Hashable, reach: Mapping[int, frozenset[Any]] | None = None
+    ) -> int:
+        """Boolean: where *a*'s terminal satisfies *pred* (*op* names it in the memo). With
+        *reach* (:meth:`reach` of *a*) a node whose terminals all agree is answered without
+        being visited (a question about one backend of a hundred outcomes reads little)."""
+        if reach is None:
+            return self.apply1(("where", op), lambda v: bool(pred(v)), a)
+        memo = self._memo1.setdefault(("where", op), {})
+        return self._select(a, reach, lambda vs: [bool(pred(v)) for v in vs], memo)
 
     def among(self, a: int, values: frozenset[Any], reach: Mapping[int, frozenset[Any]]) -> int:
         """Boolean: where *a* gives one of *values*. *reach* is :meth:`reach` of *a*: a node
-        that reaches none of them is false without being visited (one outcome of a hundred
-        reads a small part of the diagram)."""
-        memo: dict[int, int] = {}
-        levels, kids, depth, node, t, f = self._level, self._kids, self.depth, self.node, self.true, self.false
+        that reaches none of them (or only them) is answered without being visited (one
+        outcome of a hundred reads a small part of the diagram)."""
+        return self._select(a, reach, lambda vs: [v in values for v in vs], {})
+
+    def _select(
+        self,
+        a: int,
+        reach: Mapping[int, frozenset[Any]],
+        judge: Callable[[frozenset[Any]], list[bool]],
+        memo: dict[int, int],
+    ) -> int:
+        """Boolean: where *a*'s terminal is selected; *judge* tells, for a set of terminal
+        values, which are. A set is judged once, however many nodes reach it."""
+        levels, kids_of, node, t, f = self._level, self._kids, self.node, self.true, self.false
+        judged: dict[frozenset[Any], int] = {}  # a node's terminals -> true, false, or -1: read its children
 
         def go(n: int) -> int:
-            out = memo.get(n)
+            values = reach[n]
+            out = judged.get(values)
             if out is None:
-                if reach[n].isdisjoint(values):
-                    out = f
-                elif levels[n] == depth:
-                    out = t
-                else:
-                    out = node(levels[n], [go(k) for k in kids[n]])
-                memo[n] = out
+                picked = judge(values)
+                out = judged[values] = t if all(picked) else f if not any(picked) else -1
+            if out == -1:
+                kids = []
+                for k in kids_of[n]:
+                    got = memo.get(k)
+                    kids.append(go(k) if got is None else got)
+                out = node(levels[n], kids)
+            memo[n] = out
             return out
 
-        return go(a)
+        hit = memo.get(a)
+        return go(a) if hit is None else hit
 
     def any_of(self, nodes: Sequence[int]) -> int:
         out = self.false
@@ -335,6 +408,128 @@ class Manager:
             return any(go(p, q) for p, q in zip(kx, ky, strict=True))
 
         return go(a, b)
+
+    def meets(self, lits: Sequence[int]) -> bool:
+        """Whether some cell gives every literal of *lits* its wanted value: a literal is a
+        boolean diagram's node (wanted true) or its bitwise complement ``~n`` (wanted false).
+        The diagrams are read together, depth first, and no node is made (a conjunction of
+        many rule effects, built, is mostly thrown away)."""
+        failed: set[tuple[int, ...]] = set()
+        levels, sizes = self._level, self.sizes
+
+        def go(state: tuple[int, ...]) -> bool:
+            if state in failed:
+                return False
+            top = min(levels[x if x >= 0 else ~x] for x in state)
+            for i in range(sizes[top]):
+                child = self._step(state, top, i)
+                if child is not None and (not child or go(child)):
+                    return True
+            failed.add(state)
+            return False
+
+        first = self._settle(tuple(lits))
+        return first is not None and (not first or go(first))
+
+    def count_all(self, lits: Sequence[int], fixed: Mapping[int, int] | None = None) -> int:
+        """The cells where every literal of *lits* (see :meth:`meets`) has its wanted value,
+        weighted as :meth:`count_by` counts (a level in *fixed* holds that one class), read
+        without making the conjunction's nodes."""
+        levels, depth = self._level, self.depth
+        fixed = fixed or {}
+        prefix = [1]
+        for lv in range(depth):
+            prefix.append(prefix[-1] * (1 if lv in fixed else sum(self.weights[lv])))
+        memo: dict[tuple[int, ...], int] = {}
+
+        def level(state: tuple[int, ...]) -> int:
+            return min((levels[x if x >= 0 else ~x] for x in state), default=depth)
+
+        def below(state: tuple[int, ...]) -> int:  # cells from the state's level down
+            hit = memo.get(state)
+            if hit is not None:
+                return hit
+            lv = level(state)
+            classes = [(fixed[lv], 1)] if lv in fixed else enumerate(self.weights[lv])
+            weight: dict[tuple[int, ...], int] = {}  # a child state reached by several classes is read once
+            for i, w in classes:
+                child = self._step(state, lv, i)
+                if child is not None:
+                    weight[child] = weight.get(child, 0) + w
+            out = 0
+            for child, w in weight.items():
+                under = below(child) if child else 1
+                out += w * (prefix[level(child)] // prefix[lv + 1]) * under
+            memo[state] = out
+            return out
+
+        if len(lits) == 2 and min(lits) >= 0:
+            return self._count_both(lits[0], lits[1], prefix, fixed)
+        start = self._settle(tuple(lits))
+        if start is None:
+            return 0
+        return prefix[level(start)] * (below(start) if start else 1)
+
+    def _count_both(self, a: int, b: int, prefix: list[int], fixed: Mapping[int, int]) -> int:
+        """:meth:`count_all` of two boolean diagrams wanted true (rule usage's overlaps: most of
+        its questions), with pairs of nodes for states."""
+        levels, kids_of, sizes, t, f = self._level, self._kids, self.sizes, self.true, self.false
+        memo: dict[tuple[int, int], int] = {}
+
+        def below(x: int, y: int) -> int:  # true cells from the pair's level down
+            if f in (x, y):
+                return 0
+            if x == t and y == t:
+                return 1
+            hit = memo.get((x, y))
+            if hit is not None:
+                return hit
+            lx, ly = levels[x], levels[y]
+            lv = lx if lx < ly else ly
+            kx = kids_of[x] if lx == lv else (x,) * sizes[lv]
+            ky = kids_of[y] if ly == lv else (y,) * sizes[lv]
+            weight: dict[tuple[int, int], int] = {}  # a child pair reached by several classes is read once
+            if lv in fixed:
+                weight[(kx[fixed[lv]], ky[fixed[lv]])] = 1
+            else:
+                for w, p, q in zip(self.weights[lv], kx, ky, strict=True):
+                    if f not in (p, q):
+                        weight[(p, q)] = weight.get((p, q), 0) + w
+            out = 0
+            for (p, q), w in weight.items():
+                low = min(levels[p], levels[q])
+                out += w * (prefix[low] // prefix[lv + 1]) * below(p, q)
+            memo[(x, y)] = out
+            return out
+
+        top = min(levels[a], levels[b])
+        return prefix[top] * below(a, b)
+
+    def _step(self, state: tuple[int, ...], level: int, i: int) -> tuple[int, ...] | None:
+        """The literals of *state* with *level* fixed to class *i* (see :meth:`_settle`)."""
+        levels, kids_of = self._level, self._kids
+        out = []
+        for x in state:
+            if x >= 0:
+                out.append(kids_of[x][i] if levels[x] == level else x)
+            else:
+                n = ~x
+                out.append(~kids_of[n][i] if levels[n] == level else x)
+        return self._settle(tuple(out))
+
+    def _settle(self, state: tuple[int, ...]) -> tuple[int, ...] | None:
+        """*state* less the literals a terminal satisfies; ``None`` if a terminal denies one."""
+        t, f = self.true, self.false
+        if t not in state and f not in state and ~t not in state and ~f not in state:
+            return state
+        out = []
+        for x in state:
+            if x in (t, ~f):
+                continue
+            if x in (f, ~t):
+                return None
+            out.append(x)
+        return tuple(out)
 
     # -- questions
 
@@ -374,8 +569,39 @@ class Manager:
         return total
 
     def count(self, n: int, fixed: Mapping[int, int] | None = None) -> int:
-        """The cells where boolean *n* is true (see :meth:`count_by`)."""
-        return self.count_by(n, fixed).get(True, 0)
+        """The cells where boolean *n* is true (see :meth:`count_by`; one int per node, not a
+        count per terminal value)."""
+        levels, depth, kids_of, t, f = self._level, self.depth, self._kids, self.true, self.false
+        fixed = fixed or {}
+        prefix = [1]
+        for lv in range(depth):
+            prefix.append(prefix[-1] * (1 if lv in fixed else sum(self.weights[lv])))
+        memo: dict[int, int] = {t: 1, f: 0}
+
+        def below(m: int) -> int:  # true cells from m's level down
+            hit = memo.get(m)
+            if hit is not None:
+                return hit
+            lv = levels[m]
+            if lv == depth:  # a terminal other than true
+                return 0
+            kids = kids_of[m]
+            weight: dict[int, int] = {}  # a child reached by several classes is read once
+            if lv in fixed:
+                weight[kids[fixed[lv]]] = 1
+            else:
+                for w, k in zip(self.weights[lv], kids, strict=True):
+                    weight[k] = weight.get(k, 0) + w
+            out = 0
+            for k, w in weight.items():
+                if k != f:
+                    out += w * (prefix[levels[k]] // prefix[lv + 1]) * below(k)
+            memo[m] = out
+            return out
+
+        if levels[n] == depth:
+            return prefix[depth] if n == t else 0
+        return prefix[levels[n]] * below(n)
 
     def count_by(self, n: int, fixed: Mapping[int, int] | None = None) -> dict[Any, int]:
         """The cells of each terminal value of *n*, weighted by the classes' weights. A level
