@@ -207,6 +207,20 @@ def test_an_unsupported_entry_that_refuses_decides_and_the_check_accepts_it(tmp_
     assert [f.code for f in _ops_check(tmp_path, ops.read_text())[1]] == ["unsupported-unused"]
 
 
+def test_an_unsupported_entry_that_holds_only_for_dense_models_covers_no_moe_hole(tmp_path: Path) -> None:
+    """The MoE path is decided for MoE models only: an entry whose `when` holds on dense models
+    alone covers none of its holes (the hole stays an error, the entry is unused), however the
+    diagram marks the dense model's cells of the path."""
+    dense_only = OPS_HOLE + (
+        "unsupported:\n  - id: ops-dense-only\n    when: {gpu.sm: sm121, model.is_moe: false}\n"
+        "    paths: [moe]\n    because: a dense model has no MoE layers\n"
+    )
+    _, findings = _ops_check(tmp_path, dense_only)
+    assert sorted(f.code for f in findings) == ["no-backend", "unsupported-unused"]
+    _, findings = _ops_check(tmp_path, OPS_DECLARED)
+    assert findings == []  # the same hole, covered for MoE models
+
+
 def test_the_example_fleet_policy_passes_its_own_check(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -280,15 +280,15 @@ class _Proof:
         return used
 
     def _meets_hole(self, path: str, counted: int, no_backend: int, here: int) -> bool:
-        """Whether *here* meets a hole of *path* (a counted cell without a backend), read
-        without building the holes. As ``intersects`` reads :meth:`~.compile.Compiled.by_kind`
-        of them: a cell of a kind the path is not decided for counts as met."""
+        """Whether *here* meets a hole of *path* (a counted cell without a backend) in a cell of
+        a kind *path* is decided for (a dense model's cells have no MoE hole), read without
+        building the holes."""
         m, c = self.m, self.c
         kinds = c.kinds(path)
         if len(kinds) == 2:
             return m.meets([counted, no_backend, here])
         kind = c.moe if kinds[0] == c.moe_index else ~c.moe
-        return m.meets([kind, counted, no_backend, here]) or m.meets([~kind, here])
+        return m.meets([kind, counted, no_backend, here])
 
     def _region(self, path: str) -> tuple[int, int]:
         """Where *path*'s checks read a cell (``counted``: a completed state, and no other
