@@ -49,7 +49,7 @@ def test_a_deny_moves_moe_from_triton_to_marlin(sets: tuple[Path, Path], capsys:
     old, new = sets
     assert main(["diff", "--bare", str(old), str(new)]) == 1
     text = capsys.readouterr().out
-    assert "moe: triton -> marlin in 1 cells (1 groups)\n  sm121: moe triton -> marlin (1 cells)\n" in text
+    assert "moe: triton -> marlin in 1 cell (1 group)\n  sm121: moe triton -> marlin (1 cell)\n" in text
     assert "dense" not in text  # cutlass comes before triton on dense for sm121: no change
     assert "compared 20 domain cells over 2 dimensions" in text
 

@@ -276,14 +276,14 @@ def unused_unsupported(policy: Policy, cov: Coverage) -> list[Finding]:
     ]
 
 
-def cells_said(n: int) -> str:
-    """*n* cells as an operator reads them: exact up to a million, else as a power of ten
-    (``about 10^35 cells``)."""
+def cells_said(n: int, what: str = "cell") -> str:
+    """*n* cells (or other *what*) as an operator reads them: exact up to a million, else as a
+    power of ten (``about 1.5 x 10^35 cells``)."""
     if n < 1_000_000:
-        return f"{n:,} cell" + ("" if n == 1 else "s")
+        return f"{n:,} {what}" + ("" if n == 1 else "s")
     digits = len(str(n))
     lead = n / 10 ** (digits - 1)
-    return f"about {lead:.1f} x 10^{digits - 1} cells"
+    return f"about {lead:.1f} x 10^{digits - 1} {what}s"
 
 
 def _sources(message: str) -> list[str]:

@@ -25,7 +25,7 @@ A dense model's cells have no MoE-only facts: tests on those keys read *unknown*
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, NamedTuple
 
@@ -570,23 +570,50 @@ class Compiled:
     ) -> list[tuple[Group, Any]]:
         """Disjoint groups of cells of *path*'s kinds covering where *n*'s terminal satisfies
         *pred*, each with its terminal value and exact cell count."""
-        out: list[tuple[Group, Any]] = []
+        return [(self.group(box, cells, kind), value) for box, cells, kind, value in self._cubes(n, pred, path, limit)]
+
+    def labelled(
+        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None = None
+    ) -> list[tuple[tuple[tuple[str, str], ...], int, Any]]:
+        """:meth:`boxes` as the classes each fixes, ``(dimension, label)`` in level order (the
+        model kind left out), with its cell count and terminal value: no representative cell
+        is made (``diff`` lists thousands)."""
+        out = []
+        for box, cells, kind, value in self._cubes(n, pred, path, limit):
+            pairs = tuple(
+                (self.dims[lv].name, "|".join(self.dims[lv].values[i].label for i in idx))
+                for lv, idx in sorted(box.items())
+                if lv != self.moe_level
+                and not (lv in self.moe_only and kind == self.dense_index)
+                and len(idx) < len(self.dims[lv].values)
+            )
+            out.append((pairs, cells, value))
+        return out
+
+    def _cubes(
+        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None
+    ) -> Iterator[tuple[Mapping[int, tuple[int, ...]], int, int, Any]]:
+        """The boxes of :meth:`~.mdd.Manager.cubes` over *path*'s kinds: each box, its exact
+        cell count, its model kind and its terminal value; at most *limit* of them."""
+        shown = 0
+        full = [sum(ws) for ws in self.m.weights]
         for kind in self.kinds(path):
             fixed = self.fixed_for(kind)
+            every = 1  # the kind's cells: every level's size (one for a level it lacks)
+            for lv, size in enumerate(full):
+                every *= 1 if lv in fixed else size
             region = self.m.ite(self._kind(kind), n, self.m.term(_NOWHERE))
             for box, value in self.m.cubes(region, lambda v: v is not _NOWHERE and pred(v), limit):
-                # cells: the box's classes' weights, every other level's size (one for a level it lacks)
-                cells = 1
-                for lv in range(self.m.depth):
-                    if lv in fixed:
-                        continue
-                    idx = box.get(lv)
-                    ws = self.m.weights[lv]
-                    cells *= sum(ws) if idx is None else sum(ws[i] for i in idx)
-                out.append((self.group(box, cells, kind), value))
-                if limit is not None and len(out) >= limit:
-                    return out
-        return out
+                # cells: the box's classes' weights in place of the sizes of the levels it fixes
+                cells = every
+                for lv, idx in box.items():
+                    if lv not in fixed:
+                        ws = self.m.weights[lv]
+                        cells = cells // full[lv] * sum(ws[i] for i in idx)
+                yield box, cells, kind, value
+                shown += 1
+                if limit is not None and shown >= limit:
+                    return
 
 
 class _Nowhere:

@@ -134,15 +134,13 @@ def _core(policy: Policy) -> Policy:
 def _listed(c: Compiled, change: int, path: str, pair: tuple[Any, Any], report: DiffReport) -> list[Change]:
     """The boxes of cells of *change* whose ``(old, new)`` is *pair*, one :class:`Change` each
     (boxes alike but for the model kind, merged)."""
-    order = [d.name for d in c.dims]
     merged: dict[tuple[tuple[str, str], ...], int] = {}
-    boxes = c.boxes(change, lambda v: v == pair, path, MAX_BOXES)
+    boxes = c.labelled(change, lambda v: v == pair, path, MAX_BOXES)
     if len(boxes) == MAX_BOXES:
         whole = c.m.ite(c.m.eq(change, pair), c.m.true, c.m.false)
         report.unlisted += c.m.count_cubes(c.by_kind(whole, path), lambda v: v is True) - MAX_BOXES
-    for group, _ in boxes:
-        pairs = tuple((n, group.fixed[n].label) for n in order if n in group.fixed and n != "model.is_moe")
-        merged[pairs] = merged.get(pairs, 0) + group.weight
+    for pairs, cells, _ in boxes:
+        merged[pairs] = merged.get(pairs, 0) + cells
     old, new = pair
     return [Change(path, old, new, _label(pairs), cells, pairs) for pairs, cells in merged.items()]
 

@@ -80,18 +80,21 @@ def run(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
+        from ..analysis.checking import cells_said
+
         for (path, o, n), items in grouped.items():
             total = sum(c.cells for c in items)
-            sys.stdout.write(f"{path}: {o or 'none'} -> {n or 'none'} in {total:,} cells ({len(items)} groups)\n")
+            groups = cells_said(len(items), "group")
+            sys.stdout.write(f"{path}: {o or 'none'} -> {n or 'none'} in {cells_said(total)} ({groups})\n")
             shown = items if args.all else items[:_SHOW]
             for c in shown:
-                sys.stdout.write(f"  {c.label}: {path} {o or 'none'} -> {n or 'none'} ({c.cells:,} cells)\n")
+                sys.stdout.write(f"  {c.label}: {path} {o or 'none'} -> {n or 'none'} ({cells_said(c.cells)})\n")
             if len(items) > len(shown):
                 sys.stdout.write(f"  ... and {len(items) - len(shown)} more groups (--all lists them)\n")
         changed = sum(c.cells for c in report.changes)
         sys.stdout.write(
-            f"compared {report.cells:,} domain cells over {report.dimensions} dimensions in "
+            f"compared {cells_said(report.cells, 'domain cell')} over {report.dimensions} dimensions in "
             f"{report.seconds:.2f} s ({report.nodes:,} decision-diagram nodes): "
-            f"{changed:,} path decisions change\n"
+            f"{cells_said(changed, 'path decision')} change\n"
         )
     return 1 if report.changes else 0
