@@ -91,7 +91,7 @@ class Client:
     def notify(self, method: str, params: Any) -> None:
         self._send({"method": method, "params": params})
 
-    def diagnostics(self, uri: str, *, version: int, timeout: float = 30) -> list[dict[str, Any]]:
+    def diagnostics(self, uri: str, *, version: int, timeout: float = 90) -> list[dict[str, Any]]:
         """The diagnostics the server publishes for *uri* at *version* (waits for them)."""
         deadline = time.monotonic() + timeout
         while True:

@@ -29,9 +29,11 @@ def run(args: argparse.Namespace) -> int:
         import lsprotocol  # noqa: F401
         import pygls  # noqa: F401
     except ModuleNotFoundError as exc:
-        raise UsageError(
-            f"`kernelpolicy lsp` needs `{exc.name}`: install the `lsp` extra (`pip install 'kernelpolicy[lsp]'`)"
-        ) from None
+        from .._install import install_command
+
+        # from where this copy was installed: kernelpolicy is not on the package index
+        command, _, _comment = install_command("lsp").partition("  # ")
+        raise UsageError(f"`kernelpolicy lsp` needs `{exc.name}`: install the `lsp` extra (`{command}`)") from None
     from ..lsp.server import serve
 
     return serve()

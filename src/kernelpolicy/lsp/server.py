@@ -1,7 +1,8 @@
 """``kernelpolicy lsp``: the language server over stdio (pygls), for rule, policy and case files.
 
 The protocol side only: what is said about a text comes from :mod:`.workspace`. Diagnostics are
-debounced (:data:`DEBOUNCE_S` after the last change), computed off the event loop one at a time,
+debounced (YAML and schema errors :data:`FAST_S` after the last change, the whole check with the
+proof :data:`DEBOUNCE_S` after it), computed off the event loop one at a time,
 and published only when the text they were computed for is still the newest version of the
 document (a slow proof of an old version never overwrites a newer result).
 """
@@ -22,10 +23,12 @@ from pygls.uris import to_fs_path
 from .._version import __version__
 from . import workspace as ws
 
-__all__ = ["DEBOUNCE_S", "build", "serve"]
+__all__ = ["DEBOUNCE_S", "FAST_S", "build", "serve"]
 
-#: How long after the last change the diagnostics are computed.
+#: How long after the last change the whole check (with the proof) runs.
 DEBOUNCE_S = 0.3
+#: How long after the last change the file's YAML and schema errors are looked for.
+FAST_S = 0.05
 _LANGUAGES = ("yaml",)
 _SEVERITY = {"error": lsp.DiagnosticSeverity.Error, "warning": lsp.DiagnosticSeverity.Warning}
 
@@ -67,19 +70,39 @@ def _diagnostic(d: ws.Diag) -> lsp.Diagnostic:
     )
 
 
-async def _diagnose_later(server: _Server, uri: str, version: int | None, delay: float) -> None:
-    await asyncio.sleep(delay)
-    doc = server.workspace.get_text_document(uri)
-    text, path, opened = doc.source, _path(uri), server.opened(but=uri)
+async def _checked(server: _Server, uri: str, version: int | None, coverage: bool) -> list[ws.Diag] | None:
+    """The diagnostics of *uri* as it is now (``None``: it is no longer at *version*)."""
+    current = server.workspace.text_documents.get(uri)
+    if current is None or current.version != version:
+        return None
+    text, path, opened = current.source, _path(uri), server.opened(but=uri)
     loop = asyncio.get_running_loop()
     try:
-        found = await loop.run_in_executor(server.pool, lambda: ws.diagnose(text, path, opened=opened))
+        found = await loop.run_in_executor(
+            server.pool, lambda: ws.diagnose(text, path, coverage=coverage, opened=opened)
+        )
     except Exception as exc:  # a bug of the check: said on the file, never a dead server
         found = [ws.Diag(0, 0, 0, 0, "error", f"internal error: {exc.__class__.__name__}: {exc}", "internal")]
     current = server.workspace.text_documents.get(uri)
     if current is None or current.version != version:
-        return  # the text changed (or closed) meanwhile: a newer run publishes
-    server.publish_diagnostics(uri, [_diagnostic(d) for d in found], version=version)
+        return None  # the text changed (or closed) meanwhile: a newer run publishes
+    return found
+
+
+async def _diagnose_later(server: _Server, uri: str, version: int | None, delay: float) -> None:
+    """After :data:`FAST_S`, the file's YAML and schema errors (tens of milliseconds); where it
+    has none, after *delay*, the whole check with the proof."""
+    await asyncio.sleep(min(delay, FAST_S))
+    found = await _checked(server, uri, version, coverage=False)
+    if found is None:
+        return
+    if any(d.severity == "error" for d in found):  # nothing to prove until the file loads
+        server.publish_diagnostics(uri, [_diagnostic(d) for d in found], version=version)
+        return
+    await asyncio.sleep(max(delay - FAST_S, 0))
+    found = await _checked(server, uri, version, coverage=True)
+    if found is not None:
+        server.publish_diagnostics(uri, [_diagnostic(d) for d in found], version=version)
 
 
 def _schedule(server: _Server, uri: str, delay: float = DEBOUNCE_S) -> None:
