@@ -201,3 +201,16 @@ def test_shutdown_and_exit_end_the_server(tmp_path: Path) -> None:
     client.request("initialize", {"processId": None, "rootUri": None, "capabilities": {}}, timeout=30)
     client.notify("initialized", {})
     assert client.close() == 0
+
+
+def test_formatting_gives_the_text_fmt_writes(server: Client, tmp_path: Path) -> None:
+    messy = "rules:\n- when: {gpu.sm: sm90}\n  id: x\n  deny: marlin\n  severity: perf\n  because: b\n  refs: [a#1]\n"
+    uri = server.open(tmp_path / "messy.yaml", messy)
+    params = {"textDocument": {"uri": uri}, "options": {"tabSize": 2, "insertSpaces": True}}
+    [edit] = server.request("textDocument/formatting", params)
+    assert edit["range"]["start"] == {"line": 0, "character": 0}
+    assert edit["newText"].splitlines()[:3] == ["rules:", "  - id: x", "    when: {gpu.sm: sm90}"]
+    server.change(uri, edit["newText"], version=2)
+    assert server.request("textDocument/formatting", params) == []  # already as fmt writes it
+    server.change(uri, "rules: [\n", version=3)
+    assert server.request("textDocument/formatting", params) is None  # not YAML yet: nothing to do

@@ -151,3 +151,22 @@ def test_without_pygls_the_command_says_which_extra_and_exits_2(
     command = install_command("lsp")  # from this checkout: kernelpolicy is not on the package index
     assert command.startswith("pip install ") and "[lsp]" in command
     assert err == f"kernelpolicy: error: `kernelpolicy lsp` needs `pygls`: install the `lsp` extra (`{command}`)\n"
+
+
+def test_a_yaml_file_that_is_not_kernelpolicys_gets_no_diagnostics(tmp_path: Path) -> None:
+    """Editors send every YAML file to the server: a CI workflow is not a rule file with errors."""
+    workflow = "on: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n"
+    assert ws.diagnose(workflow, tmp_path / "ci.yaml") == []
+    assert ws.diagnose("jobs: {test: [\n", tmp_path / "ci.yaml") == []
+    # ours by its keys, by its schema line, or by where it is
+    assert ws.diagnose("rules:\n  - id: x\n  when: [\n", tmp_path / "mine.yaml") != []
+    assert ws.diagnose("# yaml-language-server: $schema=schemas/rules.schema.json\nfoo: [\n", tmp_path / "a.yaml") != []
+    assert ws.is_ours("foo: 1\n", shipped_rules_dir() / "new.yaml")
+
+
+def test_formatted_is_fmts_text_or_none(tmp_path: Path) -> None:
+    text = "rules:\n- when: {gpu.sm: sm90}\n  id: x\n  deny: marlin\n"
+    assert ws.formatted(text, tmp_path / "x.yaml") == "rules:\n  - id: x\n    when: {gpu.sm: sm90}\n    deny: marlin\n"
+    assert ws.formatted("rules: [\n", tmp_path / "x.yaml") is None
+    assert ws.formatted("on: [push]\n", tmp_path / "ci.yaml") is None  # not ours
+    assert ws.formatted("given: {gpu: sm90}\nexpect: {moe: triton}\n", tmp_path / "case.yaml") is None

@@ -173,6 +173,15 @@ def _build() -> _Server:
         pos = lsp.Position(where.line, where.column)
         return lsp.Location(uri=where.path.as_uri(), range=lsp.Range(pos, pos))
 
+    @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
+    def on_formatting(ls: _Server, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
+        doc = ls.workspace.get_text_document(params.text_document.uri)
+        new = ws.formatted(doc.source, _path(params.text_document.uri))
+        if new is None or new == doc.source:
+            return None if new is None else []
+        end = lsp.Position(len(doc.lines), 0)  # the whole text, replaced
+        return [lsp.TextEdit(range=lsp.Range(lsp.Position(0, 0), end), new_text=new)]
+
     @server.feature(lsp.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
     def on_symbols(ls: _Server, params: lsp.DocumentSymbolParams) -> list[lsp.DocumentSymbol]:
         doc = ls.workspace.get_text_document(params.text_document.uri)

@@ -30,7 +30,9 @@ __all__ = [
     "completions",
     "definition",
     "diagnose",
+    "formatted",
     "hover",
+    "is_ours",
     "symbols",
     "word_at",
 ]
@@ -130,16 +132,33 @@ def _is_case(data: Any) -> bool:
     return isinstance(data, dict) and ("given" in data or "expect" in data) and "rules" not in data
 
 
+#: A top-level key of a rule or policy file (the schema's ``RuleFileSpec``) or of a case file.
+_OUR_KEYS = re.compile(r"^(?:backends|order|rules|implies|unsupported|models|gpus|engine|given|expect)\s*:", re.M)
+
+
+def is_ours(text: str, path: Path) -> bool:
+    """Whether *text* is a rule, policy or case file: one of their top-level keys, the rule
+    schema's ``$schema`` line, or a file under ``rules/`` or ``policy/``. An editor sends every
+    YAML file; a CI workflow or a Kubernetes manifest gets no diagnostics from here."""
+    if _OUR_KEYS.search(text) or "rules.schema.json" in text:
+        return True
+    target = _resolved(path)
+    return any(target.is_relative_to(_resolved(d)) for d in (shipped_rules_dir(), default_policy_dir()))
+
+
 def diagnose(text: str, path: Path, *, coverage: bool = True, opened: Mapping[Path, str] | None = None) -> list[Diag]:
     """The diagnostics of *text*, the buffer of the file *path*.
 
-    A YAML syntax error is reported at once; otherwise the buffer is checked as ``kernelpolicy
+    Nothing for a YAML file that is none of kernelpolicy's (:func:`is_ours`). A YAML syntax
+    error is reported at once; otherwise the buffer is checked as ``kernelpolicy
     check FILE`` checks it (with the proof unless *coverage* is false). *opened* maps the paths
     of other open buffers to their text: those among the loaded files are checked as typed.
     """
     from ..analysis.checking import check
     from ..dsl._source import PinnedSource
 
+    if not is_ours(text, path):
+        return []
     try:
         loc = load_located(text, str(path))
     except YamlError as exc:
@@ -173,6 +192,27 @@ def diagnose(text: str, path: Path, *, coverage: bool = True, opened: Mapping[Pa
 def _from_diagnostic(d: Any) -> Diag:
     line, col = max(d.line - 1, 0), max(d.column - 1, 0)
     return Diag(line, col, line, col + max(d.span, 1), d.level, d.message, d.code, d.rule)
+
+
+def formatted(text: str, path: Path) -> str | None:
+    """*text* as ``kernelpolicy fmt`` writes it; ``None`` where it cannot (not one of our
+    files, not YAML yet, no ``fmt`` extra, or a comment fmt cannot keep)."""
+    from ..errors import KernelPolicyError
+    from ..tools.fmt import FormatError, format_text
+
+    if not is_ours(text, path) or _is_case_text(text):
+        return None
+    try:
+        return format_text(text, file=path)
+    except (FormatError, KernelPolicyError):
+        return None
+
+
+def _is_case_text(text: str) -> bool:
+    try:
+        return _is_case(load_located(text, "buffer").data)
+    except YamlError:
+        return False
 
 
 # --- the index: what hover, completion and definition know -------------------------------------
