@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._paths import default_policy_dir, shipped_rules_dir
-from ..dsl.files import Located, SourceFile, YamlError, load_located
+from ..dsl.files import Located, PinnedSource, SourceFile, YamlError, load_located
 
 __all__ = [
     "Completion",
@@ -155,7 +155,6 @@ def diagnose(text: str, path: Path, *, coverage: bool = True, opened: Mapping[Pa
     of other open buffers to their text: those among the loaded files are checked as typed.
     """
     from ..analysis.checking import check
-    from ..dsl._source import PinnedSource
 
     if not is_ours(text, path):
         return []
