@@ -99,12 +99,20 @@ def test_hover_on_a_rule_of_the_buffer_and_on_nothing(index: ws.Index) -> None:
         ("rules:\n  - id: a\n    when:\n      gpu.family: ", 3, 18, "value", "sm100"),
         ("    deny: ", 0, 10, "backend", "deep_gemm"),
         ("    prefer: [triton, ", 0, 22, "backend", "marlin"),
+        ("    overrides: [", 0, 16, "rule", "marlin-ptx-jit-driver-older-than-toolkit"),
     ],
 )
 def test_completion_by_context(index: ws.Index, text: str, line: int, column: int, kind: str, expected: str) -> None:
     got = ws.completions(text, line, column, index)
     assert {c.kind for c in got} == {kind}
     assert expected in [c.label for c in got]
+
+
+def test_overrides_completes_crash_rules_only(index: ws.Index) -> None:
+    got = {c.label for c in ws.completions("    overrides: [", 0, 16, index)}
+    assert "marlin-ptx-jit-driver-older-than-toolkit" in got  # severity: crash
+    assert "marlin-nvfp4-gpt_oss-topk-weights" not in got  # severity: accuracy: a `use` wins over it unnamed
+    assert "catalog.moe.marlin" in got  # a catalog requirement is overridden by name too
 
 
 def test_no_completion_outside_conditions_and_effects(index: ws.Index) -> None:

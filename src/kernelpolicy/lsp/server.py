@@ -155,6 +155,7 @@ def _build() -> _Server:
             "fact": lsp.CompletionItemKind.Property,
             "backend": lsp.CompletionItemKind.EnumMember,
             "value": lsp.CompletionItemKind.Value,
+            "rule": lsp.CompletionItemKind.Reference,
         }
         items = [
             lsp.CompletionItem(label=c.label, kind=kinds[c.kind], detail=c.detail)

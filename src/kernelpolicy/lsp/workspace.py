@@ -79,7 +79,7 @@ class Location:
 @dataclass(frozen=True)
 class Completion:
     label: str
-    kind: Literal["fact", "backend", "value"]
+    kind: Literal["fact", "backend", "value", "rule"]
     detail: str
 
 
@@ -337,6 +337,7 @@ def _entries(loc: Located) -> list[dict[str, Any]]:
 
 _FLOW_CONDITION = re.compile(r"^\s*(?:-\s+)?(" + "|".join(_CONDITIONS) + r"):\s*\{(?P<inside>[^}]*)$")
 _BACKEND_LINE = re.compile(r"^\s*(?:-\s+)?(" + "|".join(_BACKEND_KEYS) + r"):\s*\[?[^\]]*$")
+_RULE_LINE = re.compile(r"^\s*(?:-\s+)?overrides:\s*\[?[^\]]*$")
 _BLOCK_KEY = re.compile(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.\-]*)$")
 _OPENER = re.compile(r"^(?P<indent>\s*)(?:-\s+)?(?P<key>[A-Za-z_]+):\s*(?:#.*)?$")
 
@@ -355,6 +356,8 @@ def _context(text: str, line: int, column: int) -> tuple[str, str | None]:
         return "fact", None
     if _BACKEND_LINE.match(before):
         return "backend", None
+    if _RULE_LINE.match(before):
+        return "rule", None
     block = re.match(r"^(?P<indent>\s*)(?P<key>[A-Za-z0-9_.\-]+):\s*(?P<value>\S*)$", before)
     bare = _BLOCK_KEY.match(before)
     found = block or bare
@@ -378,7 +381,8 @@ def _context(text: str, line: int, column: int) -> tuple[str, str | None]:
 
 def completions(text: str, line: int, column: int, index: Index) -> list[Completion]:
     """What may be typed at the cursor: fact keys inside a condition, a fact's values after its
-    key, backend ids after ``deny``/``prefer``/``use``/``backend``; nothing elsewhere."""
+    key, backend ids after ``deny``/``prefer``/``use``/``backend``, the crash rules' and
+    catalog requirements' ids after ``overrides`` (only those need naming to be overridden); nothing elsewhere."""
     from ..facts.keys import FACT_KEYS, lookup_key
 
     what, key = _context(text, line, column)
@@ -387,6 +391,16 @@ def completions(text: str, line: int, column: int, index: Index) -> list[Complet
     if what == "value" and key is not None:
         fact = lookup_key(key)
         return [Completion(v, "value", f"a value of `{key}`") for v in (fact.domain if fact else ())]
+    if what == "rule":
+        return [
+            Completion(r.id, "rule", f"{r.kind} {', '.join(r.backends)}: {r.because}")
+            for r in sorted(index.rules.values(), key=lambda r: r.id)
+            if r.severity == "crash"
+        ] + [
+            Completion(b.rule_id, "rule", f"the catalog's requirement of `{b.id}` on `{b.path}`")
+            for entries in index.backends.values()
+            for b in entries
+        ]
     if what == "backend":
         return [
             Completion(b, "backend", "backend on " + ", ".join(sorted({e.path for e in entries})))
