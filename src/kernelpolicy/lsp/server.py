@@ -124,6 +124,8 @@ def _build() -> _Server:
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: _Server, params: lsp.DidOpenTextDocumentParams) -> None:
         _schedule(ls, params.text_document.uri, delay=0)
+        if ls._index is None:  # the tables hover and completion read: loaded off the event loop
+            asyncio.get_running_loop().run_in_executor(ls.pool, lambda: ls.index)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     async def did_change(ls: _Server, params: lsp.DidChangeTextDocumentParams) -> None:
