@@ -92,6 +92,8 @@ async def _checked(server: _Server, uri: str, version: int | None, coverage: boo
 async def _diagnose_later(server: _Server, uri: str, version: int | None, delay: float) -> None:
     """After :data:`FAST_S`, the file's YAML and schema errors (tens of milliseconds); where it
     has none, after *delay*, the whole check with the proof."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     await asyncio.sleep(min(delay, FAST_S))
     found = await _checked(server, uri, version, coverage=False)
     if found is None:
@@ -99,7 +101,7 @@ async def _diagnose_later(server: _Server, uri: str, version: int | None, delay:
     if any(d.severity == "error" for d in found):  # nothing to prove until the file loads
         server.publish_diagnostics(uri, [_diagnostic(d) for d in found], version=version)
         return
-    await asyncio.sleep(max(delay - FAST_S, 0))
+    await asyncio.sleep(max(start + delay - loop.time(), 0))  # the proof: *delay* after the change
     found = await _checked(server, uri, version, coverage=True)
     if found is not None:
         server.publish_diagnostics(uri, [_diagnostic(d) for d in found], version=version)
