@@ -74,6 +74,18 @@ def test_a_case_file_is_checked_for_its_shape(tmp_path: Path) -> None:
     assert ws.diagnose("name: x\ngiven: {gpu: sm90}\nexpect: {moe: triton}\n", tmp_path / "case.yaml") == []
 
 
+def test_a_saved_case_file_is_run_as_kernelpolicy_test_runs_it(tmp_path: Path) -> None:
+    case = "name: moe on h100\ngiven: {{gpu: sm90, model: deepseek-ai/DeepSeek-V3}}\nexpect:\n  moe: {expected}\n"
+    path = tmp_path / "case.yaml"
+    failing = case.format(expected="no_such_backend")
+    path.write_text(failing)
+    [d] = ws.diagnose(failing, path)
+    assert (d.code, d.line) == ("case", 2)
+    assert d.message.startswith("case `moe on h100`: ") and "no_such_backend" in d.message
+    edited = case.format(expected="still_typing")  # not saved: its shape only
+    assert ws.diagnose(edited, path) == []
+
+
 def test_hover_on_a_fact_key_says_its_values(index: ws.Index) -> None:
     text = RULE.format(key="")
     said = ws.hover(text, 3, 8, index)

@@ -7,7 +7,7 @@ that into LSP messages. Diagnostics come from the same code as ``kernelpolicy ch
 is loaded, from memory, as an operator file on top of the shipped tables, the default policy and
 the files ``$KERNELPOLICY_POLICY`` names (a buffer of one of those files takes its place), and the
 proof's findings about it are placed at the rule they are about. A case file (``given`` and
-``expect``) is checked for its shape only.
+``expect``) is checked for its shape, and, as saved, run as ``kernelpolicy test`` runs it.
 """
 
 from __future__ import annotations
@@ -118,14 +118,27 @@ def _resolved(path: Path) -> Path:
         return path.absolute()
 
 
-def _case_diags(loc: Located) -> list[Diag]:
-    from ..analysis.cases import case_problem
+def _case_diags(loc: Located, text: str, path: Path) -> list[Diag]:
+    """A case file's shape; when the buffer is the file as saved, what ``kernelpolicy test``
+    says of it too (its policy files are named relative to where it is saved), at ``expect``."""
+    from ..analysis.cases import case_problem, run_case
 
     problem = case_problem(loc.data)
-    if problem is None:
+    if problem is not None:
+        line, col, width = loc.where(())
+        return [Diag(line - 1, col - 1, line - 1, col - 1 + width, "error", problem, "case")]
+    try:
+        saved = path.is_file() and path.read_text(encoding="utf-8") == text
+    except (OSError, UnicodeDecodeError):
+        saved = False
+    if not saved:
         return []
-    line, col, width = loc.where(())
-    return [Diag(line - 1, col - 1, line - 1, col - 1 + width, "error", problem, "case")]
+    result = run_case(path)
+    line, col, width = loc.where(("expect",), key=True)
+    at = (line - 1, col - 1, line - 1, col - 1 + width)
+    return [Diag(*at, "error", f"case `{result.name}`: {why}", "case") for why in result.failures] + (
+        [Diag(*at, "error", result.error, "case")] if result.error else []
+    )
 
 
 def _is_case(data: Any) -> bool:
@@ -163,7 +176,7 @@ def diagnose(text: str, path: Path, *, coverage: bool = True, opened: Mapping[Pa
     except YamlError as exc:
         return [_from_diagnostic(exc.diagnostic)]
     if _is_case(loc.data):
-        return _case_diags(loc)
+        return _case_diags(loc, text, path)
     base, same = _base_files(path)
     display = same.display if same is not None else str(path)
     layer = same.layer if same is not None else "policy"
