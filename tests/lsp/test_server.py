@@ -214,3 +214,25 @@ def test_formatting_gives_the_text_fmt_writes(server: Client, tmp_path: Path) ->
     assert server.request("textDocument/formatting", params) == []  # already as fmt writes it
     server.change(uri, "rules: [\n", version=3)
     assert server.request("textDocument/formatting", params) is None  # not YAML yet: nothing to do
+
+
+def test_references_of_a_rule_id(server: Client, tmp_path: Path) -> None:
+    crash = "marlin-ptx-jit-driver-older-than-toolkit"
+    text = (
+        f"rules:\n  - id: mine\n    when: {{gpu.sm: sm90}}\n    use: marlin\n    because: b\n    overrides: [{crash}]\n"
+    )
+    uri = server.open(tmp_path / "refs.yaml", text)
+    found = server.request(
+        "textDocument/references",
+        {
+            "textDocument": {"uri": uri},
+            "position": {"line": 5, "character": 20},
+            "context": {"includeDeclaration": True},
+        },
+    )
+    where = {(f["uri"], f["range"]["start"]["line"]) for f in found}
+    assert (uri, 5) in where
+    shipped = shipped_rules_dir() / "known" / "marlin.yaml"
+    line = next(n for n, t in enumerate(shipped.read_text().splitlines()) if f"id: {crash}" in t)
+    assert (shipped.as_uri(), line) in where
+    assert all(f["range"]["end"]["character"] - f["range"]["start"]["character"] == len(crash) for f in found)

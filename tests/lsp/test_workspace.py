@@ -190,3 +190,19 @@ def test_formatted_is_fmts_text_or_none(tmp_path: Path) -> None:
     assert ws.formatted("rules: [\n", tmp_path / "x.yaml") is None
     assert ws.formatted("on: [push]\n", tmp_path / "ci.yaml") is None  # not ours
     assert ws.formatted("given: {gpu: sm90}\nexpect: {moe: triton}\n", tmp_path / "case.yaml") is None
+
+
+def test_references_of_a_rule_id_in_the_buffer_open_files_and_the_tables(index: ws.Index, tmp_path: Path) -> None:
+    crash = "marlin-ptx-jit-driver-older-than-toolkit"
+    text = f"rules:\n  - id: mine\n    use: marlin\n    overrides: [{crash}]\n"
+    other = tmp_path / "other.yaml"
+    found = ws.references(text, 3, 20, tmp_path / "mine.yaml", index, {other: f"# see {crash}\n"})
+    shipped = shipped_rules_dir() / "known" / "marlin.yaml"
+    assert ws.Location(tmp_path / "mine.yaml", 3, 16) in found
+    assert ws.Location(other, 0, 6) in found
+    assert [f for f in found if f.path == shipped] == [
+        ws.Location(shipped, n, line.index(crash))
+        for n, line in enumerate(shipped.read_text().splitlines())
+        if crash in line
+    ]
+    assert ws.references(text, 2, 10, tmp_path / "mine.yaml", index) == []  # `marlin`: a backend

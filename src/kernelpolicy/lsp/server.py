@@ -178,6 +178,19 @@ def _build() -> _Server:
         pos = lsp.Position(where.line, where.column)
         return lsp.Location(uri=where.path.as_uri(), range=lsp.Range(pos, pos))
 
+    @server.feature(lsp.TEXT_DOCUMENT_REFERENCES)
+    def on_references(ls: _Server, params: lsp.ReferenceParams) -> list[lsp.Location]:
+        uri = params.text_document.uri
+        doc = ls.workspace.get_text_document(uri)
+        pos = params.position
+        found = ws.references(doc.source, pos.line, pos.character, _path(uri), ls.index, ls.opened(but=uri))
+        out = []
+        for f in found:
+            start = lsp.Position(f.line, f.column)
+            end = lsp.Position(f.line, f.column + len(ws.word_at(doc.source, pos.line, pos.character) or ""))
+            out.append(lsp.Location(uri=f.path.as_uri(), range=lsp.Range(start, end)))
+        return out
+
     @server.feature(lsp.TEXT_DOCUMENT_FORMATTING)
     def on_formatting(ls: _Server, params: lsp.DocumentFormattingParams) -> list[lsp.TextEdit] | None:
         doc = ls.workspace.get_text_document(params.text_document.uri)

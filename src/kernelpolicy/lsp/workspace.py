@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._paths import default_policy_dir, shipped_rules_dir
-from ..dsl.files import Located, PinnedSource, SourceFile, YamlError, load_located
+from ..dsl.files import Located, PinnedSource, SourceError, SourceFile, YamlError, load_located
 
 __all__ = [
     "Completion",
@@ -33,6 +33,7 @@ __all__ = [
     "formatted",
     "hover",
     "is_ours",
+    "references",
     "symbols",
     "word_at",
 ]
@@ -481,3 +482,32 @@ def definition(
         (Location(file, s.line, s.column) for s in written if s.name == word),
         Location(file, max(rule.origin.line - 1, 0), 0),
     )
+
+
+def references(
+    text: str, line: int, column: int, path: Path, index: Index, opened: Mapping[Path, str] | None = None
+) -> list[Location]:
+    """Every place the rule id under the cursor is written (its entry, ``overrides``, comments)
+    in the buffer, the other open buffers, and the files the buffer is checked on top of;
+    nothing for a word that is no rule id here or there."""
+    word = word_at(text, line, column)
+    if word is None:
+        return []
+    if word not in index.rules and word not in {s.name for s in symbols(text)}:
+        return []
+    texts: dict[Path, str] = {_resolved(p): t for p, t in (opened or {}).items()}
+    texts[_resolved(path)] = text
+    base, _same = _base_files(path)
+    for f in base:
+        key = _resolved(f.path)
+        if key not in texts:
+            try:
+                texts[key] = f.read_text()
+            except SourceError:  # an unreadable file has no references to show
+                continue
+    pattern = re.compile(r"(?<![A-Za-z0-9_.#\-])" + re.escape(word) + r"(?![A-Za-z0-9_.#\-])")
+    out: list[Location] = []
+    for where, body in texts.items():
+        for n, written in enumerate(body.splitlines()):
+            out += [Location(where, n, m.start()) for m in pattern.finditer(written)]
+    return out
