@@ -16,9 +16,10 @@ def add_parser(sub: Any) -> None:
         help="run the language server for rule, policy and case files (stdio)",
         description="Speak the Language Server Protocol on standard input and output: diagnostics "
         "from the same code as `check` as the file is typed, hover on rule ids, fact keys and "
-        "backend ids, completion of fact keys, values and backend ids, go to definition of rule "
-        "ids, and the rules of a file as its symbols. Needs the `lsp` extra. Exit status: 0 when "
-        "the client said `exit` after `shutdown`, 2 without the extra.",
+        "backend ids, completion of fact keys, values, backend ids and overridable rule ids, go to "
+        "definition and references of rule ids, the rules of a file as its symbols, and formatting as "
+        "`fmt`. Needs the `lsp` extra. Exit status: 0 when the client said `exit` after `shutdown`, "
+        "1 on `exit` without it, 2 without the extra.",
     )
     p.add_argument("--stdio", action="store_true", help="use standard input and output (the default, and the only way)")
     p.set_defaults(run=run)
