@@ -1,6 +1,6 @@
 """``kernelpolicy lsp``: how long after a change its diagnostics arrive, as an editor sees them.
 
-    python benchmarks/bench_lsp.py [--repeat R]
+    python benchmarks/bench_lsp.py [--repeat R] [--soak N]
 
 Starts the server as an editor does (``python -m kernelpolicy lsp``, stdio), opens the example
 operator policy's first rule, and prints (figures, not assertions; the median of R edits,
@@ -11,7 +11,8 @@ default 5) the time from sending ``didChange`` to receiving ``publishDiagnostics
 - a schema error (a rule without ``because``): 50 ms debounce included (target: <= 100 ms);
 - a YAML syntax error (a half-typed ``{...}``);
 
-and the server's resident memory after the edits.
+and the server's resident memory after the edits; with ``--soak N``, after N more one-rule edits
+(each a new text, each proven), and how many megabytes it grew by per 100 edits.
 """
 
 from __future__ import annotations
@@ -55,6 +56,7 @@ def _rss_mb(pid: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--soak", type=int, default=0, metavar="N", help="N more one-rule edits, for memory")
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "KERNELPOLICY_POLICY"}
     client = Client(env)
@@ -83,6 +85,11 @@ def main() -> None:
                     assert found, kind
                     assert found[0]["severity"] == 1, found
         rss = _rss_mb(client.proc.pid)
+        for i in range(args.soak):
+            version += 1
+            client.change(uri, RULE.format(extra=f', model.intermediate_size: "<= {4096 + 64 * i}"'), version)
+            client.diagnostics(uri, version=version, timeout=300)
+        soaked = _rss_mb(client.proc.pid)
         client.close()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     print(
@@ -100,6 +107,9 @@ def main() -> None:
     )
     print(f"YAML syntax error (a half-typed flow mapping):       {statistics.median(figures['yaml']) * 1000:8.0f} ms")
     print(f"server resident memory after {3 * args.repeat + 1} versions:            {rss:8.0f} MB")
+    if args.soak:
+        growth = (soaked - rss) / args.soak * 100
+        print(f"after {args.soak} more one-rule edits:{'':18} {soaked:8.0f} MB   ({growth:+.1f} MB per 100 edits)")
 
 
 if __name__ == "__main__":

@@ -94,6 +94,16 @@ def test_hover_on_a_fact_key_says_its_values(index: ws.Index) -> None:
     assert env is not None and "environment variable `VLLM_USE_DEEP_GEMM`" in env
 
 
+def test_hover_on_a_shipped_rule_says_what_it_does_and_where(index: ws.Index) -> None:
+    said = ws.hover("# marlin-ptx-jit-driver-older-than-toolkit\n", 0, 5, index)
+    assert said is not None
+    assert said.startswith("**marlin-ptx-jit-driver-older-than-toolkit**: require `marlin` (crash)")
+    assert "when `gpu.sm` = sm90 and `cuda.version` >=12.9" in said
+    assert "update the NVIDIA driver" in said  # its help
+    assert "vllm#38619, vllm#38669" in said
+    assert "rules/known/marlin.yaml:" in said
+
+
 def test_hover_on_a_rule_of_the_buffer_and_on_nothing(index: ws.Index) -> None:
     text = RULE.format(key="")
     mine = ws.hover(text, 1, 10, index)

@@ -306,6 +306,10 @@ def _rule_hover(rule: Any) -> str:
     effect = f"{rule.kind} " + ", ".join(f"`{b}`" for b in rule.backends)
     paths = f" on {', '.join(rule.paths)}" if rule.paths else ""
     parts = [f"**{rule.id}**: {effect}{paths} ({rule.severity})", f"when {_said(rule.when)}", rule.because]
+    if rule.until is not None:
+        parts.append(f"until {_said(rule.until)}")
+    if rule.help:
+        parts.append(rule.help)
     if rule.refs:
         parts.append("refs: " + ", ".join(rule.refs))
     parts.append(f"{rule.origin}")
