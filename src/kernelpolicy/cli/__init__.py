@@ -26,7 +26,7 @@ __all__ = ["main", "one_line"]
 SUBCOMMANDS = (
     "_explain", "_facts", "_check", "_test", "_diff", "_vllm", "_sglang", "_schema", "_fmt", "_matrix",
     "_knowledge",
-    "_completion", "_fleet", "_bench",
+    "_completion", "_fleet", "_bench", "_lsp",
 )  # fmt: skip
 
 

@@ -4,11 +4,12 @@ private modules; this is their public face."""
 
 from __future__ import annotations
 
-from ._source import SourceError, SourceFile, decode, read_bounded, yaml_files_under
+from ._source import PinnedSource, SourceError, SourceFile, decode, read_bounded, yaml_files_under
 from ._yaml import Located, YamlError, load_located
 
 __all__ = [
     "Located",
+    "PinnedSource",
     "SourceError",
     "SourceFile",
     "YamlError",

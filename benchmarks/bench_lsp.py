@@ -1,0 +1,116 @@
+"""``kernelpolicy lsp``: how long after a change its diagnostics arrive, as an editor sees them.
+
+    python benchmarks/bench_lsp.py [--repeat R] [--soak N]
+
+Starts the server as an editor does (``python -m kernelpolicy lsp``, stdio), opens the example
+operator policy's first rule, and prints (figures, not assertions; the median of R edits,
+default 5) the time from sending ``didChange`` to receiving ``publishDiagnostics`` for:
+
+- a one-rule edit of an operator file on the shipped tables (a new ``when`` each time): the
+  whole check with the proof, 300 ms debounce included (issue #37's target: <= 1.5 s);
+- a schema error (a rule without ``because``): 50 ms debounce included (target: <= 100 ms);
+- a YAML syntax error (a half-typed ``{...}``);
+
+and the server's resident memory after the edits; with ``--soak N``, after N more one-rule edits
+(each a new text, each proven), and how many megabytes it grew by per 100 edits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.lsp._client import Client  # noqa: E402  (the tests' client: JSON-RPC over stdio)
+
+RULE = """\
+rules:
+  - id: fleet-no-marlin-moe-on-gb10
+    when: {{gpu.sm: sm121, triton.version: ">=3.6", triton.sm121a_ok: true, deploy.lora: false{extra}}}
+    paths: [moe]
+    deny: marlin
+    severity: accuracy
+    because: not yet validated on our GB10 fleet
+    refs: [vllm#49546]
+"""
+NO_BECAUSE = RULE.replace("    because: not yet validated on our GB10 fleet\n", "")
+HALF_TYPED = RULE.split("deploy.lora", maxsplit=1)[0]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--soak", type=int, default=0, metavar="N", help="N more one-rule edits, for memory")
+    args = parser.parse_args()
+    env = {k: v for k, v in os.environ.items() if k != "KERNELPOLICY_POLICY"}
+    client = Client(env)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "fleet.yaml"
+        client.request("initialize", {"processId": os.getpid(), "rootUri": Path(tmp).as_uri(), "capabilities": {}})
+        client.notify("initialized", {})
+        t0 = time.perf_counter()
+        uri = client.open(path, RULE.format(extra=""))
+        client.diagnostics(uri, version=1, timeout=300)
+        first = time.perf_counter() - t0
+        version = 1
+        figures: dict[str, list[float]] = {"rule": [], "schema": [], "yaml": []}
+        for i in range(args.repeat):
+            for kind, text in (
+                ("rule", RULE.format(extra=f', model.intermediate_size: "<= {1024 + 64 * i}"')),
+                ("schema", NO_BECAUSE),
+                ("yaml", HALF_TYPED),
+            ):
+                version += 1
+                t = time.perf_counter()
+                client.change(uri, text, version)
+                found = client.diagnostics(uri, version=version, timeout=300)
+                figures[kind].append(time.perf_counter() - t)
+                if kind != "rule":
+                    assert found, kind
+                    assert found[0]["severity"] == 1, found
+        rss = _rss_mb(client.proc.pid)
+        for i in range(args.soak):
+            version += 1
+            client.change(uri, RULE.format(extra=f', model.intermediate_size: "<= {4096 + 64 * i}"'), version)
+            client.diagnostics(uri, version=version, timeout=300)
+        soaked = _rss_mb(client.proc.pid)
+        client.close()
+    when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    print(
+        f"kernelpolicy lsp, {when}, {platform.python_implementation()} {platform.python_version()}, "
+        f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of {args.repeat} edits"
+    )
+    print(f"first diagnostics after didOpen (cold server):       {first * 1000:8.0f} ms")
+    print(
+        f"one-rule edit, whole check with the proof:           {statistics.median(figures['rule']) * 1000:8.0f} ms"
+        "   target <= 1500 ms (300 ms debounce included)"
+    )
+    print(
+        f"schema error (a rule without `because`):             {statistics.median(figures['schema']) * 1000:8.0f} ms"
+        "   target <= 100 ms (50 ms debounce included)"
+    )
+    print(f"YAML syntax error (a half-typed flow mapping):       {statistics.median(figures['yaml']) * 1000:8.0f} ms")
+    print(f"server resident memory after {3 * args.repeat + 1} versions:            {rss:8.0f} MB")
+    if args.soak:
+        growth = (soaked - rss) / args.soak * 100
+        print(f"after {args.soak} more one-rule edits:{'':18} {soaked:8.0f} MB   ({growth:+.1f} MB per 100 edits)")
+
+
+if __name__ == "__main__":
+    main()
