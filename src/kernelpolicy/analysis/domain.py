@@ -811,4 +811,4 @@ def _class_facts(v: ValueClass) -> tuple[dict[str, Any], dict[str, Any]]:
     return values, {k: typed_value(k, x) for k, x in values.items()}
 
 
-_CLASS_FACTS: Final[IdMemo[ValueClass, tuple[dict[str, Any], dict[str, Any]]]] = IdMemo(_class_facts)
+_CLASS_FACTS: Final[IdMemo[ValueClass, tuple[dict[str, Any], dict[str, Any]]]] = IdMemo(_class_facts, 20_000)

@@ -122,14 +122,23 @@ TRUE: Final[Condition] = All(())
 
 _Fn = Callable[[Values], TruthValue]
 _COMPILED: dict[int, tuple[Condition, _Fn]] = {}
+#: Compiled conditions kept at most (the shipped tables have about 600; a long-lived process, the
+#: language server, loads a new policy on every edit and would keep every one it ever saw).
+_COMPILED_KEPT: Final = 20_000
+
+
+def _remember(cond: Condition) -> tuple[Condition, _Fn]:
+    if len(_COMPILED) >= _COMPILED_KEPT:
+        _COMPILED.clear()
+    hit = _COMPILED[id(cond)] = (cond, _compile(cond))
+    return hit
 
 
 def evaluate(cond: Condition, values: Values) -> TruthValue:
     """True, False, or None when the facts in *values* do not decide *cond*."""
     hit = _COMPILED.get(id(cond))
     if hit is None or hit[0] is not cond:
-        hit = (cond, _compile(cond))
-        _COMPILED[id(cond)] = hit
+        hit = _remember(cond)
     return hit[1](values)
 
 
@@ -138,8 +147,7 @@ def compiled(cond: Condition) -> Callable[[Values], TruthValue]:
     the lookup :func:`evaluate` makes on every call (for callers that evaluate one condition often)."""
     hit = _COMPILED.get(id(cond))
     if hit is None or hit[0] is not cond:
-        hit = (cond, _compile(cond))
-        _COMPILED[id(cond)] = hit
+        hit = _remember(cond)
     return hit[1]
 
 
