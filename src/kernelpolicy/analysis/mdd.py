@@ -19,7 +19,7 @@ turns it into one clear line) rather than eating the machine's memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Final
 
 from ..errors import KernelPolicyError
@@ -747,20 +747,24 @@ class Manager:
 
     def reachable_ordered(self, n: int) -> list[int]:
         """The nodes of *n*'s diagram, every node before its children."""
+        return self._children_first([n])[::-1]
+
+    def _children_first(self, roots: Iterable[int]) -> list[int]:
+        """The nodes below *roots* (each once), every node after its children."""
         post: list[int] = []
         seen: set[int] = set()
-        stack = [(n, False)]
-        while stack:
-            m, done = stack.pop()
-            if done:
-                post.append(m)
-                continue
-            if m in seen:
-                continue
-            seen.add(m)
-            stack.append((m, True))
-            stack.extend((k, False) for k in self._kids[m] if k not in seen)
-        post.reverse()
+        for r in roots:
+            stack = [(r, False)]
+            while stack:
+                m, done = stack.pop()
+                if done:
+                    post.append(m)
+                    continue
+                if m in seen:
+                    continue
+                seen.add(m)
+                stack.append((m, True))
+                stack.extend((k, False) for k in self._kids[m] if k not in seen)
         return post
 
     def evaluate(self, n: int, cell: Mapping[int, int]) -> Any:
@@ -774,20 +778,7 @@ class Manager:
     def export(self, roots: Mapping[str, int]) -> dict[str, Any]:
         """*roots*' diagrams as plain data: the nodes below them (children before parents),
         terminal values by index, and each root's index (see :meth:`load`)."""
-        order: list[int] = []
-        seen: set[int] = set()
-        for r in roots.values():
-            stack = [(r, False)]
-            while stack:
-                m, done = stack.pop()
-                if done:
-                    order.append(m)
-                    continue
-                if m in seen:
-                    continue
-                seen.add(m)
-                stack.append((m, True))
-                stack.extend((k, False) for k in self._kids[m] if k not in seen)
+        order = self._children_first(roots.values())
         index = {m: i for i, m in enumerate(order)}
         nodes = [
             ["t", self._value[m]]

@@ -314,6 +314,15 @@ def _split_line(tokens: Sequence[str]) -> list[str]:
     return rest
 
 
+def _leading_env(rest: list[str]) -> dict[str, str]:
+    """The line's leading ``VAR=VALUE`` assignments, taken off the front of *rest*."""
+    env: dict[str, str] = {}
+    while rest and (m := _ENV_ASSIGN.match(rest[0])):
+        env[m.group(1)] = m.group(2)
+        rest.pop(0)
+    return env
+
+
 def launch_line(args: argparse.Namespace) -> LaunchLine | None:
     """The launch line after ``--`` in *args* (``explain``'s), or one built from the vLLM flags
     given as ``explain`` options (``vllm serve MODEL -tp 8 ...``); None when neither says more
@@ -321,10 +330,7 @@ def launch_line(args: argparse.Namespace) -> LaunchLine | None:
     tokens = list(getattr(args, "serve", None) or ())
     if tokens:
         rest = _split_line(tokens)
-        env: dict[str, str] = {}
-        while rest and (m := _ENV_ASSIGN.match(rest[0])):
-            env[m.group(1)] = m.group(2)
-            rest.pop(0)
+        env = _leading_env(rest)
         engine, after = _command(rest)
         command = tuple(rest[: len(rest) - len(after)]) or ("vllm", "serve")
         given = {_dashes(t).partition("=")[0] for t in after}
@@ -357,10 +363,7 @@ def _parse_serve(tokens: Sequence[str], sglang_release: str | None = None) -> _S
     read through that engine's one flag table, spelled as that engine's parser reads it (an
     SGLang line: SGLang *sglang_release*'s, abbreviations included)."""
     rest = _split_line(tokens)
-    env: dict[str, str] = {}
-    while rest and (m := _ENV_ASSIGN.match(rest[0])):
-        env[m.group(1)] = m.group(2)
-        rest.pop(0)
+    env = _leading_env(rest)
     engine, rest = _command(rest)
     positional = rest.pop(0) if rest and not rest[0].startswith("-") else None  # vllm serve MODEL
     if engine == "sglang":
