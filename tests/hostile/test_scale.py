@@ -13,9 +13,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kernelpolicy.deployment import serve
-from kernelpolicy.deployment.serve import _FLAGS_PER_PARSE, _parse_known, _parse_serve, _serve_parser, ignored_note
-from kernelpolicy.engines.sglang.flags import FLAGS as SGLANG_FLAGS
+from kernelpolicy.deployment.serve import _parse_serve, ignored_note
+from kernelpolicy.releases import _line, spec
+from kernelpolicy.releases._line import _FLAGS_PER_PARSE, serve_parser
+from kernelpolicy.releases._line import parse_known as _parse_known
 
 from .conftest import SETTINGS
 from .helpers import cli
@@ -77,7 +78,7 @@ def test_the_runs_read_as_one_parse(engine_flags: str, data: st.DataObject) -> N
     """Property: for lines of known and unknown flags, values (negative numbers too), glued
     ``=`` forms, store-true switches, stray words and ``--``, the runs give what one argparse call
     gives (values, a later flag winning, and the unread tokens in order)."""
-    parser = _serve_parser() if engine_flags == "vllm" else _serve_parser(SGLANG_FLAGS, "sglang serve")
+    parser = serve_parser(spec(engine_flags).flags, f"{engine_flags} serve")
     names = sorted(parser._option_string_actions)
     token = st.one_of(
         st.sampled_from(names),
@@ -98,7 +99,7 @@ def test_the_runs_read_as_one_parse(engine_flags: str, data: st.DataObject) -> N
 
 
 def test_the_run_size_is_the_modules() -> None:
-    assert serve._FLAGS_PER_PARSE >= 16
+    assert _line._FLAGS_PER_PARSE >= 16
 
 
 def test_a_large_rule_file_with_an_error_per_rule_compares_each_finding_once(

@@ -267,7 +267,7 @@ def test_sglang_line_decides_as_the_engine_option(capsys: pytest.CaptureFixture[
 
 def test_a_python_module_that_is_no_server_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "--gpu", "H100", "--", "python3", "-m", "http.server", MODEL)
-    assert code == 2 and "`python3 -m http.server` starts neither vLLM nor SGLang" in err
+    assert code == 2 and "`python3 -m http.server` starts no engine kernelpolicy knows (vLLM, SGLang)" in err
     assert len(err.strip().splitlines()) == 1
 
 

@@ -9,7 +9,6 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy._venvs import build_commands, venv_python
-from kernelpolicy.engines import engine_flags
 from kernelpolicy.engines.sglang.conformance import (
     _flag_deployment,
     judge,
@@ -18,10 +17,11 @@ from kernelpolicy.engines.sglang.conformance import (
     section_of,
     update_document,
 )
-from kernelpolicy.engines.sglang.flags import moe_ids_of
 from kernelpolicy.engines.sglang.testing import Deployment, SglangChoices
 from kernelpolicy.engines.vllm.conformance import deployment_facts
 from kernelpolicy.errors import UsageError
+from kernelpolicy.releases.sglang.flags import moe_ids_of
+from kernelpolicy.render.flags import engine_flags
 
 TARGET = {"sglang.version": "0.5.23", "deep_gemm.source": "none"}
 

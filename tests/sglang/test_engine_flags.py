@@ -7,9 +7,9 @@ import json
 import pytest
 
 from kernelpolicy.cli import main
-from kernelpolicy.engines import engine_flags
 from kernelpolicy.policy import EngineMap
 from kernelpolicy.releases.sglang.versions import known_releases, latest_release, release_for
+from kernelpolicy.render.flags import engine_flags
 
 #: an SGLang decision (its flags are rendered from it alone)
 SGLANG = ("--engine", f"sglang=={latest_release().version}")
@@ -106,7 +106,7 @@ def test_mxfp4_experts_take_sglang_s_mxfp4_runner_names() -> None:
     """`Mxfp4MoEMethod` raises on `flashinfer_trtllm`/`flashinfer_cutlass`: MXFP4 experts are
     `flashinfer_mxfp4` (FlashInfer's kernel by GPU) and OpenAI's triton_kernels `triton_kernel`."""
     from kernelpolicy.decision import PathDecision
-    from kernelpolicy.engines.sglang.flags import moe_ids_of
+    from kernelpolicy.releases.sglang.flags import moe_ids_of
 
     def moe_flag(backend: str, scheme: str) -> list[str]:
         paths = {

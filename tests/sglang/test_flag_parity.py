@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from kernelpolicy.cli import main
-from kernelpolicy.engines.sglang.flags import FLAGS
 from kernelpolicy.engines.sglang.testing import launch_options, plugin_facts
+from kernelpolicy.releases.sglang.flags import FLAGS
 from kernelpolicy.releases.sglang.versions import latest_release, release_for
 
 from .conftest import RELEASES, ROOT, venv_python

@@ -21,9 +21,9 @@ from typing import Any, NoReturn
 import pytest
 
 from kernelpolicy.cli import main
-from kernelpolicy.engines.sglang.flags import FLAGS
-from kernelpolicy.engines.table import Flag
+from kernelpolicy.releases.sglang.flags import FLAGS
 from kernelpolicy.releases.sglang.versions import SglangRelease, known_releases, latest_release
+from kernelpolicy.releases.table import Flag
 
 MODEL = "deepseek-ai/DeepSeek-V3"  # in rules/models.yaml: read without the network
 LAUNCH = ("python3", "-m", "sglang.launch_server")

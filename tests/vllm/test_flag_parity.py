@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 from kernelpolicy.cli import main
-from kernelpolicy.engines.vllm.flags import FLAGS
 from kernelpolicy.engines.vllm.testing import plugin_facts
+from kernelpolicy.releases.vllm.flags import FLAGS
 
 pytestmark = pytest.mark.vllm
 
@@ -116,7 +116,7 @@ def test_human_integers_parse_as_the_release_parses_them(release: str, venv: Any
     import argparse
     import subprocess
 
-    from kernelpolicy.engines.vllm.flags import human_readable_int
+    from kernelpolicy.releases.vllm.flags import human_readable_int
 
     query = (
         "import json, sys; from vllm.utils.argparse_utils import human_readable_int as h\n"

@@ -48,8 +48,8 @@ def add_parser(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..decision import with_provenance
-    from ..deployment.pipeline import parse_engine
     from ..deployment.serve import launch_line
+    from ..releases import parse_engine
     from ..render.explain import render, render_notes
     from ..render.flags import with_engine_flags
     from ..resolver import resolve
@@ -60,8 +60,7 @@ def run(args: argparse.Namespace) -> int:
     decision = with_provenance(resolve(built.facts, policy), policy, args.model)
     if built.conflicts:  # a stated fact the engine's config contradicts: the decision records it
         decision = dataclasses.replace(decision, warnings=(*decision.warnings, *built.conflicts))
-    name, release = parse_engine(args.engine) if args.engine else ("", "")
-    releases = {"sglang": release} if name == "sglang" else {}  # that release's flags
+    releases = dict([parse_engine(args.engine)]) if args.engine else {}  # that release's flags
     decision = with_engine_flags(decision, policy, releases)
     if args.summary:
         sys.stdout.write(_startup_line(decision) + "\n")

@@ -34,25 +34,13 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(run=run)
 
 
-def _engine(spec: str | None) -> str | None:
-    """*spec* normalised (``vllm==0.34.0``) once it names a scanned release, else a usage error."""
-    if spec is None:
+def _engine(value: str | None) -> str | None:
+    """*value* normalised (``vllm==0.34.0``) once it names a scanned release, else a usage error."""
+    if value is None:
         return None
-    from ..deployment.pipeline import engine_facts
+    from ..releases import parse_engine
 
-    facts = engine_facts(spec)  # the form, with its one-line error
-    name = str(facts["deploy.engine"])
-    version = str(facts[f"{name}.version"])
-    if name == "vllm":
-        from ..deployment.serve import check_engine
-
-        check_engine(version)
-    else:
-        from ..releases.sglang.versions import known_releases, release_for
-
-        if release_for(version) is None:
-            known = ", ".join(known_releases())
-            raise UsageError(f"--engine `{spec}`: not an SGLang release kernelpolicy knows (known: {known})")
+    name, version = parse_engine(value)
     return f"{name}=={version}"
 
 

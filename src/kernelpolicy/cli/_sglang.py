@@ -117,10 +117,10 @@ def _print_cells(results: Sequence[CellResult]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..engines.sglang.conformance import render_markdown, run_matrix, update_document
-    from ..engines.sglang.flags import moe_ids_of
     from ..engines.sglang.testing import SimulationError
     from ..engines.vllm.conformance import FAMILIES
     from ..facts.model import find_model
+    from ..releases.sglang.flags import moe_ids_of
 
     python = _target_python(args)
     policy = load_policy_from_args(args)

@@ -106,9 +106,9 @@ def _target_python(args: argparse.Namespace) -> tuple[Path, str | None]:
 
     version = args.vllm
     if args.engine:
-        from ..deployment.pipeline import parse_engine
+        from ..releases import parse_engine
 
-        name, engine_version = parse_engine(args.engine) if "==" in args.engine else ("", "")
+        name, engine_version = parse_engine(args.engine, known=False) if "==" in args.engine else ("", "")
         if name != "vllm":
             raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z`")
         if version and version != engine_version:

@@ -10,7 +10,7 @@ into facts here, in one order (a later layer wins over an earlier one):
 3. *model and GPU*: a GPU spec, the model's config.json and its catalog entry (:mod:`.build`),
    or what an engine's plugin read from its config (its platform, packages and model);
 4. *engine config*: the engine's flags, from its live config object (a plugin) through the
-   engine's one flag table (:mod:`kernelpolicy.engines.vllm.flags`);
+   engine's one flag table (:mod:`kernelpolicy.releases.vllm.flags`);
 5. *env*: the process environment a loaded rule reads, and ``KERNELPOLICY_FACTS`` (:mod:`.pipeline`);
    a ``KERNELPOLICY_FACTS`` value that contradicts the engine's config is a conflict: reported
    (a warning on stderr, in the plugin's status), and the engine's value decides, alike in the

@@ -36,7 +36,7 @@ def _parse_facts(items: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follow-up)
+def options_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     args: argparse.Namespace,
     policy: Policy,
     *,
@@ -54,16 +54,10 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
 
     from ..facts import Facts
     from ..facts.gpu import check_gpu_facts
+    from ..releases import parse_engine
     from .build import derived_facts, on_machine
     from .pipeline import build_facts, engine_facts
-    from .serve import (
-        apply_quantization,
-        check_allow,
-        check_engine,
-        env_warnings,
-        hub_options,
-        read_deployment,
-    )
+    from .serve import apply_quantization, check_allow, env_warnings, hub_options, read_deployment
 
     deployment = read_deployment(args, policy)  # engine flags, a vLLM --config file and a launch line
     vars(args).update(vars(deployment.args))
@@ -72,24 +66,11 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
     # warnings are printed once the facts stand: bad input gets its one error line alone
     warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
-        from .pipeline import parse_engine
-
-        try:
-            name, version = parse_engine(args.engine)
-        except UsageError:
-            raise UsageError(f"--engine `{args.engine}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`") from None
+        name = parse_engine(args.engine).name  # the form and a known release, one line each
         if getattr(args, "serve", None) and name != deployment.engine:
             raise UsageError(
                 f"--engine `{args.engine}` names another engine than the launch line's ({deployment.engine})"
             )
-        if name == "sglang":
-            from ..releases.sglang.versions import known_releases, release_for
-
-            if release_for(version) is None:
-                known = ", ".join(known_releases())
-                raise UsageError(f"--engine `{args.engine}`: not an SGLang release kernelpolicy knows (known: {known})")
-        else:
-            check_engine(version)
         for key, value in engine_facts(args.engine).items():
             given.setdefault(key, value)
     if args.allow:

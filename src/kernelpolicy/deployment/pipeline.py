@@ -29,6 +29,7 @@ from ..errors import FactError, UsageError, did_you_mean
 from ..facts.gpu import check_gpu_facts
 from ..facts.keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
 from ..facts.record import Facts, normalise_value
+from ..releases import title
 from ._shapes import shape_facts
 
 if TYPE_CHECKING:
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
     from ..policy import Policy
 
 __all__ = [
-    "ENGINES",
     "FACTS_ENV",
     "STRICT_ENV",
     "BuiltFacts",
@@ -46,7 +46,6 @@ __all__ = [
     "env_names",
     "environ_facts",
     "is_strict",
-    "parse_engine",
 ]
 
 #: Operator facts for a deployment, as a JSON object of fact keys.
@@ -219,28 +218,15 @@ def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:
     )
 
 
-ENGINES: Final = ("vllm", "sglang")
-
-
-def parse_engine(spec: str) -> tuple[str, str]:
-    """``(engine, release)`` of an ``--engine`` value (``sglang==0.5.23``: ``("sglang", "0.5.23")``),
-    the one reading of it for every command.
-
-    :raises UsageError: when *spec* is not ``vllm==X.Y.Z`` or ``sglang==X.Y.Z``.
-    """
-    name, sep, version = (p.strip() for p in spec.partition("=="))
-    if name not in ENGINES or not sep or not version:
-        raise UsageError(f"`{spec}` is not of the form `vllm==X.Y.Z` or `sglang==X.Y.Z`")
-    return name, version
-
-
 def engine_facts(spec: str) -> dict[str, Any]:
     """The facts an engine release names (``sglang==0.5.23``: ``deploy.engine`` and ``sglang.version``).
 
-    :raises UsageError: when *spec* is not ``vllm==X.Y.Z`` or ``sglang==X.Y.Z``.
+    :raises UsageError: when *spec* is not ``NAME==X.Y.Z`` of an engine kernelpolicy knows.
     :raises FactError: when the version is not one.
     """
-    name, version = parse_engine(spec)
+    from ..releases import parse_engine
+
+    name, version = parse_engine(spec, known=False, where="engine")
     return {"deploy.engine": name, f"{name}.version": normalise_value(f"{name}.version", version)}
 
 
@@ -405,10 +391,6 @@ def _shown(value: Any) -> str:
     return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
-#: How a conflict with an engine's config names the engine.
-_ENGINE_NAMES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
-
-
 def _running(values: Mapping[str, Any]) -> dict[str, Any]:
     """The facts of an engine's own config: a ``deploy.*`` fact a plugin read from it (not its
     environment variables, and not ``deploy.engine``, which the plugin states itself)."""
@@ -431,5 +413,5 @@ def engine_built(
         derived=Facts.from_values(values, source=engine),
         environ=environ,
         running=_running(values),
-        runs=_ENGINE_NAMES.get(engine, engine),
+        runs=title(engine),
     )

@@ -11,8 +11,8 @@ import platform
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from ..table import config_values
-from .flags import FLAGS, facts_of
+from ...releases.sglang.flags import FLAGS, facts_of
+from ...releases.table import config_values
 
 if TYPE_CHECKING:
     from ...facts.model import CatalogModel

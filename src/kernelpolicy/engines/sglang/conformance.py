@@ -186,9 +186,9 @@ def run_matrix(
 ) -> list[CellResult]:
     """Every model on every family, three runs each (SGLang alone, the plugin, the flags)."""
     from ...facts.model import find_model
+    from ...releases.sglang.flags import moe_ids_of
     from ...render.flags import engine_flags
     from ...resolver import resolve
-    from .flags import moe_ids_of
     from .testing import Deployment, simulate_many
 
     engine = policy.engines["sglang"]

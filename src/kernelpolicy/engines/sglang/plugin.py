@@ -344,7 +344,7 @@ def _runner_hook(result: Any, *args: Any, **kwargs: Any) -> None:
 
     Quant methods that call their kernels directly bypass ``MoeRunner``; those are not seen here.
     """
-    from .flags import moe_ids_of
+    from ...releases.sglang.flags import moe_ids_of
 
     decision = _STATE.decision
     backend = getattr(decision.paths.get("moe"), "backend", None) if decision is not None else None

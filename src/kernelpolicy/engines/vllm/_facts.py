@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ..table import config_values
-from .flags import FLAGS, facts_of
+from ...releases.table import config_values
+from ...releases.vllm.flags import FLAGS, facts_of
 
 if TYPE_CHECKING:
     from ...facts.model import CatalogModel

@@ -134,7 +134,7 @@ def matrix_cells(
 def sweep_serve_facts() -> dict[str, Any]:
     """The facts of :data:`SWEEP_SERVE` as ``explain`` reads them from a whole serve line (vLLM's
     defaults for the flags it leaves out)."""
-    from .flags import SERVE_DEFAULTS, facts_of
+    from ...releases.vllm.flags import SERVE_DEFAULTS, facts_of
 
     return facts_of({**SERVE_DEFAULTS, **SWEEP_SERVE})
 

@@ -3,7 +3,7 @@
 
 ``kernelpolicy explain`` reads these flags from its options, a serve line or a vLLM ``--config``
 file (:mod:`kernelpolicy.deployment.serve`); the plugin reads the same entries from the live
-``VllmConfig`` (:func:`kernelpolicy.engines.table.config_values`). Both turn the values into facts
+``VllmConfig`` (:func:`kernelpolicy.releases.table.config_values`). Both turn the values into facts
 here, so the two cannot read a flag differently. Data and pure functions: no vLLM import.
 """
 

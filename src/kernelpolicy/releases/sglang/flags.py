@@ -5,7 +5,7 @@ spellings on a launch line, where ``ServerArgs`` holds it, and the facts it sets
 from the line (:mod:`kernelpolicy.deployment.serve`) after :func:`read_spellings` has written each
 option out as SGLang's own parser reads it (argparse with abbreviations: ``--tp 8`` is
 ``--tp-size 8``); the plugin reads the same entries from the live ``ServerArgs``
-(:func:`kernelpolicy.engines.table.config_values`); both turn the values into facts here. Data
+(:func:`kernelpolicy.releases.table.config_values`); both turn the values into facts here. Data
 and pure functions: no SGLang import.
 """
 
@@ -20,7 +20,7 @@ from ..table import Flag, full_spellings
 
 if TYPE_CHECKING:
     from ...policy import EngineMap
-    from ...releases.sglang.versions import SglangRelease
+    from .versions import SglangRelease
 
 __all__ = ["FLAGS", "LAUNCHERS", "SERVE_DEFAULTS", "facts_of", "moe_ids_of", "parser_release", "read_spellings"]
 
@@ -92,7 +92,7 @@ SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not No
 def parser_release(release: str | None = None) -> SglangRelease:
     """The SGLang release whose launch parser reads a line: *release* (``--engine sglang==X``),
     or the newest scanned one when None or not scanned."""
-    from ...releases.sglang.versions import latest_release, release_for
+    from .versions import latest_release, release_for
 
     return (release_for(release) if release else None) or latest_release()
 

@@ -1,0 +1,114 @@
+"""The shape of one engine's spec: what kernelpolicy knows of an inference engine, in one place.
+
+A spec holds the engine's flag table (:mod:`.table`), how its launch line starts and how its own
+parser reads the rest, its environment prefix, how it quantizes an unquantized checkpoint on
+``--quantization``, its known releases, and how a decision reads as its flags. The fact assembly
+(:mod:`kernelpolicy.deployment`), the renderers and the tools ask the registry
+(:mod:`kernelpolicy.releases`) for a spec by name; none of them names an engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+from .table import Flag
+
+if TYPE_CHECKING:
+    from ..decision import PathDecision
+    from ..policy import EngineMap
+    from ._line import LineValues
+
+__all__ = ["EngineSpec", "FactView", "deep_gemm_use"]
+
+
+class FactView(Protocol):
+    """What a renderer reads of a decision's facts (``Facts`` or a plain mapping)."""
+
+    def get(self, key: str) -> object: ...
+
+
+class EngineSpec:
+    """One engine. Subclasses set the class attributes and implement the three readers."""
+
+    #: the name in rules (``deploy.engine``), on ``--engine NAME==X.Y.Z`` and in the vocabulary file
+    name: ClassVar[str]
+    #: the name as messages write it (``vLLM``)
+    title: ClassVar[str]
+    #: the flags that bear on a kernel decision, with the engine's spellings
+    flags: ClassVar[tuple[Flag, ...]]
+    #: command words that start its launch line (``("vllm", "serve")``)
+    commands: ClassVar[tuple[tuple[str, ...], ...]]
+    #: modules ``python -m`` runs to start it
+    modules: ClassVar[tuple[str, ...]]
+    #: its launch line as a usage message writes it
+    usage: ClassVar[str]
+    #: the prefix of the environment variables it reads (``VLLM_``)
+    env_prefix: ClassVar[str]
+    #: whether the rules read every variable of :attr:`env_prefix` that bears on a kernel (a
+    #: variable of it no rule reads is then worth a warning)
+    env_complete: ClassVar[bool] = False
+    #: ``--quantization`` of an unquantized checkpoint: method -> the quantization facts it sets
+    online: ClassVar[Mapping[str, Mapping[str, object]]]
+    #: a checkpoint's ``quant_method`` -> the ``--quantization`` values the engine accepts for it
+    compatible: ClassVar[Mapping[str, tuple[str, ...]]]
+    #: the pip requirement of one release (``vllm=={version}``)
+    requirement: ClassVar[str]
+
+    @property
+    def serve_defaults(self) -> dict[str, Any]:
+        """What a whole launch line means by leaving a flag out (the engine's defaults)."""
+        return {f.dest: f.default for f in self.flags if f.default is not None}
+
+    def read_line(
+        self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None
+    ) -> LineValues:
+        """The flags of a launch line (the tokens after its command; *positional* its model when
+        written first), read as the engine's parser of *release* reads them.
+
+        :raises UsageError: the engine refuses the line.
+        """
+        raise NotImplementedError
+
+    def facts_of(self, values: Mapping[str, Any], vocabulary: EngineMap | None) -> dict[str, Any]:
+        """The facts the engine's flag *values* (by ``dest``) set; *vocabulary* is the engine's
+        section of the rules (``rules/engines/<name>.yaml``), for its backend names."""
+        raise NotImplementedError
+
+    def render(
+        self,
+        paths: Mapping[str, PathDecision],
+        vocabulary: EngineMap,
+        release: str | None,
+        facts: FactView | None,
+    ) -> dict[str, Any]:
+        """``{"env": {...}, "args": [...], "notes": [...]}`` that reproduce *paths* on the engine
+        (its *release*, the newest known when None), without the kernelpolicy plugin."""
+        raise NotImplementedError
+
+    def releases(self) -> Sequence[str]:
+        """The releases kernelpolicy knows, oldest first."""
+        raise NotImplementedError
+
+    def known(self, version: str) -> str | None:
+        """The release kernelpolicy knows that *version* names (``0.34`` is ``0.34.0``), as the
+        release data writes it; None when it knows none."""
+        from packaging.version import Version
+
+        releases = self.releases()
+        if version in releases:
+            return version
+        try:
+            wanted = Version(version)
+        except ValueError:  # not a version (InvalidVersion), or one of 5,000 digits
+            return None
+        return next((r for r in releases if Version(r) == wanted), None)
+
+
+def deep_gemm_use(paths: Mapping[str, PathDecision]) -> tuple[bool, bool, bool]:
+    """Whether dense and MoE run DeepGEMM, and whether they do with none of its kernels warmed."""
+    dense, moe = paths["dense"], paths["moe"]
+    warm = set(paths["warmup"].kernels or ())
+    deep_gemm = ("deep_gemm", "flashinfer_deep_gemm")
+    jit = {f"{p.backend}.{name}" for name, p in (("dense", dense), ("moe", moe)) if p.backend in deep_gemm}
+    return dense.backend in deep_gemm, moe.backend == "deep_gemm", bool(jit) and not jit & warm
