@@ -10,14 +10,13 @@ new module. Remove in the release after next.
 
 from __future__ import annotations
 
-import importlib
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
-import types
-from collections.abc import Sequence
-from typing import Final
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:  # the finder imports importlib's machinery only when an old path is imported
+    import importlib.machinery
+    import types
+    from collections.abc import Sequence
 
 __all__ = ["MOVED", "install"]
 
@@ -56,13 +55,18 @@ MOVED: Final[dict[str, str | None]] = {
 }
 
 
-class _Alias(importlib.abc.Loader):
+class _Alias:
+    """The loader of an old name: the module at its new path (importlib's loader protocol)."""
+
     def __init__(self, target: str | None, *, parent: bool) -> None:
         self.target = target
         self.parent = parent
         self.spec: importlib.machinery.ModuleSpec | None = None
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
+        import importlib
+        import types
+
         if self.target is None:
             module = types.ModuleType(spec.name, "moved: see kernelpolicy._moved")
             module.__path__ = []
@@ -81,6 +85,8 @@ class _Alias(importlib.abc.Loader):
 
     def get_code(self, fullname: str) -> types.CodeType | None:
         """The new module's code (``python -m`` with an old name)."""
+        import importlib.util
+
         if self.target is None:
             return None
         spec = importlib.util.find_spec(self.target)
@@ -89,15 +95,25 @@ class _Alias(importlib.abc.Loader):
         return get_code(self.target) if get_code is not None else None
 
 
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder:
+    """Answers the old names of :data:`MOVED` (importlib's meta path finder protocol); any other
+    name costs one dictionary lookup, and importlib's machinery is imported on the first old name."""
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         if fullname not in MOVED:
             return None
+        import importlib.machinery
+        import importlib.util
+
         new = MOVED[fullname]
         parent = any(name.startswith(fullname + ".") for name in MOVED)
-        spec = importlib.machinery.ModuleSpec(fullname, _Alias(new, parent=parent), is_package=parent)
+        spec = importlib.machinery.ModuleSpec(
+            fullname,
+            _Alias(new, parent=parent),  # type: ignore[arg-type]  # the loader protocol, without importlib.abc
+            is_package=parent,
+        )
         found = importlib.util.find_spec(new) if new is not None else None
         if found is not None and found.origin:
             spec.origin = found.origin  # `python -m OLD` runs the new file as __main__

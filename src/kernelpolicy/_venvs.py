@@ -29,6 +29,8 @@ from typing import Final
 
 from ._files import ReadError, owned_folder, owned_folders, read_owned, write_private
 from .errors import UsageError
+from .releases import NAMES, title
+from .releases import spec as engine_spec
 
 __all__ = [
     "CONSTRAINTS",
@@ -46,7 +48,7 @@ __all__ = [
 ]
 
 #: The engines a venv can hold (the package name is the engine's) -> how the engine is written.
-ENGINES: Final = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINES: Final = {name: title(name) for name in NAMES}
 
 MARKER: Final = ".kernelpolicy-ok"
 _N: Final = "(?:0|[1-9][0-9]{0,5})"  # ASCII digits only (`\\d` took `０.３４.０`), no leading zeros
@@ -200,7 +202,7 @@ def build_commands(
 ) -> list[list[str]]:
     """Pure: the commands that build the venv of *engine* *version* at *venv*."""
     python = str(venv / "bin" / "python")
-    packages = [f"{engine}=={version}", *_EXTRA, *_PINS.get((engine, version), ())]
+    packages = [engine_spec(engine).requirement.format(version=version), *_EXTRA, *_PINS.get((engine, version), ())]
     wheels_only = [f"--only-binary={engine}"]  # a release with no wheel is refused, never built from source
     overrides = OVERRIDES.get((engine, version))
     if uv:

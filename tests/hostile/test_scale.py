@@ -14,9 +14,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kernelpolicy.deployment.serve import _parse_serve, ignored_note
-from kernelpolicy.releases import _line, spec
-from kernelpolicy.releases._line import _FLAGS_PER_PARSE, serve_parser
-from kernelpolicy.releases._line import parse_known as _parse_known
+from kernelpolicy.releases import line as _line
+from kernelpolicy.releases import spec
+from kernelpolicy.releases.line import _FLAGS_PER_PARSE, serve_parser
+from kernelpolicy.releases.line import parse_known as _parse_known
 
 from .conftest import SETTINGS
 from .helpers import cli

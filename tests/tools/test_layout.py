@@ -123,6 +123,41 @@ def test_release_data_imports_no_engine_slice_nor_engine() -> None:
                 assert not [n for n in names if n.split(".")[0] in engines and not node.__dict__.get("level")], module
 
 
+#: what asks the engine registry instead of naming an engine: the fact assembly, the renderers,
+#: the analyses, the tools and the venv tooling
+ASKERS = ("deployment", "render", "analysis", "tools", "_venvs")
+
+
+def test_nothing_below_the_plugins_imports_an_engine_slice() -> None:
+    """No arrow up from the fact assembly (or a renderer, analysis, tool or the venv tooling) to an
+    engine's plugin folder: what they need of an engine is its spec, in the registry below."""
+    assert _arrows(ASKERS, ("engines",)) == []
+
+
+def test_the_fact_assembly_and_renderers_name_no_engine() -> None:
+    """deployment/ and render/ ask the registry (kernelpolicy.releases) by name, by a launch
+    line's command or by an ``--engine`` value: no engine's name is written in their code."""
+    names = {"vllm", "sglang", "vLLM", "SGLang"}
+    found = []
+    for module, (path, _) in MODULES.items():
+        if _in(module, "deployment") or _in(module, "render"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Constant) and node.value in names:
+                    found.append(f"{module}:{node.lineno} {node.value!r}")
+    assert found == []
+
+
+def test_every_engine_of_the_registry_has_one_spec_package() -> None:
+    """Each engine's flag table, spec and release data sit in one package of the registry."""
+    from kernelpolicy.releases import NAMES, spec
+
+    for name in NAMES:
+        for part in ("flags", "spec", "versions"):
+            assert f"{PKG}.releases.{name}.{part}" in MODULES, (name, part)
+        assert spec(name).name == name
+        assert spec(name).data_file.is_file()
+
+
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     """Strongly connected components of more than one module (Tarjan)."""
     index: dict[str, int] = {}

@@ -16,7 +16,6 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterator, Mapping
-from pathlib import Path
 from typing import Any, Final
 
 from packaging.version import Version
@@ -25,10 +24,7 @@ from ..dsl.conditions import Condition, Test, tests_of
 from ..facts.keys import Kind
 from ..facts.record import Facts
 from ..policy import Origin, Policy
-from ..releases.sglang.versions import RELEASES_FILE as SGLANG
-from ..releases.sglang.versions import release_records as sglang_records
-from ..releases.vllm.versions import RELEASES_FILE as VLLM
-from ..releases.vllm.versions import release_records as vllm_records
+from ..releases import specs
 from ..resolver import apply_implications
 from .domain import _version_points
 from .findings import Finding
@@ -73,11 +69,9 @@ def known_releases() -> Mapping[str, tuple[Version, ...]]:
     releases and every release a scanned engine release pins (a pin names a published release,
     even one this index lacks, such as flashinfer-python 0.7.3)."""
     out: dict[str, set[Version]] = {}
-    for engine, records, path in (
-        ("vllm", vllm_records(), "vllm"),
-        ("sglang", sglang_records(), "sglang"),
-    ):
-        data = json.loads(_data_file(path).read_text(encoding="utf-8"))
+    for spec in specs():
+        engine, records = spec.name, spec.records()
+        data = json.loads(spec.data_file.read_text(encoding="utf-8"))
         for package, versions in data.get("published", {}).items():
             out.setdefault(package, set()).update(Version(v) for v in versions)
         out.setdefault(engine, set()).update(Version(v) for v in records)
@@ -85,10 +79,6 @@ def known_releases() -> Mapping[str, tuple[Version, ...]]:
             for package, version in record.get("requires", {}).items():
                 out.setdefault(package, set()).add(Version(version))
     return {p: tuple(sorted(vs)) for p, vs in out.items()}
-
-
-def _data_file(engine: str) -> Path:
-    return VLLM if engine == "vllm" else SGLANG
 
 
 def _named(test: Test) -> list[str]:

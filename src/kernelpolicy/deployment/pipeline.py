@@ -29,12 +29,13 @@ from ..errors import FactError, UsageError, did_you_mean
 from ..facts.gpu import check_gpu_facts
 from ..facts.keys import BACKENDS, ENV_PREFIX, FACT_KEYS, lookup_key
 from ..facts.record import Facts, normalise_value
-from ..releases import title
+from ..releases import DEFAULT, spec, title
 from ._shapes import shape_facts
 
 if TYPE_CHECKING:
     from ..dsl.conditions import Condition
     from ..policy import Policy
+    from ..releases.engine import EngineSpec
 
 __all__ = [
     "FACTS_ENV",
@@ -52,7 +53,7 @@ __all__ = [
 FACTS_ENV: Final = "KERNELPOLICY_FACTS"
 #: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
 STRICT_ENV: Final = "KERNELPOLICY_STRICT"
-_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", "vllm"))
+_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", DEFAULT))
 
 
 @dataclass(frozen=True)
@@ -249,16 +250,21 @@ def _case_typo(key: str, policy: Policy) -> None:
         )
 
 
-def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
-    """*facts* without the variables the known vLLM release does not read (one warning each):
-    vLLM ignores them, so a rule must not read them as the deployment's choice."""
-    version = facts.get("vllm.version")
-    env = [k[len(ENV_PREFIX) :] for k in facts.values if k.startswith(ENV_PREFIX)]
-    if version is None or not env or facts.get("deploy.engine") == "sglang":
-        return facts, ()
-    from ..releases.vllm.versions import unread_env
+def _engine_of(facts: Facts) -> tuple[EngineSpec, str | None]:
+    """The deployment's engine and its stated release (``<engine>.version``), if known."""
+    engine = spec(str(facts.get("deploy.engine") or DEFAULT))
+    version = facts.get(f"{engine.name}.version")
+    return engine, None if version is None else str(version)
 
-    unread = unread_env(str(version), env)
+
+def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
+    """*facts* without the variables the known engine release does not read (one warning each):
+    the engine ignores them, so a rule must not read them as the deployment's choice."""
+    engine, version = _engine_of(facts)
+    env = [k[len(ENV_PREFIX) :] for k in facts.values if k.startswith(ENV_PREFIX)]
+    if version is None or not env:
+        return facts, ()
+    unread = engine.unread_env(version, env)
     if not unread:
         return facts, ()
     drop = {ENV_PREFIX + n for n in unread}
@@ -266,29 +272,28 @@ def _without_unread_env(facts: Facts) -> tuple[Facts, tuple[str, ...]]:
         {k: v for k, v in facts.values.items() if k not in drop},
         {k: v for k, v in facts.sources.items() if k not in drop},
     )
+    name = engine.title
     return kept, tuple(
-        f"`{n}` is left out: vLLM {version} does not read it (vLLM {readers} does)" for n, readers in unread.items()
+        f"`{n}` is left out: {name} {version} does not read it ({name} {readers} does)" for n, readers in unread.items()
     )
 
 
 def _with_engine_env_values(facts: Facts) -> Facts:
-    """*facts* with each ``deploy.env.*`` value as the vLLM release parses it (``00`` -> ``0``
-    for a ``bool(int(...))`` flag; :func:`~kernelpolicy.releases.vllm.env.engine_env_value`).
+    """*facts* with each ``deploy.env.*`` value as the engine's release parses it (vLLM: ``00``
+    -> ``0`` for a ``bool(int(...))`` flag; :meth:`~kernelpolicy.releases.engine.EngineSpec.env_value`).
 
-    :raises FactError: naming the variable, for a value the release refuses (vLLM stops there).
+    :raises FactError: naming the variable, for a value the release refuses (the engine stops there).
     """
     keys = [k for k in facts.values if k.startswith(ENV_PREFIX)]
-    if not keys or facts.get("deploy.engine") == "sglang":
+    if not keys:
         return facts
-    from ..releases.vllm.env import EnvValueError, engine_env_value
-
-    version = facts.get("vllm.version")
+    engine, version = _engine_of(facts)
     changed: dict[str, str] = {}
     for key in keys:
         raw = str(facts.values[key])
         try:
-            value = engine_env_value(key[len(ENV_PREFIX) :], raw, None if version is None else str(version))
-        except EnvValueError as exc:
+            value = engine.env_value(key[len(ENV_PREFIX) :], raw, version)
+        except ValueError as exc:
             raise FactError(key, str(exc)) from None
         if value != facts.values[key]:
             changed[key] = value

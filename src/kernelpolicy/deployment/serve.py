@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Any, Final
 from ..errors import UsageError, did_you_mean
 from ..facts.quant import KNOWN_METHODS
 from ..releases import DEFAULT, command_of, parse_engine, spec, specs, title
-from ..releases._line import LineValues, ignored_note, leading_env, split_line, unknown_note
-from ..releases.vllm.flags import backend_name
+from ..releases.line import LineValues, ignored_note, leading_env, split_line, unknown_note
 
 if TYPE_CHECKING:
     from ..facts import Facts
     from ..facts.hub import HubOptions
     from ..policy import Policy
-    from ..releases._spec import EngineSpec
+    from ..releases.engine import EngineSpec
 
 __all__ = [
     "QUANTIZATION_METHODS",
@@ -216,7 +215,9 @@ def read_deployment(args: argparse.Namespace, policy: Policy | None = None) -> D
         serve = _parse_serve(["--config", args.vllm_config])
     merged = _merge(args, serve)
     for dest in ("moe_backend", "linear_backend"):
-        setattr(merged, dest, backend_name(getattr(merged, dest, None)))  # auto: the engine's own choice, explained
+        setattr(
+            merged, dest, default.backend_name(getattr(merged, dest, None))
+        )  # auto: the engine's own choice, explained
     values = {f.dest: getattr(merged, f.dest, None) for f in default.flags}
     if serve.engine == DEFAULT and (tokens or getattr(args, "vllm_config", None)):
         # a whole launch line: what it leaves out is the engine's default, not unknown

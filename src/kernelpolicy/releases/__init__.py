@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final, NamedTuple
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ._spec import EngineSpec
+    from .engine import EngineSpec
 
 __all__ = [
     "DEFAULT",

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..facts.keys import DECIDED_PATHS
+from ..releases import DEFAULT, spec, specs
 
 if TYPE_CHECKING:
     from ..decision import Candidate, Decision, PathDecision
@@ -156,20 +157,14 @@ def render(
     if decision.warnings:
         out += ["", "warnings:"]
         out += [f"  - {w_}" for w_ in decision.warnings]
-    vllm = decision.engine.get("vllm")
-    if vllm is not None:
-        out += _engine_lines(vllm, "vLLM", "vllm serve", model, line)
-        plugin = _plugin(policy, "vllm")
+    for engine in specs():
+        flags = decision.engine.get(engine.name)
+        if flags is None:
+            continue
+        out += _engine_lines(flags, engine.title, engine.launch, model, line)
+        plugin = _plugin(policy, engine.name)
         if plugin:
-            out.append(f"with the plugin every path follows this decision:  {plugin}")
-    sglang = decision.engine.get("sglang")
-    if sglang is not None:
-        out += _engine_lines(sglang, "SGLang", "python -m sglang.launch_server --model-path", model, line)
-        plugin = _plugin(policy, "sglang")
-        if plugin:
-            out.append(
-                "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks:  " + plugin
-            )
+            out.append(f"{engine.plugin_does}:  {plugin}")
     out += ["", f"fingerprint {decision.fingerprint}"]
     return "\n".join(out)
 
@@ -353,21 +348,13 @@ def render_notes(
         out += ["", "warnings:"]
         for warning in decision.warnings:
             out += _wrap(warning, "  - ", "    ")
-    engine = str(decision.facts.get("deploy.engine") or "vllm")
-    flags = decision.engine.get(engine)
+    engine = spec(str(decision.facts.get("deploy.engine") or DEFAULT))
+    flags = decision.engine.get(engine.name)
     if flags is not None:
-        label, launch = (
-            ("SGLang", "python -m sglang.launch_server --model-path")
-            if engine == "sglang"
-            else (
-                "vLLM",
-                "vllm serve",
-            )
-        )
-        words, whole = _launch(flags, engine, launch, model, line)
+        words, whole = _launch(flags, engine.name, engine.launch, model, line)
         where = "where flags can:" if whole else "add these to its launch line, where flags can:"
-        out += ["", f"{label} without the plugin, {where}", *_command_lines(words)]
-        plugin = _plugin_text(policy, engine)
+        out += ["", f"{engine.title} without the plugin, {where}", *_command_lines(words)]
+        plugin = _plugin_text(policy, engine.name)
         if plugin:
             out += ["with the plugin, every path follows this decision:", *_plugin_notes(plugin)]
     out += [

@@ -12,6 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
+from ..releases import DEFAULT
+
 if TYPE_CHECKING:
     from ..decision import Decision, PathDecision
     from ..policy import EngineMap, Policy
@@ -31,7 +33,7 @@ def engine_flags(
     facts: _Facts | None = None,
 ) -> dict[str, Any]:
     """``{"env": {...}, "args": [...], "notes": [...]}`` that reproduce *paths* on *engine*, as
-    that engine's spec renders them (:meth:`kernelpolicy.releases._spec.EngineSpec.render`).
+    that engine's spec renders them (:meth:`kernelpolicy.releases.engine.EngineSpec.render`).
 
     *release* names the engine release where its flags differ between releases (SGLang; the
     newest known release when None). *facts* are the decision's (their ``quant.scheme`` and
@@ -59,7 +61,7 @@ def with_engine_flags(decision: Decision, policy: Policy, releases: Mapping[str,
     *releases* names an engine's release where its flags differ between releases (``{"sglang":
     "0.5.23"}``; the newest known release of an engine not named).
     """
-    name = str(decision.facts.get("deploy.engine") or "vllm")
+    name = str(decision.facts.get("deploy.engine") or DEFAULT)
     named = releases or {}
     vocabulary = policy.engines.get(name)
     engine = (

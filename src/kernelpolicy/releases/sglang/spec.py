@@ -4,12 +4,12 @@ SGLang's own flags and environment."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from ...errors import UsageError, did_you_mean
-from .._line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser, unknown_note
-from .._spec import EngineSpec, FactView, deep_gemm_use
+from ..engine import EngineSpec, FactView, deep_gemm_use
+from ..line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser, unknown_note
 from .flags import FLAGS, LAUNCHERS, facts_of, parser_release, read_spellings
 
 if TYPE_CHECKING:
@@ -48,6 +48,8 @@ class SglangSpec(EngineSpec):
     commands: ClassVar = (("sglang", "serve"),)
     modules: ClassVar = LAUNCHERS
     usage: ClassVar[str] = "sglang serve --model-path MODEL [FLAGS]"
+    launch: ClassVar[str] = "python -m sglang.launch_server --model-path"
+    plugin_does: ClassVar[str] = "the plugin sets these at start-up, checks them per rank and names per-layer fallbacks"
     env_prefix: ClassVar[str] = "SGLANG_"
     #: the rules read one SGLang variable; its other switches are checked by the plugin at start-up
     env_complete: ClassVar[bool] = False
@@ -122,10 +124,10 @@ class SglangSpec(EngineSpec):
             raise UsageError("serve line: an SGLang line needs the SGLang vocabulary (rules/engines/sglang.yaml)")
         return facts_of(values, vocabulary)
 
-    def releases(self) -> Sequence[str]:
-        from .versions import known_releases
+    def records(self) -> Mapping[str, Mapping[str, Any]]:
+        from .versions import release_records
 
-        return tuple(known_releases())
+        return release_records()
 
     def render(
         self,

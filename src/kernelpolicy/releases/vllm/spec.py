@@ -7,8 +7,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 from ...errors import UsageError
-from .._line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser
-from .._spec import EngineSpec, FactView, deep_gemm_use
+from ..engine import EngineSpec, FactView, deep_gemm_use
+from ..line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser
 from .flags import FLAGS, facts_of
 
 if TYPE_CHECKING:
@@ -70,6 +70,8 @@ class VllmSpec(EngineSpec):
     commands: ClassVar = (("vllm", "serve"),)
     modules: ClassVar = ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.api_server")
     usage: ClassVar[str] = "vllm serve MODEL [FLAGS]"
+    launch: ClassVar[str] = "vllm serve"
+    plugin_does: ClassVar[str] = "with the plugin every path follows this decision"
     env_prefix: ClassVar[str] = "VLLM_"
     env_complete: ClassVar[bool] = True
     requirement: ClassVar[str] = "vllm=={version}"
@@ -115,10 +117,20 @@ class VllmSpec(EngineSpec):
     def facts_of(self, values: Mapping[str, Any], vocabulary: EngineMap | None) -> dict[str, Any]:
         return facts_of(values)
 
-    def releases(self) -> Sequence[str]:
-        from .versions import SUPPORTED
+    def unread_env(self, version: str, names: Sequence[str]) -> Mapping[str, str]:
+        from .versions import unread_env
 
-        return tuple(SUPPORTED)
+        return unread_env(version, names)
+
+    def env_value(self, name: str, raw: str, version: str | None) -> str:
+        from .env import engine_env_value
+
+        return engine_env_value(name, raw, version)
+
+    def records(self) -> Mapping[str, Mapping[str, Any]]:
+        from .versions import release_records
+
+        return release_records()
 
     def render(
         self,

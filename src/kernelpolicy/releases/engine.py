@@ -10,6 +10,7 @@ parser reads the rest, its environment prefix, how it quantizes an unquantized c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from .table import Flag
@@ -17,7 +18,7 @@ from .table import Flag
 if TYPE_CHECKING:
     from ..decision import PathDecision
     from ..policy import EngineMap
-    from ._line import LineValues
+    from .line import LineValues
 
 __all__ = ["EngineSpec", "FactView", "deep_gemm_use"]
 
@@ -43,6 +44,10 @@ class EngineSpec:
     modules: ClassVar[tuple[str, ...]]
     #: its launch line as a usage message writes it
     usage: ClassVar[str]
+    #: how ``explain`` starts a whole launch line of it, before the model
+    launch: ClassVar[str]
+    #: what ``explain`` says its plugin does, before the install line
+    plugin_does: ClassVar[str]
     #: the prefix of the environment variables it reads (``VLLM_``)
     env_prefix: ClassVar[str]
     #: whether the rules read every variable of :attr:`env_prefix` that bears on a kernel (a
@@ -59,6 +64,14 @@ class EngineSpec:
     def serve_defaults(self) -> dict[str, Any]:
         """What a whole launch line means by leaving a flag out (the engine's defaults)."""
         return {f.dest: f.default for f in self.flags if f.default is not None}
+
+    def backend_name(self, value: object) -> str | None:
+        """The engine's reading of a backend flag's value (``--moe-backend TRITON``): lower case,
+        ``-`` as ``_``; ``auto`` (the engine's own choice) and None are no backend."""
+        if value is None:
+            return None
+        name = str(value).lower().replace("-", "_")
+        return None if name == "auto" else name
 
     def read_line(
         self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None
@@ -86,9 +99,31 @@ class EngineSpec:
         (its *release*, the newest known when None), without the kernelpolicy plugin."""
         raise NotImplementedError
 
+    def unread_env(self, version: str, names: Sequence[str]) -> Mapping[str, str]:
+        """Of the variables *names* (without the ``deploy.env.`` prefix), those *version* does
+        not read -> the releases that do; an engine whose releases say nothing of it: none."""
+        return {}
+
+    def env_value(self, name: str, raw: str, version: str | None) -> str:
+        """The variable *name*'s value *raw* as the engine's *version* parses it (``00`` is ``0``
+        for a switch read as ``bool(int(...))``); as given where the engine's reading is not known.
+
+        :raises ValueError: a value the release refuses (the engine stops there), with its message.
+        """
+        return raw
+
     def releases(self) -> Sequence[str]:
         """The releases kernelpolicy knows, oldest first."""
+        return tuple(self.records())
+
+    def records(self) -> Mapping[str, Mapping[str, Any]]:
+        """Each scanned release's record (``releases.json``: what it pins, reads and offers)."""
         raise NotImplementedError
+
+    @property
+    def data_file(self) -> Path:
+        """The generated file of its scanned releases (``<engine>/releases.json``)."""
+        return Path(__file__).with_name(self.name) / "releases.json"
 
     def known(self, version: str) -> str | None:
         """The release kernelpolicy knows that *version* names (``0.34`` is ``0.34.0``), as the
