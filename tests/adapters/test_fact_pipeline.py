@@ -15,6 +15,7 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.deployment.pipeline import FACTS_ENV, build_facts, env_names, environ_facts
+from kernelpolicy.engines._runtime import core_policy
 from kernelpolicy.engines.vllm import plugin
 from kernelpolicy.facts import Facts
 
@@ -237,7 +238,7 @@ def test_plugin_names_kernelpolicy_policy_when_it_does_not_load(
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - id: x\n    when: {gpu.smm: sm90}\n", encoding="utf-8")
     monkeypatch.setenv("KERNELPOLICY_POLICY", str(bad))
-    plugin._core_policy.cache_clear()
+    core_policy.cache_clear()
     try:
         assert plugin.current_decision() is None
         (warning,) = plugin.status()["warnings"]
@@ -247,7 +248,7 @@ def test_plugin_names_kernelpolicy_policy_when_it_does_not_load(
         assert "bad.yaml" in warning and "PolicyError(" not in warning and "Diagnostic(" not in warning
     finally:
         monkeypatch.delenv("KERNELPOLICY_POLICY")
-        plugin._core_policy.cache_clear()
+        core_policy.cache_clear()
 
 
 def test_plugin_gathers_facts_once_per_config(vllm_process: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:

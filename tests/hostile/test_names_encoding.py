@@ -94,7 +94,7 @@ def test_the_vllm_plugin_loads_a_policy_whose_name_is_not_utf8(policy: Path) -> 
     (UnicodeEncodeError); leaving vLLM's own choice in place`)."""
     code = (
         "from kernelpolicy.engines.vllm import plugin\n"
-        "policy = plugin._policy_or_fail()\n"
+        "policy = plugin._STATE.policy()\n"
         "print(any(r.id == 'no-cutlass-here' for r in policy.rules))\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC), "KERNELPOLICY_POLICY": str(policy), "LC_ALL": "C.UTF-8"}

@@ -156,13 +156,14 @@ def test_strict_plugin_starts_with_a_corrupt_cache(monkeypatch: pytest.MonkeyPat
     entry = _fresh_entry()
     entry.write_bytes(b"\x80\x04garbage")
     monkeypatch.setenv("KERNELPOLICY_STRICT", "1")
+    from kernelpolicy.engines._runtime import core_policy
     from kernelpolicy.engines.vllm import plugin as vllm
 
-    vllm._core_policy.cache_clear()
+    core_policy.cache_clear()
     try:
-        assert vllm._policy_or_fail().by_id  # the plugin's own load: no error
+        assert vllm._STATE.policy().by_id  # the plugin's own load: no error
     finally:
-        vllm._core_policy.cache_clear()
+        core_policy.cache_clear()
 
 
 # -- round three (N7): integrity and ownership; a shared cache must not poison decisions

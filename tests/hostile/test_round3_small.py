@@ -145,16 +145,16 @@ def test_the_plugins_patch_failures_are_words_not_a_repr() -> None:
 
     from kernelpolicy.adapters import vllm as plugin
 
+    from kernelpolicy.engines._runtime import message
+
     source = inspect.getsource(plugin)
     assert "{exc!r}" not in source
     # one clean lowercase line (the class after the words; was `ModuleNotFoundError: No module ...`)
-    assert plugin._message(ModuleNotFoundError("No module named 'vllm.x'", name="vllm.x")) == (
+    assert message(ModuleNotFoundError("No module named 'vllm.x'", name="vllm.x")) == (
         "no module named `vllm.x` (ModuleNotFoundError)"
     )
-    assert plugin._message(AttributeError("Module has no attribute 'f'")) == (
-        "module has no attribute 'f' (AttributeError)"
-    )
-    assert plugin._message(RuntimeError()) == "(RuntimeError)"
+    assert message(AttributeError("Module has no attribute 'f'")) == ("module has no attribute 'f' (AttributeError)")
+    assert message(RuntimeError()) == "(RuntimeError)"
 
 
 @pytest.mark.parametrize("engine", ["vllm==99", "vllm==0.1.0"])

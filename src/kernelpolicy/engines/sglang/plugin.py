@@ -31,18 +31,16 @@ release the per-release table does not know: one warning, nothing registered.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import sys
-import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from ...deployment.pipeline import is_strict
 from ...releases.sglang.names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
 from ...releases.sglang.versions import SglangRelease, known_releases, release_for
 from ...render.summary import startup_summary
+from .._runtime import DISABLE_ENV, AdapterError, Runtime
 from ..agreement import AgreementError, check_agreement
 
 if TYPE_CHECKING:
@@ -61,42 +59,34 @@ __all__ = [
 
 
 def _logger() -> logging.Logger:
-    # imported here: `explain --json` imports this package (for the release tables), not logging
-    import logging
-
-    return logging.getLogger("kernelpolicy.sglang")
+    return _STATE.logger()
 
 
-DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
 #: Names of the variables the plugin set in the main process (so child processes read the
 #: deployment's own environment, not the plugin's settings, as facts).
 SET_ENV: Final = "KERNELPOLICY_SGLANG_SET"
 _SOURCE: Final = "kernelpolicy"
 
 
-class AdapterError(RuntimeError):
-    """The plugin could not apply the decision and ``KERNELPOLICY_STRICT=1`` is set."""
-
-
 Resolver = Callable[[Any], Any]
 
 
 @dataclasses.dataclass
-class _State:
-    registered: bool = False
-    version: str | None = None
+class _State(Runtime):
+    """The SGLang plugin's state: the shared lifecycle, the hooks and this process's one decision."""
+
+    engine: ClassVar[str] = "sglang"
+    stands: ClassVar[str] = "SGLang's own choice stands"
     release: SglangRelease | None = None
     hooks: list[str] = dataclasses.field(default_factory=list)
-    environ: dict[str, str] | None = None
     decision: Any = None
     flags: dict[str, Any] | None = None
     facts: dict[str, object] = dataclasses.field(default_factory=dict)
     applied: dict[str, str] = dataclasses.field(default_factory=dict)
-    agreed: bool = False
-    resolver: Resolver | None = None
-    warnings: list[str] = dataclasses.field(default_factory=list)
-    fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)
-    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
+
+    def start_environ(self) -> dict[str, str]:
+        """``os.environ`` without the variables the plugin itself set in the main process."""
+        return _deployment_environ()
 
 
 _STATE = _State()
@@ -108,34 +98,17 @@ def set_resolver(resolver: Resolver | None) -> None:
     _STATE.decision = None
 
 
-@functools.lru_cache(maxsize=1)
 def _policy() -> Any:
-    import kernelpolicy as kp
-
-    return kp.load_policy()
+    return _STATE.policy()
 
 
-def _warn(message: str) -> None:
-    if message not in _STATE.warnings:
-        _STATE.warnings.append(message)
-        _logger().warning("kernelpolicy: %s", message)
+def _warn(text: str) -> None:
+    _STATE.warn(text)
 
 
-def _strict() -> bool:
-    """``KERNELPOLICY_STRICT`` is on; a value that is neither on nor off was meant to turn it on."""
-    from ...errors import UsageError
-
-    try:
-        return is_strict(os.environ)
-    except UsageError:
-        return True
-
-
-def _fail(message: str) -> None:
+def _fail(text: str) -> None:
     """A problem applying the decision: a warning, or (``KERNELPOLICY_STRICT=1``) an error."""
-    if _strict():
-        raise AdapterError(f"kernelpolicy: {message}")
-    _warn(message + "; SGLang's own choice stands")
+    _STATE.fail(text)
 
 
 def _deployment_environ() -> dict[str, str]:
@@ -152,9 +125,7 @@ def _decide(server_args: Any) -> Any:
     with _STATE.lock:
         if _STATE.decision is not None:
             return _STATE.decision
-        import kernelpolicy as kp
 
-        from ...deployment.pipeline import engine_built
         from ...render.flags import engine_flags
         from ._facts import facts_from_sglang
 
@@ -164,13 +135,8 @@ def _decide(server_args: Any) -> Any:
             values = {**facts_from_sglang(server_args, engine, policy.models), "deploy.engine": "sglang"}
             if _STATE.version:  # the release this process runs (its metadata may be missing)
                 values["sglang.version"] = _STATE.version
-            environ = _STATE.environ if _STATE.environ is not None else _deployment_environ()
-            built = engine_built(policy, values, "sglang", environ)
-            for warning in built.warnings:
-                _warn(warning)
-            decision = (_STATE.resolver or (lambda f: kp.resolve(f, policy)))(built.facts)
-            if built.conflicts and isinstance(decision, kp.Decision):  # recorded, as explain records them
-                decision = dataclasses.replace(decision, warnings=(*decision.warnings, *built.conflicts))
+            built = _STATE.built(values)
+            decision = _STATE.decide(built)  # the conflicts recorded, as explain records them
         except AdapterError:
             raise
         except Exception as exc:
@@ -413,7 +379,7 @@ def register() -> None:
         if _STATE.registered:
             return
         _STATE.registered = True
-        if _disabled():
+        if _STATE.disabled():
             _logger().info("kernelpolicy: %s is set; the SGLang plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = _deployment_environ()
@@ -426,10 +392,7 @@ def register() -> None:
                 f"kernelpolicy: SGLang {version or '(not found)'} is not a release this plugin knows "
                 f"({known}); nothing is patched, SGLang decides on its own"
             )
-            if _strict():
-                raise AdapterError(message)
-            _logger().warning(message)
-            _STATE.warnings.append(message)
+            _STATE.unknown_release(message)
             return
         _STATE.release = release
         from sglang.srt.plugins.hook_registry import HookRegistry, HookType
@@ -476,15 +439,3 @@ def status() -> dict[str, Any]:
         )
     )
     return out
-
-
-def _disabled() -> bool:
-    """``KERNELPOLICY_DISABLE`` is on; a value that is neither on nor off is said, and read as off."""
-    from ..._flags import env_flag
-    from ...errors import UsageError
-
-    try:
-        return env_flag(os.environ, DISABLE_ENV)
-    except UsageError as exc:
-        _logger().warning("kernelpolicy: %s; the plugin runs", exc)
-        return False

@@ -38,11 +38,10 @@ import json
 import logging
 import os
 import sys
-import threading
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
-from ...deployment.pipeline import STRICT_ENV, is_strict
+from ...deployment.pipeline import STRICT_ENV
 from ...releases.vllm.names import (
     DENSE_BLOCK_KERNELS,
     DENSE_TENSOR_KERNELS,
@@ -61,6 +60,7 @@ from ...releases.vllm.versions import (
     patch_points_for,
 )
 from ...render.summary import startup_summary
+from .._runtime import DISABLE_ENV, AdapterError, Runtime, message
 from ..agreement import AgreementError, agreement_report, check_agreement
 
 __all__ = [
@@ -77,12 +77,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger("kernelpolicy.vllm")
-DISABLE_ENV: Final = "KERNELPOLICY_DISABLE"
-
-
-class AdapterError(RuntimeError):
-    """The plugin could not apply the decision (only raised in strict mode, or when the
-    decided backend is refused by vLLM at a selection point)."""
 
 
 class _PathLike(Protocol):
@@ -109,21 +103,12 @@ Resolver = Callable[[Any], DecisionLike]
 """How the plugin's :class:`kernelpolicy.Facts` become a decision (``kernelpolicy.resolve``)."""
 
 
-def _strict() -> bool:
-    """``KERNELPOLICY_STRICT`` is on; a value that is neither on nor off (``2``, ``enabled``) was
-    meant to turn it on: read as on (the plugin stops rather than guess)."""
-    from ...errors import UsageError
-
-    try:
-        return is_strict(os.environ)
-    except UsageError:
-        return True
-
-
 @dataclasses.dataclass
-class _State:
-    registered: bool = False
-    version: str | None = None
+class _State(Runtime):
+    """The vLLM plugin's state: the shared lifecycle, the patches and the decisions per config."""
+
+    engine: ClassVar[str] = "vllm"
+    stands: ClassVar[str] = "leaving vLLM's own choice in place"
     points: VllmPatchPoints | None = None
     patches: list[tuple[Any, str, Any, bool]] = dataclasses.field(default_factory=list)
     patched: list[str] = dataclasses.field(default_factory=list)
@@ -133,13 +118,7 @@ class _State:
     by_config: dict[tuple[object, ...], DecisionLike] = dataclasses.field(default_factory=dict)
     facts: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     logged: set[str] = dataclasses.field(default_factory=set)
-    agreed: bool = False
-    resolver: Resolver | None = None
     late_importers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    warnings: list[str] = dataclasses.field(default_factory=list)
-    fallbacks: list[dict[str, str]] = dataclasses.field(default_factory=list)
-    environ: dict[str, str] | None = None
-    lock: threading.RLock = dataclasses.field(default_factory=threading.RLock)
 
 
 _STATE = _State()
@@ -155,26 +134,11 @@ def set_resolver(resolver: Resolver | None) -> None:
 
 
 def _core_resolver(facts: Any) -> DecisionLike:
+    """The kernelpolicy core's decision for *facts* (whatever resolver a test set)."""
     import kernelpolicy as kp
 
-    decision: DecisionLike = kp.resolve(facts, _core_policy())
+    decision: DecisionLike = kp.resolve(facts, _STATE.policy())
     return decision
-
-
-def _message(exc: BaseException) -> str:
-    """One lowercase line for *exc*: kernelpolicy's own wording, else the exception's text with its
-    class after it (``no module named `vllm.x` (ModuleNotFoundError)``), never a repr."""
-    from ...errors import KernelPolicyError
-
-    text = str(exc).strip().splitlines()
-    if isinstance(exc, (KernelPolicyError, _PolicyLoadError)):
-        return text[0] if text else type(exc).__name__
-    if isinstance(exc, ModuleNotFoundError) and exc.name:
-        return f"no module named `{exc.name}` ({type(exc).__name__})"
-    if not text:
-        return f"({type(exc).__name__})"
-    line = text[0]
-    return f"{line[:1].lower()}{line[1:]} ({type(exc).__name__})"  # the class last: one lowercase line
 
 
 def _pipeline_facts(values: Mapping[str, object]) -> Any:
@@ -183,49 +147,12 @@ def _pipeline_facts(values: Mapping[str, object]) -> Any:
 
 
 def _pipeline_built(values: Mapping[str, object]) -> Any:
-    """:func:`_pipeline_facts`, with the conflicts a decision records (its warnings logged)."""
+    """:func:`_pipeline_facts`, with the conflicts a decision records (its warnings said).
 
-    from ...deployment.pipeline import engine_built
-
-    # the environment the deployment was started with: vLLM itself sets some variables while it
-    # builds its config (VLLM_USE_DEEP_GEMM_E8M0 for UE8M0 checkpoints), which are not inputs
-    environ = _STATE.environ if _STATE.environ is not None else os.environ
-    built = engine_built(_policy_or_fail(), values, "vllm", environ)
-    for warning in built.warnings:
-        _warn(warning)
-    return built
-
-
-def _recording(conflicts: tuple[str, ...], decision: DecisionLike) -> DecisionLike:
-    """*decision* with the stated facts vLLM's config contradicted among its warnings (as
-    ``explain`` records them); a custom resolver's result as it is."""
-    from ...decision import Decision
-
-    if conflicts and isinstance(decision, Decision):
-        return dataclasses.replace(decision, warnings=(*decision.warnings, *conflicts))
-    return decision
-
-
-def _policy_or_fail() -> Any:
-    try:
-        return _core_policy()
-    except Exception as exc:
-        from ..._files import shown_name
-        from ...dsl.loader import POLICY_ENV
-
-        where = f" (with {POLICY_ENV}=`{shown_name(os.environ[POLICY_ENV])}`)" if os.environ.get(POLICY_ENV) else ""
-        raise _PolicyLoadError(f"could not load the rule tables{where}: {_message(exc)}") from None
-
-
-class _PolicyLoadError(RuntimeError):
-    """The rule tables (shipped, or named by ``KERNELPOLICY_POLICY``) did not load."""
-
-
-@functools.lru_cache(maxsize=1)
-def _core_policy() -> Any:
-    import kernelpolicy as kp
-
-    return kp.load_policy()
+    The environment is the one the deployment was started with: vLLM itself sets some
+    variables while it builds its config (VLLM_USE_DEEP_GEMM_E8M0 for UE8M0 checkpoints),
+    which are not inputs."""
+    return _STATE.built(values)
 
 
 # ----------------------------------------------------------------------------- patch bookkeeping
@@ -265,13 +192,8 @@ def unpatch() -> None:
         _STATE.by_config.clear()
         _STATE.facts.clear()
         _STATE.logged.clear()
-        _STATE.warnings.clear()
-        _STATE.fallbacks.clear()
-        _STATE.environ = None
-        _STATE.agreed = False
-        _STATE.registered = False
+        _STATE.reset()
         _STATE.points = None
-        _STATE.version = None
 
 
 # ----------------------------------------------------------------------------- the decision
@@ -345,10 +267,10 @@ def _decide(config: Any) -> DecisionLike | None:
         try:
             from ._facts import facts_from_vllm
 
-            built = _pipeline_built(facts_from_vllm(config, _policy_or_fail().models))
+            built = _pipeline_built(facts_from_vllm(config, _STATE.policy().models))
             facts = built.facts
         except Exception as exc:
-            _fail(f"could not gather facts: {_message(exc)}")
+            _fail(f"could not gather facts: {message(exc)}")
             return None
         values = dict(facts.values)
         key = json.dumps(values, sort_keys=True, default=str)
@@ -356,9 +278,9 @@ def _decide(config: Any) -> DecisionLike | None:
         if cached is not None:
             return cached
         try:
-            decision = _recording(built.conflicts, (_STATE.resolver or _core_resolver)(facts))
+            decision: DecisionLike = _STATE.decide(built)
         except Exception as exc:
-            _fail(f"could not resolve a decision: {_message(exc)}")
+            _fail(f"could not resolve a decision: {message(exc)}")
             return None
         _STATE.decisions[key] = decision
         resolved = getattr(getattr(decision, "facts", None), "values", None)  # with implied facts
@@ -378,18 +300,12 @@ def _decide(config: Any) -> DecisionLike | None:
         return decision
 
 
-def _warn(message: str) -> None:
-    if message not in _STATE.warnings:
-        _STATE.warnings.append(message)
-        logger.warning("kernelpolicy: %s", message)
+def _warn(text: str) -> None:
+    _STATE.warn(text)
 
 
-def _fail(message: str) -> None:
-    if _strict():
-        raise AdapterError(f"kernelpolicy: {message}")
-    if message not in _STATE.warnings:
-        _STATE.warnings.append(message)
-        logger.warning("kernelpolicy: %s; leaving vLLM's own choice in place", message)
+def _fail(text: str) -> None:
+    _STATE.fail(text)
 
 
 def _rejected(decision: DecisionLike, path: str) -> set[str]:
@@ -462,8 +378,8 @@ def _patch_dense(points: VllmPatchPoints) -> None:
             return original(config, _reorder_table(possible_kernels, decision, block), *a, **kw)
         except _REFUSALS as exc:
             # no kernel the decision allows can implement this layer: vLLM's own table decides
-            reason = _message(exc)
-            if _strict():
+            reason = message(exc)
+            if _STATE.strict():
                 raise AdapterError(
                     f"kernelpolicy: vLLM can implement this dense layer with no kernel the decision allows "
                     f"({STRICT_ENV} is set, so start-up stops): {reason}"
@@ -578,8 +494,8 @@ def _first_accepted(
         try:
             result = call()
         except _REFUSALS as exc:
-            reason = _message(exc)
-            if _strict():
+            reason = message(exc)
+            if _STATE.strict():
                 raise AdapterError(
                     f"kernelpolicy: vLLM's {where} refused the decided MoE backend `{backend}` "
                     f"({STRICT_ENV} is set, so start-up stops): {reason}"
@@ -589,7 +505,7 @@ def _first_accepted(
         if backend != chosen or refused:
             _fallback(decision, chosen, backend, where, refused)
         return result
-    if _strict() and not first:
+    if _STATE.strict() and not first:
         raise AdapterError(
             f"kernelpolicy: vLLM's {where} can select no backend the decision allows "
             f"(decided `{chosen}`; {STRICT_ENV} is set, so start-up stops)"
@@ -649,7 +565,7 @@ def _patch_moe_oracles(points: VllmPatchPoints) -> None:
         try:
             mod = importlib.import_module(oracle.module)
         except Exception as exc:  # one oracle failing to import must not cost the others
-            _fail(f"could not import the {oracle.scheme} MoE oracle: {_message(exc)}")
+            _fail(f"could not import the {oracle.scheme} MoE oracle: {message(exc)}")
             continue
         for fn_name in oracle.functions:
             original = getattr(mod, fn_name, None)
@@ -775,20 +691,17 @@ def register() -> None:
     with _STATE.lock:
         if _STATE.registered:
             return
-        if _disabled():
+        if _STATE.disabled():
             logger.info("kernelpolicy: %s is set; the vLLM plugin does nothing", DISABLE_ENV)
             return
         _STATE.environ = dict(os.environ)
         version = _installed_vllm()
         points = patch_points_for(version) if version else None
         if points is None:
-            message = (
+            _STATE.unknown_release(
                 f"kernelpolicy: vLLM {version or '(not found)'} is not a release this plugin "
                 f"knows ({known_span()}); no selection point is patched, vLLM decides on its own"
             )
-            if _strict():
-                raise AdapterError(message)
-            logger.warning(message)
             _STATE.registered = True
             _STATE.version = version
             return
@@ -798,12 +711,12 @@ def register() -> None:
             try:
                 patch(points)
             except Exception as exc:
-                message = f"kernelpolicy: could not patch the {label} selection point: {_message(exc)}"
-                if _strict():
+                text = f"kernelpolicy: could not patch the {label} selection point: {message(exc)}"
+                if _STATE.strict():
                     unpatch()
-                    raise AdapterError(message) from exc
-                logger.warning(message)
-                _STATE.warnings.append(message)
+                    raise AdapterError(text) from exc
+                logger.warning(text)
+                _STATE.warnings.append(text)
         _STATE.registered = True
         logger.debug("kernelpolicy: patched %s", ", ".join(_STATE.patched))
 
@@ -835,15 +748,3 @@ def status() -> dict[str, Any]:
         "fallbacks": [dict(f) for f in _STATE.fallbacks],
         "warnings": list(_STATE.warnings),
     }
-
-
-def _disabled() -> bool:
-    """``KERNELPOLICY_DISABLE`` is on; a value that is neither on nor off is said, and read as off."""
-    from ..._flags import env_flag
-    from ...errors import UsageError
-
-    try:
-        return env_flag(os.environ, DISABLE_ENV)
-    except UsageError as exc:
-        logger.warning("kernelpolicy: %s; the plugin runs", exc)
-        return False
