@@ -10,10 +10,10 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.cli import main
+from kernelpolicy.engines.conformance import FAMILIES
+from kernelpolicy.engines.conformance import one_line as _one_line
 from kernelpolicy.engines.vllm.conformance import (
-    FAMILIES,
     OPTIONS,
-    _one_line,
     judge,
     matrix_cells,
     section_of,

@@ -9,6 +9,7 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy._venvs import build_commands, venv_python
+from kernelpolicy.engines.conformance import deployment_facts
 from kernelpolicy.engines.sglang.conformance import (
     _flag_deployment,
     judge,
@@ -18,7 +19,6 @@ from kernelpolicy.engines.sglang.conformance import (
     update_document,
 )
 from kernelpolicy.engines.sglang.testing import Deployment, SglangChoices
-from kernelpolicy.engines.vllm.conformance import deployment_facts
 from kernelpolicy.errors import UsageError
 from kernelpolicy.releases.sglang.flags import moe_ids_of
 from kernelpolicy.render.flags import engine_flags

@@ -11,8 +11,8 @@ import pytest
 
 import kernelpolicy as kp
 from kernelpolicy.cli._sglang import _target_facts
+from kernelpolicy.engines.conformance import FAMILIES
 from kernelpolicy.engines.sglang.conformance import CellResult, _failure, render_markdown, run_matrix, section_of
-from kernelpolicy.engines.vllm.conformance import FAMILIES
 from kernelpolicy.releases.sglang.flags import moe_ids_of
 
 from .conftest import RELEASES, venv_python

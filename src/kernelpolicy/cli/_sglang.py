@@ -116,9 +116,9 @@ def _print_cells(results: Sequence[CellResult]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..engines.conformance import FAMILIES
     from ..engines.sglang.conformance import render_markdown, run_matrix, update_document
     from ..engines.sglang.testing import SimulationError
-    from ..engines.vllm.conformance import FAMILIES
     from ..facts.model import find_model
     from ..releases.sglang.flags import moe_ids_of
 

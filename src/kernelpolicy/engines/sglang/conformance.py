@@ -27,8 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ...facts.keys import DECIDED_PATHS
-from ..vllm import conformance as _vllm_matrix
-from ..vllm.conformance import FAMILIES, _one_line, deployment_facts
+from .. import conformance as _base
+from ..conformance import FAMILIES, deployment_facts, one_line
 
 if TYPE_CHECKING:
     from ...decision import Decision
@@ -141,8 +141,8 @@ def judge(
         none = [p for p in _PATHS if decision.paths[p].applicable and decision.paths[p].backend is None]
         if none:
             rule = decision.paths[none[0]].rule or "?"
-            return "unsupported", f"the decision: no `{none[0]}` backend (`{rule}`); SGLang: {_one_line(failure)}", None
-        return "could not run", f"{label}: {_one_line(failure)}", None
+            return "unsupported", f"the decision: no `{none[0]}` backend (`{rule}`); SGLang: {one_line(failure)}", None
+        return "could not run", f"{label}: {one_line(failure)}", None
     status = patched.plugin or {}
     fingerprint = status.get("fingerprint")
     parity = None if fingerprint is None else fingerprint == decision.fingerprint
@@ -160,7 +160,7 @@ def judge(
     for result in ("conflict", "differs"):
         hits = [reason for r, reason in verdicts if r == result]
         if hits:
-            return result, _one_line("; ".join(dict.fromkeys(hits))), parity
+            return result, one_line("; ".join(dict.fromkeys(hits))), parity
     return "same", "", parity
 
 
@@ -292,9 +292,9 @@ backend for a path and SGLang refuses the deployment too.
 
 def section_of(document: str, version: str) -> str | None:
     """The generated section of SGLang *version* in *document*, or ``None``."""
-    return _vllm_matrix.section_of(document, version, engine="sglang")
+    return _base.section_of(document, version, "sglang")
 
 
 def update_document(path: Path, version: str, section: str) -> None:
     """Write *section* as *version*'s part of ``docs/sglang-conformance.md`` (others kept)."""
-    _vllm_matrix.update_document(path, version, section, engine="sglang", header=_HEADER)
+    _base.update_document(path, version, section, "sglang", _HEADER)

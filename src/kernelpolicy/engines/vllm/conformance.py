@@ -17,15 +17,14 @@ ran with the plugin:
 
 from __future__ import annotations
 
-import os
-import platform
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ...facts.keys import DECIDED_PATHS, PATHS
+from .. import conformance as _base
+from ..conformance import FAMILIES, one_line
 
 if TYPE_CHECKING:
     from ...decision import Decision
@@ -50,13 +49,6 @@ __all__ = [
     "update_document",
 ]
 
-#: family -> (compute capability, the product the simulated GPU names)
-FAMILIES: Final[dict[str, tuple[tuple[int, int], str]]] = {
-    "sm90": ((9, 0), "NVIDIA H100"),
-    "sm100": ((10, 0), "NVIDIA B200"),
-    "sm120": ((12, 0), "NVIDIA RTX PRO 6000 Blackwell"),
-    "sm121": ((12, 1), "NVIDIA GB10"),
-}
 #: Options swept beside the defaults, for the models named (env of the deployment).
 OPTIONS: Final[tuple[tuple[str, Mapping[str, str]], ...]] = (
     ("Qwen/Qwen3.6-35B-A3B-FP8", {"VLLM_USE_DEEP_GEMM": "1"}),
@@ -145,18 +137,13 @@ def deployment_facts(
     family: str,
     target: Mapping[str, object],
     *,
-    engine: str = "vllm",
     env: Mapping[str, str] | None = None,
     moe_backend: str | None = None,
 ) -> Facts:
-    """What ``explain`` builds for a sweep's deployment (:func:`kernelpolicy.deployment.build.sweep_facts`):
-    the vLLM and SGLang sweeps both judge against it."""
-    from ...deployment.build import sweep_facts
-
-    _cc, name = FAMILIES[family]
-    host = {"gpu.name": name, "host.machine": platform.machine(), "deploy.engine": engine}
-    flags = sweep_serve_facts() if engine == "vllm" else None
-    return sweep_facts(policy, model, family, target, host, env=env, moe_backend=moe_backend, flags=flags)
+    """What ``explain`` builds for a vLLM sweep cell, served with :data:`SWEEP_SERVE`."""
+    return _base.deployment_facts(
+        policy, model, family, target, engine="vllm", env=env, moe_backend=moe_backend, flags=sweep_serve_facts()
+    )
 
 
 def run_matrix(
@@ -253,35 +240,11 @@ def _failure(choices: NativeChoices, decision: Decision) -> str | None:
     return None
 
 
-def _one_line(text: str) -> str:
-    """An error as one table-safe line: the whole message, then where it was raised."""
-    lines = [x.strip() for x in text.strip().splitlines() if x.strip()]
-    frames = [i for i, x in enumerate(lines) if x.startswith("File ")]
-    message = lines[: frames[0]] if frames else lines
-    where = lines[frames[-1]] if frames else ""
-    text = " ".join(message) + (f" ({where})" if where else "")
-    return _portable(text).replace("|", "\\|")
-
-
-_LOCAL_PATHS: Final = (
-    (re.compile(r'"[^"]*?/site-packages/'), '"'),  # a venv's files, from its package root
-    (re.compile(r"/\S*?/kp-simgpu-[^/\s]+/"), ""),  # the probe's temporary folder
-    (re.compile(r"/\S*?/kp-model-[^/\s'\"]+"), "MODEL"),  # the temporary model folder
-)
-
-
-def _portable(text: str) -> str:
-    """*text* without this machine's paths (the table is checked in and compared)."""
-    for pattern, replacement in _LOCAL_PATHS:
-        text = pattern.sub(replacement, text)
-    return text
-
-
 def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, bool | None]:
     """The verdict of one cell with the plugin: (result, reason, parity)."""
     failure = _failure(with_plugin, decision)
     if failure is not None:
-        return "could not run", _one_line(failure), None
+        return "could not run", one_line(failure), None
     plugin = with_plugin.plugin or {}
     decided = [d for d in plugin.get("decisions") or () if isinstance(d, Mapping)]
     parity = None
@@ -388,37 +351,14 @@ Why a cell is not `same` (the reason column names the case):
 """
 
 
-def _marker(version: str, end: bool = False, engine: str = "vllm") -> str:
-    return f"<!-- {'end ' if end else ''}{engine} {version} -->"
+def section_of(document: str, version: str) -> str | None:
+    """The generated section of vLLM *version* in *document*, or ``None``."""
+    return _base.section_of(document, version, "vllm")
 
 
-def section_of(document: str, version: str, engine: str = "vllm") -> str | None:
-    """The generated section of *engine* *version* in *document*, or ``None``."""
-    begin, end = _marker(version, engine=engine), _marker(version, end=True, engine=engine)
-    match = re.search(re.escape(begin) + r"\n(.*?)" + re.escape(end), document, re.S)
-    return match.group(1) if match else None
-
-
-def update_document(path: Path, version: str, section: str, engine: str = "vllm", header: str = _HEADER) -> None:
-    """Write *section* as *version*'s part of the document at *path* (others kept, sorted), at
-    once: the document is read with a bound and replaced through a temporary file.
-
-    :raises ReadError: *path* is not a regular file, or larger than any such document.
-    :raises OSError: it cannot be written (the old document is kept).
-    """
-    from packaging.version import Version
-
-    from ..._files import read_bounded, write_text_at_once
-
-    text = read_bounded(path, 4_000_000).decode("utf-8", "replace") if os.path.lexists(path) else ""
-    sections: dict[str, str] = {}
-    for match in re.finditer(rf"<!-- {engine} (\S+) -->\n(.*?)<!-- end {engine} \1 -->", text, re.S):
-        sections[match.group(1)] = match.group(2)
-    sections[version] = section
-    body = [header]
-    for v in sorted(sections, key=Version):
-        body.append(f"{_marker(v, engine=engine)}\n{sections[v]}{_marker(v, end=True, engine=engine)}\n")
-    write_text_at_once(path, "\n".join(body))
+def update_document(path: Path, version: str, section: str) -> None:
+    """Write *section* as *version*'s part of ``docs/vllm-conformance.md`` (others kept)."""
+    _base.update_document(path, version, section, "vllm", _HEADER)
 
 
 # ----------------------------------------------------------------------------- comparing (`vllm audit` and the sweep)
