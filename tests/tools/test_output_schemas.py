@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -78,7 +77,7 @@ def test_matrix_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None
 def test_vllm_audit_json(policy: kp.Policy) -> None:
     """The report `vllm audit --json` prints, from what a probe of vLLM reports (as the audit's
     own tests simulate it), satisfies its schema; `tests/vllm/` runs the real probe."""
-    from kernelpolicy.cli._vllm import _report
+    from kernelpolicy.engines.vllm.audit import audit_report
     from kernelpolicy.engines.vllm.conformance import audit_differences
     from kernelpolicy.engines.vllm.testing import _from_result
 
@@ -93,9 +92,7 @@ def test_vllm_audit_json(policy: kp.Policy) -> None:
     }
     native = _from_result(raw, gpu_cc=(12, 1), env={}, moe_backend=None, output="", returncode=0, elapsed=1.0)
     differences = audit_differences(native, decision)
-    args = argparse.Namespace(model=MODEL, plugin=False)
-    doc = json.loads(
-        json.dumps(_report(args, Path("/venv/bin/python"), native, decision, [], differences, 1), default=str)
-    )
+    report = audit_report(MODEL, False, Path("/venv/bin/python"), native, decision, [], differences, 1)
+    doc = json.loads(json.dumps(report, default=str))
     assert doc["schema"] == "kernelpolicy.vllm-audit/1"
     assert _errors("vllm-audit", doc) == []
