@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Final
 from ...errors import UsageError
 from ..engine import EngineSpec, FactView, deep_gemm_use
 from ..line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser
+from ..table import full_spellings
 from .flags import FLAGS, facts_of
 
 if TYPE_CHECKING:
@@ -90,13 +91,17 @@ class VllmSpec(EngineSpec):
     def read_line(
         self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None
     ) -> LineValues:
-        """vLLM's reading: ``_`` is ``-`` in a long flag, no abbreviations; a ``--config`` file
-        first, then the line (the line wins); flags that rewrite the model config are refused."""
-        rest = [_dashes(t) for t in rest]
+        """vLLM *release*'s reading: ``_`` is ``-`` in a long flag, then an unambiguous prefix
+        of one of the release's options is that option (``--tensor-parallel 2``; a prefix of
+        several is refused, as vLLM refuses it); a ``--config`` file first, then the line (the
+        line wins); flags that rewrite the model config are refused."""
+        rest = self.spelled([_dashes(t) for t in rest], release)
         parser = serve_parser(self.flags, "vllm serve")
         values, unknown = parse_known(parser, rest)
         if "vllm_config" in values:
-            from_file, unknown_file = parse_known(parser, self.config_tokens(values["vllm_config"]))
+            from_file, unknown_file = parse_known(
+                parser, self.spelled(self.config_tokens(values["vllm_config"]), release)
+            )
             values = {**from_file, **values}
             unknown += unknown_file
         if positional is not None and values.setdefault("model", positional) != positional:
@@ -104,6 +109,17 @@ class VllmSpec(EngineSpec):
         _refuse_config_flags(unknown)
         ignored = tuple(t for t in unknown if t.startswith("-") and t.partition("=")[0] not in _CONFIG_FLAGS)
         return LineValues(values, env, ignored, self.name)
+
+    def spelled(self, tokens: list[str], release: str | None) -> list[str]:
+        """*tokens* with each abbreviated option written out as *release*'s parser reads it
+        (the newest release with scanned options when None; :mod:`.options`)."""
+        from .options import options_for
+
+        found = options_for(release)
+        if found is None:
+            return tokens
+        version, options = found
+        return full_spellings(tokens, options, f"vLLM {version}")
 
     def config_tokens(self, path: str) -> list[str]:
         """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""

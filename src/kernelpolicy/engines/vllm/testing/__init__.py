@@ -53,6 +53,7 @@ __all__ = [
     "WarmupChoice",
     "default_venv_python",
     "parse_gpu",
+    "parser_options",
     "plugin_cost",
     "plugin_facts",
     "simulate",
@@ -506,6 +507,23 @@ def plugin_facts(
             f"the vLLM probe stopped after {len(cells)} of {len(lines)} lines:\n{proc.stdout[-4000:]}"
         )
     return cells
+
+
+def parser_options(
+    python: str | os.PathLike[str], *, gpu: tuple[int, int] = (9, 0), timeout: float = 900.0
+) -> dict[str, str]:
+    """Every option string of the serve-line parser of *python*'s vLLM -> its ``dest``, read
+    from the parser vLLM builds (on a simulated GPU: building it needs a platform).
+
+    :raises SimulationError: when the process wrote no options or vLLM did not import.
+    """
+    request = {"parity": [], "options": True, "gpu": list(gpu), "gpu_name": None}
+    proc, raw = _one_process(Path(python), request, gpu, None, timeout)
+    options = raw.get("options")
+    if not isinstance(options, dict) or not options:
+        problem = raw.get("errors", {}).get("options") or raw.get("errors", {}).get("probe") or "no options"
+        raise SimulationError(f"vLLM's parser options could not be read: {problem}\n{proc.stdout[-4000:]}")
+    return {str(k): str(v) for k, v in options.items()}
 
 
 @dataclass(frozen=True)

@@ -673,18 +673,32 @@ def run_cells(req: dict[str, Any], result: dict[str, Any]) -> None:
 # ----------------------------------------------------------------------------- flag parity
 
 
-def _engine_config(argv: list[str]) -> Any:
-    """vLLM's own reading of a serve line's flags: its argument parser, ``EngineArgs`` and the
-    ``VllmConfig`` it creates (as ``vllm serve`` does before it starts the engine)."""
+def _engine_parser() -> Any:
+    """vLLM's own argument parser of a serve line's engine flags (``EngineArgs``'), as
+    ``vllm serve`` builds it."""
     from vllm.engine.arg_utils import EngineArgs
 
     try:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
     except ImportError:  # older releases
         from vllm.utils import FlexibleArgumentParser
-    parser = EngineArgs.add_cli_args(FlexibleArgumentParser())
-    args = EngineArgs.from_cli_args(parser.parse_args(argv))
+    return EngineArgs.add_cli_args(FlexibleArgumentParser())
+
+
+def _engine_config(argv: list[str]) -> Any:
+    """vLLM's own reading of a serve line's flags: its argument parser, ``EngineArgs`` and the
+    ``VllmConfig`` it creates (as ``vllm serve`` does before it starts the engine)."""
+    from vllm.engine.arg_utils import EngineArgs
+
+    args = EngineArgs.from_cli_args(_engine_parser().parse_args(argv))
     return args.create_engine_config()
+
+
+def _parser_options() -> dict[str, str]:
+    """Every option string of vLLM's serve-line parser -> its ``dest`` (what an abbreviation is
+    read against: the parser keeps argparse's default ``allow_abbrev``)."""
+    parser = _engine_parser()
+    return {option: action.dest for option, action in sorted(parser._option_string_actions.items())}
 
 
 def run_parity(req: dict[str, Any], result: dict[str, Any]) -> None:
@@ -706,6 +720,11 @@ def run_parity(req: dict[str, Any], result: dict[str, Any]) -> None:
         result["errors"]["probe"] = _error(exc)
         result["log_lines"] = _log_lines(capture)
         return
+    if req.get("options"):
+        try:
+            result["options"] = _parser_options()
+        except Exception as exc:
+            result["errors"]["options"] = _error(exc)
     kp = importlib.import_module("kernelpolicy")
     gathering = importlib.import_module("kernelpolicy.engines.vllm._facts")
     gather = gathering.facts_from_vllm
