@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from ..releases.engine import EngineSpec
 
 __all__ = [
-    "QUANTIZATION_METHODS",
     "Deployment",
     "LaunchLine",
     "add_vllm_options",
@@ -40,24 +39,22 @@ __all__ = [
     "ignored_note",
     "known_values",
     "launch_line",
+    "quantization_methods",
     "read_deployment",
     "unknown_note",
 ]
 
-#: ``--quantization`` values of the methods kernelpolicy decides (shell completion lists them).
-QUANTIZATION_METHODS: Final = tuple(
-    sorted(
-        {
-            *(m for e in specs() for ms in e.compatible.values() for m in ms),
-            *(m for e in specs() for m in e.online),
-            "compressed-tensors",
-            "mxfp4",
-        }
-    )
-)
 #: The ignored variables one warning names one by one.
 _ENV_SHOWN: Final = 8
 _NAME_SHOWN: Final = 40
+
+
+def quantization_methods() -> tuple[str, ...]:
+    """The ``--quantization`` values of the methods kernelpolicy decides, of every engine (shell
+    completion lists them)."""
+    methods = {m for e in specs() for ms in e.compatible.values() for m in ms}
+    methods |= {m for e in specs() for m in e.online}
+    return tuple(sorted({*methods, "compressed-tensors", "mxfp4"}))
 
 
 def add_vllm_options(p: argparse.ArgumentParser) -> None:

@@ -98,14 +98,13 @@ def values(kind: str) -> list[str]:
     if kind == "sizes":
         return list(_PARALLEL_SIZES)
     if kind == "engines":
-        from ..releases.sglang.versions import known_releases
-        from ..releases.vllm.versions import release_records
+        from ..releases import specs
 
-        return [*(f"vllm=={v}" for v in release_records()), *(f"sglang=={v}" for v in known_releases())]
+        return [f"{engine.name}=={v}" for engine in specs() for v in engine.releases()]
     if kind == "quantizations":
-        from ..deployment.serve import QUANTIZATION_METHODS
+        from ..deployment.serve import quantization_methods
 
-        return list(QUANTIZATION_METHODS)
+        return list(quantization_methods())
     from ..dsl.loader import load_policy
 
     policy = load_policy(environ=False)
