@@ -148,3 +148,55 @@ def test_a_hostile_path_is_one_line_in_seconds(
         assert errors, (argv, err)  # bad input: its one line
     if kind in ("fifo", "link-to-fifo"):
         assert Path(tmp_path / "fifo").is_fifo()  # an output was not written through the FIFO's name
+
+
+#: output options that write with no engine or GPU, and the argv that reaches the write
+WRITES = {
+    ("check", "--sarif-file"): ["check", "--sarif-file"],
+    ("matrix", "--out"): ["matrix", "--format", "json", "--out"],
+    ("schema", "--write"): ["schema", "--write"],
+}
+
+
+def test_every_output_option_is_named_here() -> None:
+    """Each output option the parser has is checked below, or needs an engine or a GPU run."""
+    outputs = {(p[0], o) for p, o, d in PATH_OPTIONS if d in OUTPUTS}
+    needs_engine = {("vllm", "--markdown"), ("sglang", "--markdown"), ("bench", "--emit-policy")}
+    assert outputs == set(WRITES) | needs_engine
+
+
+@pytest.mark.parametrize("key", list(WRITES), ids=[" ".join(k) for k in WRITES])
+def test_an_output_that_cannot_be_written_whole_keeps_the_old_file(key: tuple[str, str], tmp_path: Path) -> None:
+    """Written at once (a temporary file, then renamed): a write stopped by a file-size limit
+    leaves the old output as it was and says so in one line."""
+    import resource
+    import subprocess
+    import sys
+
+    from .helpers import SRC
+
+    target = tmp_path / ("out" if key[0] != "schema" else "schemas")
+    if key[0] == "schema":
+        target.mkdir()
+        (target / "rules.schema.json").write_text("OLD", encoding="utf-8")
+        old = target / "rules.schema.json"
+    else:
+        target.write_text("OLD", encoding="utf-8")
+        old = target
+
+    def limit() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # the write fails with EFBIG instead of a kill
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1024, 1024))
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kernelpolicy", *WRITES[key], str(target)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(SRC), "KERNELPOLICY_CACHE_DIR": str(tmp_path / "cache")},
+        preexec_fn=limit,
+        check=False,
+    )
+    assert old.read_text(encoding="utf-8") == "OLD", done.stderr
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "internal error" not in done.stderr
