@@ -173,3 +173,18 @@ def test_fish_names_short_and_old_style_options() -> None:
     assert "-o tp -x -a '(kernelpolicy completion --list sizes 2>/dev/null)'" in text
     assert "-s q -x -a '(kernelpolicy completion --list quantizations 2>/dev/null)'" in text
     assert "-l engine -x -a '(kernelpolicy completion --list engines 2>/dev/null)'" in text
+
+
+@needs_cli
+def test_bash_completes_an_sglang_line_and_explain_equals(tmp_path: Path) -> None:
+    """After `--`, an SGLang line's flags complete their values (sizes, the release's backend
+    names), not file names; `--explain=` completes its levels (issue 36)."""
+    line = ["kernelpolicy", "explain", "--gpu", "B200", "--", "python", "-m", "sglang.launch_server"]
+    assert _bash(tmp_path, [*line, "--tp-size", ""]) == ["1", "2", "4", "8", "16"]
+    assert _bash(tmp_path, [*line, "--moe-runner-backend", "flashinfer_t"]) == [
+        "flashinfer_trtllm",
+        "flashinfer_trtllm_routed",
+    ]
+    assert _bash(tmp_path, [*line, "--ep-size", "1"]) == ["1", "16"]
+    assert _bash(tmp_path, ["kernelpolicy", "explain", "--explain", "=", "f"]) == ["full"]
+    assert _bash(tmp_path, ["kernelpolicy", "explain", "--explain", "="]) == ["notes", "full"]
