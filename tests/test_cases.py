@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,53 @@ def test_cli_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
         "FAIL" in out and "moe: expected `marlin`, got `triton`" in out and out.strip().endswith("1 passed, 1 failed")
     )
     assert main(["test", str(tmp_path / "missing.yaml")]) == 2
+
+
+# -- issue 36: rule coverage, a run-level policy, cases written as launch lines -----------------
+
+
+def test_coverage_names_the_rules_no_case_reads(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`test --coverage` (as `opa test --coverage`): the rules some case's decision read, counted,
+    and those none did, named; a rule the one case exercises is not among them."""
+    case = tmp_path / "gb10.yaml"
+    case.write_text("given: {gpu: sm121, model: Qwen/Qwen3.6-35B-A3B-FP8}\nexpect: {moe: triton}\n", encoding="utf-8")
+    assert main(["test", str(case), "--coverage", "-q"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.startswith("coverage: "))
+    read, total = (int(n) for n in line.split()[1:4:2])
+    assert 0 < read < total
+    unread = next(x for x in out.splitlines() if x.startswith("not read by any case: "))
+    assert "deep_gemm-no-sm120-sf-layout" not in unread  # GB10 rejects DeepGEMM by this rule
+    assert "flashinfer_b12x-nvfp4-512-experts-ima" in unread
+
+
+def test_a_run_level_policy_applies_to_every_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    case = tmp_path / "gb10.yaml"
+    case.write_text("given: {gpu: sm121, model: Qwen/Qwen3.6-35B-A3B-FP8}\nexpect: {moe: triton}\n", encoding="utf-8")
+    acme = tmp_path / "acme.yaml"
+    acme.write_text(
+        "rules:\n  - id: acme-no-triton-moe\n    paths: [moe]\n    deny: triton\n    severity: perf\n"
+        "    because: acme measured it slower\n",
+        encoding="utf-8",
+    )
+    assert main(["test", str(case)]) == 0
+    capsys.readouterr()
+    assert main(["test", str(case), "--policy", str(acme)]) == 1
+    assert "moe: expected `triton`" in capsys.readouterr().out
+
+
+def test_a_case_written_as_a_launch_line_decides_as_explain_of_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`given.serve` goes through the command line's fact assembly: SGLang's `--tp 8` is TP 8."""
+    case = tmp_path / "line.yaml"
+    line = "python3 -m sglang.launch_server --model deepseek-ai/DeepSeek-V3 --tp 8"
+    case.write_text(f"given: {{gpu: B200, serve: '{line}'}}\nexpect: {{moe: triton}}\n", encoding="utf-8")
+    assert main(["test", str(case)]) == 0
+    capsys.readouterr()
+    assert main(["explain", "--gpu", "B200", "--json", "--no-env", "--", *line.split()]) == 0
+    assert json.loads(capsys.readouterr().out)["paths"]["moe"]["backend"] == "triton"
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("given: {gpu: B200, serve: ''}\nexpect: {moe: triton}\n", encoding="utf-8")
+    assert main(["test", str(broken)]) == 1
+    assert "`given.serve` must be a launch line" in capsys.readouterr().out

@@ -12,6 +12,7 @@ A case is a YAML file::
       moe_backend: triton
       policy: [my-policy.yaml]  # relative to the case file
       engine: sglang==0.5.23    # the engine and its release (default: vLLM, release unknown)
+      serve: "vllm serve MODEL -tp 8"   # or a launch line, read as `explain -- LINE` reads it
     expect:
       dense: cutlass            # the backend, or null for a path the model lacks
       moe: triton
@@ -22,6 +23,10 @@ A case is a YAML file::
       error: "contradictory"    # the case must fail to resolve, with this in the message
 
 Each failure is one readable line: what was expected, what came, and the rules that decided.
+``prefer`` rules that reordered a path are among its deciding rules. A case with ``serve`` is
+read through the command line's own fact assembly (the launch line's engine, flags and leading
+``VAR=VALUE`` environment, with ``gpu``, ``facts``, ``env``, ``engine`` and ``policy`` as
+``explain``'s options), so it tests what ``explain -- LINE`` decides.
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from ..facts.keys import DECIDED_PATHS
 if TYPE_CHECKING:
     from ..decision import PathDecision
 
-__all__ = ["CaseResult", "case_problem", "find_cases", "run_case", "run_cases"]
+__all__ = ["CaseResult", "case_problem", "coverage", "find_cases", "run_case", "run_cases"]
 
 _PATHS = DECIDED_PATHS
 
@@ -51,6 +56,8 @@ class CaseResult:
     failures: tuple[str, ...] = ()
     error: str | None = None  #: the case file itself is broken
     warnings: tuple[str, ...] = field(default=(), compare=False)
+    #: every rule the case's decision read: it rejected, preferred, overrode or was assumed for a candidate
+    exercised: frozenset[str] = field(default=frozenset(), compare=False)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +95,7 @@ _GIVEN: Final[dict[str, str]] = {
     "linear_backend": "a backend id",
     "policy": "a list of policy files",
     "engine": "an engine release such as `sglang==0.5.23` (as `explain --engine`)",
+    "serve": "a launch line (`vllm serve MODEL ...`), as a string or a list of words",
 }
 _EXPECT: Final = (*_PATHS, "warmup", "rules", "warnings", "error")
 
@@ -146,6 +154,7 @@ def case_problem(data: Any) -> str | None:
             "facts": isinstance(v, Mapping),
             "env": isinstance(v, Mapping) and all(not isinstance(x, (Mapping, list)) for x in v.values()),
             "policy": _is_strs(v) or isinstance(v, str),
+            "serve": (_is_strs(v) and bool(v)) or (isinstance(v, str) and bool(v.strip())),
         }.get(key, isinstance(v, _STR))
         if not ok:
             return f"`given.{key}` must be {what}"
@@ -186,8 +195,51 @@ def _deciding(p: PathDecision) -> tuple[str, ...]:
     return (*p.rules, *(r for r in p.preferred_by if r not in p.rules))
 
 
-def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> CaseResult:  # noqa: PLR0912 (predates the lint; split in a follow-up)
-    """Resolve one case file and compare the decision with its ``expect``."""
+def _exercised(decision: Any) -> frozenset[str]:
+    """Every rule *decision* read: the rules that rejected or were overridden for a candidate,
+    that preferred one, and those an assumption rests on."""
+    out: set[str] = set()
+    for p in decision.paths.values():
+        out.update(p.rules, p.preferred_by)
+        for c in p.candidates:
+            out.update(c.rules, c.overridden)
+    out.update(a.rule for a in decision.assumptions)
+    return frozenset(out)
+
+
+def _served_facts(given: Mapping[str, Any], policy: Any) -> Any:
+    """The facts of a case written as a launch line, assembled as ``explain -- LINE`` assembles
+    them: the case's other ``given`` fields are explain's options; no process environment."""
+    import argparse
+    import shlex
+
+    from ..deployment.options import options_facts
+    from ..releases import DEFAULT, spec
+
+    line = given["serve"]
+    words = shlex.split(line) if isinstance(line, str) else [str(w) for w in line]
+    args = argparse.Namespace(
+        **{f.dest: None for f in spec(DEFAULT).flags},
+        gpu=None if given.get("gpu") is None else str(given["gpu"]),
+        model_type=None,
+        quant=None,
+        scale_fmt=None,
+        fact=[f"{k}={v}" for k, v in (given.get("facts") or {}).items()],
+        env=[f"{k}={v}" for k, v in (given.get("env") or {}).items()],
+        engine=None if given.get("engine") is None else str(given["engine"]),
+        allow=[],
+        no_env=True,
+        serve=words,
+    )
+    args.moe_backend, args.linear_backend = given.get("moe_backend"), given.get("linear_backend")
+    return options_facts(args, policy, read_env=False).facts
+
+
+def run_case(  # noqa: PLR0912 (predates the lint; split in a follow-up)
+    file: Path, policies: dict[tuple[str, ...], Any] | None = None, extra: Sequence[str] = ()
+) -> CaseResult:
+    """Resolve one case file and compare the decision with its ``expect``; *extra* policy files
+    load on top of the case's own (``kernelpolicy test --policy``)."""
     from ..deployment import facts_for
     from ..deployment.pipeline import engine_facts
     from ..dsl.loader import load_policy
@@ -208,6 +260,7 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
     given, expect = data["given"], data["expect"]
     named = given.get("policy") or ()
     policy_files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
+    policy_files += tuple(str(Path(p).resolve()) for p in extra)
     cache = policies if policies is not None else {}
     try:
         if policy_files not in cache:
@@ -215,15 +268,18 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
         policy = cache[policy_files]
         engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
         _known_release(engine)  # as `explain --engine` refuses a release it does not know
-        facts = facts_for(
-            gpu=given.get("gpu"),
-            model=given.get("model"),
-            facts={**engine, **(given.get("facts") or {})},
-            env={k: str(v) for k, v in (given.get("env") or {}).items()},
-            moe_backend=given.get("moe_backend"),
-            linear_backend=given.get("linear_backend"),
-            policy=policy,
-        )
+        if given.get("serve") is not None:
+            facts = _served_facts(given, policy)
+        else:
+            facts = facts_for(
+                gpu=given.get("gpu"),
+                model=given.get("model"),
+                facts={**engine, **(given.get("facts") or {})},
+                env={k: str(v) for k, v in (given.get("env") or {}).items()},
+                moe_backend=given.get("moe_backend"),
+                linear_backend=given.get("linear_backend"),
+                policy=policy,
+            )
         decision = resolve(facts, policy)
     except KernelPolicyError as exc:
         if "error" in expect and str(expect["error"]) in str(exc):
@@ -250,13 +306,22 @@ def run_case(file: Path, policies: dict[tuple[str, ...], Any] | None = None) -> 
     for needle in expect.get("warnings") or []:
         if not any(needle in w for w in decision.warnings):
             failures.append(f"warnings: none contains `{needle}` (got {list(decision.warnings)})")
-    return CaseResult(str(file), name, tuple(failures), warnings=decision.warnings)
+    return CaseResult(str(file), name, tuple(failures), warnings=decision.warnings, exercised=_exercised(decision))
 
 
-def run_cases(files: Iterable[Path]) -> list[CaseResult]:
-    """Run every case, sharing loaded policies between cases with the same policy files."""
+def run_cases(files: Iterable[Path], extra: Sequence[str] = ()) -> list[CaseResult]:
+    """Run every case, sharing loaded policies between cases with the same policy files; *extra*
+    policy files load under every case (``kernelpolicy test --policy``)."""
     cache: dict[tuple[str, ...], Any] = {}
-    return [run_case(f, cache) for f in files]
+    return [run_case(f, cache, extra) for f in files]
+
+
+def coverage(results: Iterable[CaseResult], rule_ids: Iterable[str]) -> tuple[list[str], list[str]]:
+    """Of *rule_ids*, those some case's decision read and those none did (``test --coverage``),
+    each sorted."""
+    seen = frozenset().union(*(r.exercised for r in results))
+    ids = sorted(set(rule_ids))
+    return [i for i in ids if i in seen], [i for i in ids if i not in seen]
 
 
 def _known_release(engine: Mapping[str, Any]) -> None:

@@ -18,7 +18,23 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("cases", nargs="+", metavar="CASE", help="case files or folders of them")
     p.add_argument("-q", "--quiet", action="store_true", help="print failures and the summary only")
+    p.add_argument(
+        "--policy",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="an operator policy file loaded under every case (beside each case's own `policy`); repeatable",
+    )
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="after the cases, the rules of the loaded files no case's decision read (as `opa test --coverage`)",
+    )
     p.set_defaults(run=run)
+
+
+#: the unexercised rules `--coverage` names one by one
+_SHOWN = 40
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +47,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no case file `{missing[0]}`")
     if not files:
         raise UsageError("no case files found")
-    results = run_cases(files)
+    from ._common import policy_files
+
+    extra = [str(p) for p in policy_files(args.policy)]
+    results = run_cases(files, extra)
     for r in results:
         if r.ok:
             if not args.quiet:
@@ -42,5 +61,21 @@ def run(args: argparse.Namespace) -> int:
             print(f"      {line}")
     failed = sum(not r.ok for r in results)
     print(f"{len(results) - failed} passed, {failed} failed")
+    if args.coverage:
+        _print_coverage(results, extra)
     sys.stdout.flush()
     return 1 if failed else 0
+
+
+def _print_coverage(results: Any, extra: list[str]) -> None:
+    """Which rules of the shipped tables and *extra* files the cases' decisions read."""
+    from ..analysis.cases import coverage
+    from ..dsl.loader import load_policy
+
+    policy = load_policy(extra, environ=False)
+    read, unread = coverage(results, policy.by_id)
+    total = len(read) + len(unread)
+    print(f"coverage: {len(read)} of {total} rules read by some case's decision ({100 * len(read) // max(total, 1)} %)")
+    if unread:
+        more = len(unread) - _SHOWN
+        print("not read by any case: " + ", ".join(unread[:_SHOWN]) + (f" and {more} more" if more > 0 else ""))
