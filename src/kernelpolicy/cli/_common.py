@@ -39,9 +39,16 @@ def add_fact_options(p: argparse.ArgumentParser) -> None:
     """The deployment options of the CLI contract (docs/design.md)."""
     p.add_argument(
         "--gpu",
-        required=True,
         metavar="SPEC",
-        help="sm121, 12.1, 121, a product name (GB10, H200, RTX 5090, ...) or `auto`",
+        help="sm121, 12.1, 121, a product name (GB10, H200, RTX 5090, ...) or `auto` (required unless"
+        " --from-env-report names the GPU)",
+    )
+    p.add_argument(
+        "--from-env-report",
+        metavar="FILE",
+        dest="env_report",
+        help="the machine as a `vllm collect-env` or `python3 -m sglang.check_env` report describes it (its GPU,"
+        " driver, packages and engine variables; what the options say wins)",
     )
     p.add_argument(
         "--model",

@@ -85,7 +85,8 @@ def add_parser(subparsers: Any) -> None:
         dest="files",
         nargs="+",
         metavar="FILE",
-        help="decide from `kernelpolicy facts --json` files instead of asking a cluster (this machine's policy)",
+        help="decide from `kernelpolicy facts --json` files, or the `vllm collect-env` / `python3 -m sglang.check_env`"
+        " reports engine issues carry, instead of asking a cluster (this machine's policy)",
     )
     p.set_defaults(run=run)
 

@@ -15,6 +15,7 @@ from .pipeline import BuiltFacts
 
 if TYPE_CHECKING:
     from ..facts import Facts
+    from ..facts.env_report import EnvReport
     from ..policy import Policy
 
 __all__ = ["options_facts", "split_assignment"]
@@ -55,14 +56,15 @@ def options_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     from ..facts import Facts
     from ..facts.gpu import check_gpu_facts
     from ..releases import parse_engine
-    from .build import derived_facts, on_machine
+    from .build import on_machine
     from .pipeline import build_facts, engine_facts
-    from .serve import apply_quantization, check_allow, env_warnings, hub_options, read_deployment
+    from .serve import apply_quantization, check_allow, env_warnings, read_deployment
 
+    report = _reported_machine(args)
     deployment = read_deployment(args, policy)  # engine flags, a vLLM --config file and a launch line
     vars(args).update(vars(deployment.args))
     given = {**deployment.facts, **_parse_facts(args.fact)}
-    env = dict(split_assignment(e, "NAME") for e in args.env)
+    env = {**(report.env if report is not None else {}), **dict(split_assignment(e, "NAME") for e in args.env)}
     # warnings are printed once the facts stand: bad input gets its one error line alone
     warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
@@ -82,7 +84,7 @@ def options_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     environ = None if getattr(args, "no_env", False) or not read_env else os.environ
     built = build_facts(
         policy,
-        derived=derived_facts(gpu=gpu, model=args.model, policy=policy, hub=hub_options(args)),
+        derived=_derived(args, gpu, policy, report, given),
         environ=environ,
         facts=given,
         env=env,
@@ -114,6 +116,77 @@ def options_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
         facts = facts.merged(Facts.from_values({k: v for k, v in venv.items() if k not in given}, source="venv"))
     check_gpu_facts(facts.values, facts.sources, policy.gpus)
     return BuiltFacts(facts, tuple(warnings), built.conflicts)
+
+
+def _derived(
+    args: argparse.Namespace, gpu: str | None, policy: Policy, report: EnvReport | None, given: Mapping[str, Any]
+) -> Facts:
+    """What the GPU spec and the model say, with the reported machine over them."""
+    from .build import derived_facts
+    from .serve import hub_options
+
+    derived = derived_facts(gpu=gpu, model=args.model, policy=policy, hub=hub_options(args))
+    if report is not None:
+        derived = derived.merged(_report_facts(report, given, args.env_report))
+    return derived
+
+
+def _reported_machine(args: argparse.Namespace) -> EnvReport | None:
+    """The ``--from-env-report`` report, with its GPU as ``--gpu`` when none is given.
+
+    :raises UsageError: no GPU is given either way, or the report cannot be read.
+    """
+    report = _env_report(getattr(args, "env_report", None))
+    if args.gpu is None and report is not None and report.gpu is not None:
+        args.gpu = report.gpu
+    if args.gpu is None:
+        raise UsageError(
+            "no GPU given: --gpu SPEC (sm121, GB10, H200, ...), `--gpu auto`, or --from-env-report FILE with a GPU line"
+        )
+    return report
+
+
+def _env_report(name: str | None) -> EnvReport | None:
+    """The report ``--from-env-report`` names, read with a bound.
+
+    :raises UsageError: it cannot be read, or is no report kernelpolicy reads (naming the file).
+    """
+    if name is None:
+        return None
+    from .._files import ReadError, read_bounded
+    from ..facts.env_report import ReportError, read_env_report
+
+    try:
+        text = read_bounded(name, _MAX_REPORT).decode("utf-8", "replace")
+    except ReadError as exc:
+        reason = "larger than 4 MB" if exc.too_large else exc.reason
+        raise UsageError(f"--from-env-report `{name}`: cannot read it: {reason}") from None
+    try:
+        return read_env_report(text)
+    except ReportError as exc:
+        raise UsageError(f"--from-env-report `{name}`: {exc}") from None
+
+
+#: The largest report read (a `vllm collect-env` of an eight-GPU node is about 20 kB).
+_MAX_REPORT = 4_000_000
+
+
+def _report_facts(report: EnvReport, given: Mapping[str, Any], name: str) -> Facts:
+    """The reported machine's facts (source ``report``), each checked as ``--fact`` is, and the
+    engine it ran (``deploy.engine``) unless the options name one."""
+    from ..errors import FactError
+    from ..facts import Facts
+    from ..facts.record import normalise_value
+
+    values: dict[str, Any] = {}
+    for key, value in report.values.items():
+        try:
+            values[key] = normalise_value(key, value)
+        except FactError as exc:
+            raise UsageError(f"--from-env-report `{name}`: {exc}") from None
+    if report.engine is not None and "deploy.engine" not in given:
+        values["deploy.engine"] = report.engine
+    return Facts.from_values(values, source="report")
 
 
 def _auto_gpu(policy: Policy) -> Facts:

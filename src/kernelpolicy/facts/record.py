@@ -37,6 +37,7 @@ SOURCES: Final = (
     "torch",
     "metadata",  # installed package metadata and files
     "venv",  # the engine's virtual environment named by --venv
+    "report",  # a pasted `vllm collect-env` / `sglang.check_env` report (--from-env-report)
     "config.json",  # a local folder or config.json
     "hf-cache",  # config.json in the local Hugging Face cache
     "hub",  # config.json fetched from the Hugging Face Hub (HF_ENDPOINT)

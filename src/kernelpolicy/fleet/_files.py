@@ -1,4 +1,5 @@
-"""``kernelpolicy fleet --from``: nodes from ``kernelpolicy facts --json`` files, decided here.
+"""``kernelpolicy fleet --from``: nodes from ``kernelpolicy facts --json`` files (or the
+``vllm collect-env`` / ``sglang.check_env`` reports engine issues carry), decided here.
 
 Each file is read with a bound (a FIFO, ``/dev/zero`` or a folder is refused at once, a file
 larger than :data:`MAX_BYTES` too), parsed as JSON with its nesting and numbers guarded, and
@@ -16,6 +17,7 @@ from typing import Any, Final
 
 from .._files import ReadError, read_bounded
 from ..errors import FactError, UsageError
+from ..facts.env_report import EnvReport
 from . import NodeAnswer, answer_from_payload
 
 __all__ = ["MAX_BYTES", "answers_from_files"]
@@ -24,7 +26,7 @@ __all__ = ["MAX_BYTES", "answers_from_files"]
 MAX_BYTES: Final = 4_000_000
 
 
-def _read(name: str) -> dict[str, Any]:
+def _read(name: str) -> dict[str, Any] | EnvReport:
     try:
         raw = read_bounded(name, MAX_BYTES)
     except ReadError as exc:
@@ -36,6 +38,13 @@ def _read(name: str) -> dict[str, Any]:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
+        from ..facts.env_report import ReportError, read_env_report
+
+        if not text.lstrip().startswith(("{", "[")):  # not JSON at all: an engine's environment report?
+            try:
+                return read_env_report(text)
+            except ReportError:
+                pass
         raise UsageError(f"`{name}`:{exc.lineno}:{exc.colno}: not JSON: {exc.msg.lower()}") from None
     except RecursionError:
         raise UsageError(f"`{name}`: not JSON kernelpolicy reads: nested too deeply") from None
@@ -109,6 +118,31 @@ def _same_host(values: Mapping[str, Any], products: Any, name: str) -> None:
         )
 
 
+def _from_report(report: EnvReport, products: Any, name: str) -> dict[str, Any]:
+    """A report as the ``facts --json`` of its machine: the facts of its GPU's spec, then what
+    the report says (its engine variables are the deployment's: give them with ``fleet --env``).
+
+    :raises UsageError: the report names no GPU, or one the catalog does not know.
+    """
+    from ..errors import UnknownGPUError
+    from ..facts.gpu import facts_from_spec
+    from ..facts.machine import SCHEMA
+
+    if report.gpu is None:
+        raise UsageError(f"`{name}`: the {report.kind} report names no GPU")
+    try:
+        spec = facts_from_spec(report.gpu, products)
+    except UnknownGPUError as exc:
+        raise UsageError(f"`{name}`: {exc}") from None
+    values = {**spec, **report.values}
+    return {
+        "schema": SCHEMA,
+        "facts": values,
+        "sources": {k: "report" if k in report.values else "spec" for k in values},
+        "notes": [f"from a {report.kind} report"],
+    }
+
+
 def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[dict[str, Any], list[NodeAnswer]]:
     """The cluster description and one row per facts file in *files*.
 
@@ -125,7 +159,8 @@ def answers_from_files(files: list[str], request: Mapping[str, Any]) -> tuple[di
     )
     rows = []
     for name in files:
-        data = _read(name)
+        read = _read(name)
+        data = _from_report(read, shared.policy.gpus, name) if isinstance(read, EnvReport) else read
         machine = machine_from_json(data, name)
         _checked(machine.values, name)
         _same_gpu(data, machine.values, name)
