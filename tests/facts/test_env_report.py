@@ -102,3 +102,10 @@ def test_fleet_reads_reports_beside_facts_files(capsys: pytest.CaptureFixture[st
     b200, h100 = nodes[files[0]], nodes[files[1]]
     assert b200["facts"]["gpu.sm"] == "sm100" and b200["facts"]["gpu.count"] == 8
     assert h100["facts"]["gpu.sm"] == "sm90" and h100["facts"]["vllm.version"] == "0.24.0"
+
+
+def test_an_h20_is_not_an_h200(capsys: pytest.CaptureFixture[str]) -> None:
+    """Reports of H20 machines are common; the catalog took `H20` as an alias of the H200."""
+    assert main(["explain", "--gpu", "NVIDIA H20", "--model", MODEL, "--no-env", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)["facts"]
+    assert facts["gpu.name"] == "NVIDIA H20" and facts["gpu.sm"] == "sm90"

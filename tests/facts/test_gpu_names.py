@@ -18,7 +18,7 @@ NVML_NAMES = {
     "NVIDIA H200": "NVIDIA H200",
     "H200 NVL": "NVIDIA H200",
     "NVIDIA H200 NVL": "NVIDIA H200",
-    "NVIDIA H20": "NVIDIA H200",
+    "NVIDIA H20": "NVIDIA H20",  # its own Hopper product (was read as an H200)
     "NVIDIA GH200 480GB": "NVIDIA GH200",
     "NVIDIA GH200 144G HBM3e": "NVIDIA GH200",
     "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": "NVIDIA RTX PRO 6000 Blackwell",
