@@ -26,7 +26,9 @@ than vLLM pays (DeepSeek-V3, M = 4096: about 0.5 GB more memory traffic).
 ``flashinfer_cutlass``  vLLM's ``FlashInferExperts`` on block FP8 (sm90): FlashInfer's
               ``cutlass_fused_moe`` with ``use_deepseek_fp8_block_scale`` (BF16 tokens in, the
               quantisation, both grouped GEMMs and the weighted sum inside), w13 given as w31
-              (halves swapped, as vLLM's ``swap_w13_to_w31``), global expert ids with the EP size
+              (halves swapped, as vLLM's ``swap_w13_to_w31``), global expert ids with the EP size;
+              not yet run on a GPU: FlashInfer 0.6.14 builds its sm90 module (179 translation
+              units of TensorRT-LLM's CUTLASS MoE) at the first call, longer than a lent call
 ============  =====================================================================================
 
 Each runner can copy its call for the clock's rotation past the L2 by routing the same tokens
