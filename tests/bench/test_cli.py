@@ -103,3 +103,37 @@ def test_the_emitted_policy_is_proved_by_check(tmp_path: Path, capsys: pytest.Ca
     assert decision["paths"]["dense"]["backend"] != "torch" and decision["paths"]["dense"]["explicit_refused"]
     torch = next(c for c in decision["paths"]["dense"]["candidates"] if c["backend"] == "torch")
     assert "bench-sm90-torch-dense-raised" in torch["rules"]
+
+
+REMEASURED = MEASURED.parent / "2026-12-05-h200-bench"
+
+
+@pytest.mark.parametrize("name", ["DeepSeek-V3-attn", "Qwen3-32B-FP8", "Qwen3-30B-A3B-FP8-moe"])
+def test_the_2026_12_05_reports_match_the_schema_and_say_how_each_cell_was_timed(name: str) -> None:
+    data = json.loads((REMEASURED / "all" / f"{name}.json").read_text())
+    errors = [e.message for e in jsonschema.Draft202012Validator(generate("bench")).iter_errors(data)]
+    assert errors == [] and data["protocol"]["processes"] >= 3
+    assert {c["m"]: c["mode"] for c in data["cells"]} == {
+        1: "graph",
+        16: "graph",
+        128: "graph",
+        1024: "eager",
+        4096: "eager",
+    }
+    again = Report.from_json(data).to_json()["cells"]
+    for mine, theirs in zip(again, data["cells"], strict=True):  # the loss is recomputed from rounded times
+        assert mine.pop("loss") == pytest.approx(theirs.pop("loss"), abs=2e-4) and mine == theirs
+
+
+def test_the_kv_b_proj_loss_of_2026_12_04_is_not_one_under_the_engines_timing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    p = [str(REMEASURED / d / f"DeepSeek-V3-attn.p{i}.json") for d in ("call12", "call3") for i in (1, 2)]
+    assert main(["bench", "--report", p[0], "--report", p[1], "--report", p[2], "--report", p[3], "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    (cell,) = [c for c in data["cells"] if c["layer"] == "kv_b_proj" and c["m"] == 128]
+    us = {o["backend"]: o["us"] for o in cell["outcomes"] if o["status"] == "ok"}
+    assert cell["mode"] == "graph" and cell["beyond_noise"] is False and us["deep_gemm"] < us["cutlass"]
+    # the cell where the choice does lose beyond the noise, in every process of both machines
+    (m16,) = [c for c in data["cells"] if c["layer"] == "fused_qkv_a_proj" and c["m"] == 16]
+    assert m16["beyond_noise"] is True and m16["fastest"] == "deep_gemm"

@@ -7,7 +7,7 @@ made wrong, raising, partial or slow; the protocol must catch each for what it i
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import pytest
@@ -30,18 +30,25 @@ LAYER = Layer("dense", "o_proj", 256, 512)
 
 
 class FakeClock:
-    """Each call returns the kernel's cost (seconds); samples are those costs."""
+    """Each call returns the kernel's cost (seconds); a sample is the mean cost over the rotation."""
 
-    def __init__(self) -> None:
+    def __init__(self, replicas: int = 1) -> None:
         self.synced = 0
+        self.want = replicas
+        self.modes: list[str] = []
 
     def sync(self) -> None:
         self.synced += 1
 
-    def samples(self, fn: Callable[[], object], *, warmup: int, reps: int) -> list[float]:
+    def replicas(self, footprint: int) -> int:
+        return self.want
+
+    def samples(self, calls: Sequence[Callable[[], object]], *, warmup: int, reps: int, mode: str) -> list[float]:
+        self.modes.append(mode)
         for _ in range(warmup):
-            fn()
-        return [float(fn()) for _ in range(reps)]  # type: ignore[arg-type]
+            for fn in calls:
+                fn()
+        return [sum(float(fn()) for fn in calls) / len(calls) for _ in range(reps)]  # type: ignore[arg-type]
 
 
 @dataclass
@@ -110,7 +117,7 @@ def test_wrong_raising_partial_and_slow_kernels_are_caught_and_ranked() -> None:
 
 def test_a_kernel_that_raises_while_timed_is_a_failure_not_a_time() -> None:
     out = measure_cell(Cell("m", LAYER, 4), [Fake("flaky", 1e-6, raise_when_timed=True)], FakeClock())
-    assert out["flaky"].status == "raised" and out["flaky"].detail.endswith("(while timed)")
+    assert out["flaky"].status == "raised" and out["flaky"].detail.endswith("(while timed, graph)")
 
 
 def test_not_runnable_and_unavailable_are_not_failures() -> None:
@@ -202,11 +209,5 @@ def test_emitted_policy_denies_failures_and_prefers_the_measured_order() -> None
     assert "contradicts shipped catalog.dense.crashes" in deny["because"]
     assert any("fake GPU, 2026-12-04" in r for r in deny["refs"]) and "torch 2.11.0" in deny["refs"]
     assert rules["bench-sm90-wrong-dense-wrong"]["severity"] == "accuracy"
-    prefer = rules["bench-sm90-qwen3-dense-order"]
-    assert prefer["prefer"] == ["faster", "chosen"] and prefer["when"]["deploy.tp"] == 1
-    assert "100.0% faster than chosen" in prefer["because"]
-    # within the threshold: no order rule
-    close = _report(
-        {"chosen": Fake("chosen", 1.01e-6), "faster": Fake("faster", 1e-6)}, _cands("chosen", "faster"), "chosen"
-    )
-    assert policy_layer(close)["rules"] == []
+    # one process: no order is preferred, however large the gap (the noise across processes is unknown)
+    assert not [r for r in rules.values() if "prefer" in r]

@@ -23,7 +23,16 @@ than vLLM pays (DeepSeek-V3, M = 4096: about 0.5 GB more memory traffic).
               installed vLLM, else the file named in ``$KERNELPOLICY_BENCH_VLLM_FUSED_MOE``) with
               vLLM's tuned H200 configs (``$KERNELPOLICY_BENCH_TRITON_CONFIGS``) or its default,
               SiLU-and-multiply, quant, the second kernel (router weights applied), the sum
+``flashinfer_cutlass``  vLLM's ``FlashInferExperts`` on block FP8 (sm90): FlashInfer's
+              ``cutlass_fused_moe`` with ``use_deepseek_fp8_block_scale`` (BF16 tokens in, the
+              quantisation, both grouped GEMMs and the weighted sum inside), w13 given as w31
+              (halves swapped, as vLLM's ``swap_w13_to_w31``), global expert ids with the EP size;
+              not yet run on a GPU: FlashInfer 0.6.14 builds its sm90 module (179 translation
+              units of TensorRT-LLM's CUTLASS MoE) at the first call, longer than a lent call
 ============  =====================================================================================
+
+Each runner can copy its call for the clock's rotation past the L2 by routing the same tokens
+again with another seed (other experts' weights are read), not by copying the weights.
 """
 
 from __future__ import annotations
@@ -168,6 +177,37 @@ def _error(env: Any, box: _Poisoned, ref: Any) -> float:
     return rel_error(env.torch, box.last, ref) if box.last is not None else math.nan
 
 
+def _rerouted(env: Any, cell: Cell, d: MoeData, salt: int) -> tuple[list[list[int]], Any]:
+    """Another routing of the cell's tokens (a copy for the rotation: it touches other experts)."""
+    topk = max(1, cell.layer.topk)
+    ids = route(cell.m, topk, max(cell.layer.total_experts, cell.layer.experts), seed=1000 + salt)
+    return ids, d.topk_w
+
+
+def _touched(ids: list[list[int]], experts: int, per_expert: int) -> int:
+    """Bytes of the experts' weights a routing reads on this rank."""
+    return len({e for row in ids for e in row if 0 <= e < experts}) * per_expert
+
+
+def _replicate(
+    env: Any, cell: Cell, d: MoeData, build: Callable[[Any, Any], Callable[[], Any] | None]
+) -> Callable[[], Callable[[], Any]]:
+    count = [0]
+
+    def copy() -> Callable[[], Any]:
+        while True:  # a routing with no token on the rank's experts (EP, small M) is drawn again
+            count[0] += 1
+            run = build(*_rerouted(env, cell, d, count[0]))
+            if run is not None:
+                return run
+
+    return copy
+
+
+def _per_expert(d: MoeData) -> int:
+    return sum(int(t[0].numel()) * int(t.element_size()) for t in (d.w13, d.s13, d.w2, d.s2))
+
+
 def make_deep_gemm(env: Any, cell: Cell) -> Prepared:
     torch, dg = env.torch, env.deep_gemm
     d = moe_data(env, cell)
@@ -178,45 +218,81 @@ def make_deep_gemm(env: Any, cell: Cell) -> Prepared:
     align = int(said[0] if isinstance(said, (list, tuple)) else said)
     if not routed_here(d.topk_ids, e):
         raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts (DeepGEMM is not called)")
-    lay = grouped(d.topk_ids, e, align, keep_remote=False)
-    rows = lay.rows
-    tok = torch.tensor([p // topk if p >= 0 else 0 for p in lay.pairs], dtype=torch.long, device="cuda")
-    m_idx = torch.tensor(lay.expert_of_row, dtype=torch.int32, device="cuda")
-    gather = torch.tensor([r if r >= 0 else rows for r in lay.row_of_pair], dtype=torch.long, device="cuda")
-    weights = d.topk_w.view(-1, 1)
-    mm1 = torch.empty((rows, n2), dtype=torch.bfloat16, device="cuda")
-    act = torch.empty((rows, inter), dtype=torch.bfloat16, device="cuda")
-    mm2x = torch.zeros((rows + 1, h), dtype=torch.bfloat16, device="cuda")  # the last row: other ranks' pairs
-    mm2 = mm2x[:rows]
-    quant1, q1, s1, how1 = env.quant(d.a, "row")
-    quant2, q2, s2, how2 = env.quant(act, "tma")
     silu, how_act = _silu_mul(env)
     tma = dg.get_mn_major_tma_aligned_tensor
-    box = _Poisoned(torch, mm1, act, mm2)
+    hows: list[str] = []
 
-    def run() -> Any:
-        quant1()
-        sa = tma(s1.index_select(0, tok))
-        dg.m_grouped_fp8_gemm_nt_contiguous(
-            (q1.index_select(0, tok), sa), (d.w13, d.s13), mm1, m_idx, disable_ue8m0_cast=True
-        )
-        silu(act, mm1)
-        quant2()
-        dg.m_grouped_fp8_gemm_nt_contiguous((q2, s2), (d.w2, d.s2), mm2, m_idx, disable_ue8m0_cast=True)
-        y = (mm2x.index_select(0, gather).float() * weights).view(m, topk, h).sum(dim=1)
-        box.last = y.to(torch.bfloat16)
-        return box.last
+    def build(ids: list[list[int]], topk_w: Any) -> Callable[[], Any] | None:
+        if not routed_here(ids, e):
+            return None
+        lay = grouped(ids, e, align, keep_remote=False)
+        rows = lay.rows
+        tok = torch.tensor([p // topk if p >= 0 else 0 for p in lay.pairs], dtype=torch.long, device="cuda")
+        m_idx = torch.tensor(lay.expert_of_row, dtype=torch.int32, device="cuda")
+        gather = torch.tensor([r if r >= 0 else rows for r in lay.row_of_pair], dtype=torch.long, device="cuda")
+        weights = topk_w.view(-1, 1)
+        mm1 = torch.empty((rows, n2), dtype=torch.bfloat16, device="cuda")
+        act = torch.empty((rows, inter), dtype=torch.bfloat16, device="cuda")
+        mm2x = torch.zeros((rows + 1, h), dtype=torch.bfloat16, device="cuda")  # the last row: other ranks' pairs
+        mm2 = mm2x[:rows]
+        quant1, q1, s1, how1 = env.quant(d.a, "row")
+        quant2, q2, s2, how2 = env.quant(act, "tma")
+        hows[:] = [how1, how2]
+        box.bufs = [mm1, act, mm2]
 
+        def run() -> Any:
+            quant1()
+            sa = tma(s1.index_select(0, tok))
+            dg.m_grouped_fp8_gemm_nt_contiguous(
+                (q1.index_select(0, tok), sa), (d.w13, d.s13), mm1, m_idx, disable_ue8m0_cast=True
+            )
+            silu(act, mm1)
+            quant2()
+            dg.m_grouped_fp8_gemm_nt_contiguous((q2, s2), (d.w2, d.s2), mm2, m_idx, disable_ue8m0_cast=True)
+            y = (mm2x.index_select(0, gather).float() * weights).view(m, topk, h).sum(dim=1)
+            box.last = y.to(torch.bfloat16)
+            return box.last
+
+        return run
+
+    box = _Poisoned(torch)
+    run = build(d.topk_ids, d.topk_w)
+    assert run is not None
     return Prepared(
         run=run,
         poison=box.poison,
         error=lambda: _error(env, box, d.ref),
         tolerance=MOE_TOLERANCE,
         how=(
-            f"{how1} + gather into DeepGEMM's contiguous layout (align {align}) + DeepGEMM "
-            f"m_grouped_fp8_gemm_nt_contiguous + {how_act} + {how2} + grouped GEMM + weighted sum"
+            f"{hows[0]} + gather into DeepGEMM's contiguous layout (align {align}) + DeepGEMM "
+            f"m_grouped_fp8_gemm_nt_contiguous + {how_act} + {hows[1]} + grouped GEMM + weighted sum"
         ),
+        replicate=_replicate(env, cell, d, _keeping(box, build)),
+        footprint=_touched(d.topk_ids, e, _per_expert(d)),
     )
+
+
+def _keeping(
+    box: _Poisoned, build: Callable[[Any, Any], Callable[[], Any] | None]
+) -> Callable[[Any, Any], Callable[[], Any] | None]:
+    """*build* for a copy: the checked call's buffers stay the ones poisoned and read back."""
+
+    def copy(ids: Any, topk_w: Any) -> Callable[[], Any] | None:
+        bufs, last = box.bufs, box.last
+        run = build(ids, topk_w)
+        box.bufs, box.last = bufs, last
+        if run is None:
+            return None
+
+        def quiet() -> Any:  # a copy's result is not the checked one
+            keep = box.last
+            result = run()
+            box.last = keep
+            return result
+
+        return quiet
+
+    return copy
 
 
 # ---------------------------------------------------------------------------------- Triton
@@ -277,54 +353,130 @@ def make_triton(env: Any, cell: Cell) -> Prepared:
         raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts (every block is another rank's)")
     config, config_how = _triton_config(torch, e, inter, m)
     bm = config["BLOCK_SIZE_M"]
-    lay = grouped(d.topk_ids, e, bm, keep_remote=True)
-    sentinel = m * topk
-    sorted_ids = torch.tensor([p if p >= 0 else sentinel for p in lay.pairs], dtype=torch.int32, device="cuda")
-    expert_ids = torch.tensor(lay.block_experts, dtype=torch.int32, device="cuda")
-    post_pad = torch.tensor([lay.rows], dtype=torch.int32, device="cuda")
-    cache1 = torch.empty((m, topk, n2), dtype=torch.bfloat16, device="cuda")
-    act = torch.empty((m * topk, inter), dtype=torch.bfloat16, device="cuda")
-    cache3 = torch.empty((m, topk, h), dtype=torch.bfloat16, device="cuda")
-    quant1, q1, s1, how1 = env.quant(d.a, "row")
-    quant2, q2, s2, how2 = env.quant(act, "row")
     silu, how_act = _silu_mul(env)
     major = torch.cuda.get_device_capability()
     sab = swap_ab(config, major[0] * 10 + major[1])
     launch = {k: v for k, v in config.items() if k != "BLOCK_SIZE_K"}
     launch["SPLIT_K"] = 1
     bk = min(config["BLOCK_SIZE_K"], GROUP)
+    hows: list[str] = []
+    box = _Poisoned(torch)
 
-    def gemm(a: Any, a_s: Any, w: Any, w_s: Any, c: Any, top_k: int, weighted: bool) -> None:
-        rows = lay.rows if a.shape[0] >= bm else min(lay.rows, a.shape[0] * top_k * bm)
-        grid = (triton.cdiv(rows, bm) * triton.cdiv(w.shape[1], config["BLOCK_SIZE_N"]),)
-        kernel[grid](
-            a, w, c, None, a_s, w_s, d.topk_w, sorted_ids, expert_ids, post_pad,
-            w.shape[1], w.shape[2], rows, a.shape[0] * top_k,
-            a.stride(0), a.stride(1), w.stride(0), w.stride(2), w.stride(1), c.stride(1), c.stride(2),
-            a_s.stride(0), a_s.stride(1), w_s.stride(0), w_s.stride(2), w_s.stride(1), 0, 0, GROUP, GROUP,
-            MUL_ROUTED_WEIGHT=weighted, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=True,
-            use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, naive_block_assignment=False,
-            HAS_BIAS=False, BLOCK_SIZE_K=bk, SWAP_AB=sab, **launch,
-        )  # fmt: skip
+    def build(ids: list[list[int]], topk_w: Any) -> Callable[[], Any] | None:
+        if not routed_here(ids, e):
+            return None
+        lay = grouped(ids, e, bm, keep_remote=True)
+        sentinel = m * topk
+        sorted_ids = torch.tensor([p if p >= 0 else sentinel for p in lay.pairs], dtype=torch.int32, device="cuda")
+        expert_ids = torch.tensor(lay.block_experts, dtype=torch.int32, device="cuda")
+        post_pad = torch.tensor([lay.rows], dtype=torch.int32, device="cuda")
+        cache1 = torch.empty((m, topk, n2), dtype=torch.bfloat16, device="cuda")
+        act = torch.empty((m * topk, inter), dtype=torch.bfloat16, device="cuda")
+        cache3 = torch.empty((m, topk, h), dtype=torch.bfloat16, device="cuda")
+        quant1, q1, s1, how1 = env.quant(d.a, "row")
+        quant2, q2, s2, how2 = env.quant(act, "row")
+        hows[:] = [how1, how2]
+        box.bufs = [cache1, act, cache3]
 
-    box = _Poisoned(torch, cache1, act, cache3)
+        def gemm(a: Any, a_s: Any, w: Any, w_s: Any, c: Any, top_k: int, weighted: bool) -> None:
+            rows = lay.rows if a.shape[0] >= bm else min(lay.rows, a.shape[0] * top_k * bm)
+            grid = (triton.cdiv(rows, bm) * triton.cdiv(w.shape[1], config["BLOCK_SIZE_N"]),)
+            kernel[grid](
+                a, w, c, None, a_s, w_s, topk_w, sorted_ids, expert_ids, post_pad,
+                w.shape[1], w.shape[2], rows, a.shape[0] * top_k,
+                a.stride(0), a.stride(1), w.stride(0), w.stride(2), w.stride(1), c.stride(1), c.stride(2),
+                a_s.stride(0), a_s.stride(1), w_s.stride(0), w_s.stride(2), w_s.stride(1), 0, 0, GROUP, GROUP,
+                MUL_ROUTED_WEIGHT=weighted, top_k=top_k, compute_type=tl.bfloat16, use_fp8_w8a8=True,
+                use_int8_w8a8=False, use_int8_w8a16=False, per_channel_quant=False, naive_block_assignment=False,
+                HAS_BIAS=False, BLOCK_SIZE_K=bk, SWAP_AB=sab, **launch,
+            )  # fmt: skip
 
-    def run() -> Any:
-        quant1()
-        gemm(q1, s1, d.w13, d.s13, cache1, topk, False)
-        silu(act, cache1.view(-1, n2))
-        quant2()
-        gemm(q2, s2, d.w2, d.s2, cache3, 1, True)
-        box.last = cache3.sum(dim=1)
-        return box.last
+        def run() -> Any:
+            quant1()
+            gemm(q1, s1, d.w13, d.s13, cache1, topk, False)
+            silu(act, cache1.view(-1, n2))
+            quant2()
+            gemm(q2, s2, d.w2, d.s2, cache3, 1, True)
+            box.last = cache3.sum(dim=1)
+            return box.last
 
+        return run
+
+    run = build(d.topk_ids, d.topk_w)
+    assert run is not None
     return Prepared(
         run=run,
         poison=box.poison,
         error=lambda: _error(env, box, d.ref),
         tolerance=MOE_TOLERANCE,
-        how=(f"{how1} + {kernel_how}, {config_how}, BLOCK_M {bm}, swap_ab {sab} + {how_act} + {how2} + sum over top-k"),
+        how=(
+            f"{hows[0]} + {kernel_how}, {config_how}, BLOCK_M {bm}, swap_ab {sab} + {how_act} + {hows[1]}"
+            " + sum over top-k"
+        ),
+        replicate=_replicate(env, cell, d, _keeping(box, build)),
+        footprint=_touched(d.topk_ids, e, _per_expert(d)),
     )
+
+
+# ---------------------------------------------------------------------- FlashInfer CUTLASS
+
+
+def _swap_halves(torch: Any, x: Any) -> Any:
+    """vLLM's ``swap_w13_to_w31``: FlashInfer's kernels read the gate-up weight as [up; gate]."""
+    half = x.shape[1] // 2
+    raw = x.view(torch.uint8) if x.dtype == torch.float8_e4m3fn else x
+    out = torch.cat([raw[:, half:], raw[:, :half]], dim=1).contiguous()
+    return out.view(x.dtype)
+
+
+def make_flashinfer_cutlass(env: Any, cell: Cell) -> Prepared:
+    torch = env.torch
+    fused = env.fi_moe
+    d = moe_data(env, cell)
+    e, h = cell.layer.experts, cell.layer.k
+    total, m = max(cell.layer.total_experts, e), cell.m
+    if not routed_here(d.topk_ids, e):
+        raise NotRunnable(f"no token of {m} is routed to this rank's {e} experts")
+    if total % e:
+        raise NotRunnable(f"{total} experts do not split evenly into ranks of {e}")
+    w31, s31 = _swap_halves(torch, d.w13), _swap_halves(torch, d.s13)
+    out = torch.empty((m, h), dtype=torch.bfloat16, device="cuda")
+    box = _Poisoned(torch, out)
+
+    def build(ids: list[list[int]], topk_w: Any) -> Callable[[], Any] | None:
+        if not routed_here(ids, e):
+            return None
+        selected = torch.tensor(ids, dtype=torch.int32, device="cuda")
+
+        def run() -> Any:
+            fused(
+                input=d.a, token_selected_experts=selected, token_final_scales=topk_w, fc1_expert_weights=w31,
+                fc2_expert_weights=d.w2, output_dtype=torch.bfloat16, quant_scales=[s31, d.s2], output=out,
+                ep_size=total // e, ep_rank=0, use_deepseek_fp8_block_scale=True,
+            )  # fmt: skip
+            box.last = out
+            return out
+
+        return run
+
+    run = build(d.topk_ids, d.topk_w)
+    assert run is not None
+    return Prepared(
+        run=run,
+        poison=box.poison,
+        error=lambda: _error(env, box, d.ref),
+        tolerance=MOE_TOLERANCE,
+        how=(
+            "FlashInfer cutlass_fused_moe (use_deepseek_fp8_block_scale: BF16 in, quantised inside; w13 as w31, "
+            f"block scales; EP size {total // e}, rank 0), as vLLM's FlashInferExperts calls it"
+        ),
+        replicate=_replicate(env, cell, d, _keeping(box, build)),
+        footprint=_touched(d.topk_ids, e, _per_expert(d)),
+    )
+
+
+def _needs_fi_moe(env: Any) -> str | None:
+    return None if env.fi_moe is not None else f"FlashInfer's cutlass_fused_moe unavailable ({env.fi_moe_why})"
 
 
 def _needs_dg(env: Any) -> str | None:
@@ -341,4 +493,5 @@ def _needs_fused_moe(env: Any) -> str | None:
 MOE_TABLE: Final = {
     ("moe", "deep_gemm"): (make_deep_gemm, _needs_dg),
     ("moe", "triton"): (make_triton, _needs_fused_moe),
+    ("moe", "flashinfer_cutlass"): (make_flashinfer_cutlass, _needs_fi_moe),
 }

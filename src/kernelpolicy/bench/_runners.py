@@ -28,7 +28,8 @@ M <= 16, cuBLAS above, as vLLM dispatches), ``cublas`` (``torch.mm(out_dtype=flo
 vLLM's ops come from ``vllm._custom_ops`` in a vLLM install, else from the libraries named in
 ``$KERNELPOLICY_BENCH_VLLM_LIBS`` (``:``-separated ``_C``/``_moe_C`` paths, for a machine that
 carries them without the whole wheel). ``$KERNELPOLICY_BENCH_SKIP`` (``vllm``, ``deep_gemm``,
-``flashinfer``, ``triton``, ``fused_moe``, comma-separated) leaves a library out: its runners report ``not_run``.
+``flashinfer``, ``flashinfer_moe``, ``triton``, ``fused_moe``, comma-separated) leaves a library out: its
+runners report ``not_run``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,10 @@ class Env:
         )
         self.triton_mm, self.triton_why = _try(self._load_triton, "triton" in skip)
         self.fused_moe, self.fused_moe_why = _try(load_fused_moe_kernel, "triton" in skip or "fused_moe" in skip)
+        self.fi_moe, self.fi_moe_why = _try(
+            lambda: importlib.import_module("flashinfer.fused_moe").cutlass_fused_moe,
+            "flashinfer" in skip or "flashinfer_moe" in skip,
+        )
 
     def _load_vllm_ops(self) -> str:
         torch = self.torch
@@ -127,6 +132,7 @@ class Env:
             "flashinfer": "flashinfer.gemm" if self.flashinfer else f"unavailable ({self.flashinfer_why})",
             "triton": self.triton_mm[1] if self.triton_mm else f"unavailable ({self.triton_why})",
             "fused_moe": self.fused_moe[1] if self.fused_moe else f"unavailable ({self.fused_moe_why})",
+            "flashinfer_moe": "flashinfer.fused_moe" if self.fi_moe else f"unavailable ({self.fi_moe_why})",
         }
 
     # ------------------------------------------------------------------ activation quantisation
@@ -207,22 +213,38 @@ class _Runner:
 Gemm = Callable[[Any, Any, Any, Any], Callable[[], Any]]
 
 
+def _nbytes(*tensors: Any) -> int:
+    return sum(int(t.numel()) * int(t.element_size()) for t in tensors)
+
+
+def _copy(d: Any) -> Any:
+    """A :class:`DenseData` over fresh copies of the activations, weights and scales."""
+    return type(d)(a=d.a.clone(), w=d.w, wq=d.wq.clone(), ws=d.ws.clone(), ref=d.ref)
+
+
 def _dense(env: Env, cell: Cell, gemm: Gemm, layout: str, name: str) -> Prepared:
     d = env.lab.dense(cell)
     out = _Out(env, cell.m, cell.layer.n)
-    quant, q, s, how = env.quant(d.a, layout)
-    mm = gemm(q, s, d, out.buf)
 
-    def run() -> Any:
-        quant()
-        return out.keep(mm())
+    def build(data: Any) -> tuple[Callable[[], Any], str]:
+        quant, q, s, how = env.quant(data.a, layout)
+        mm = gemm(q, s, data, out.buf)
 
+        def run() -> Any:
+            quant()
+            return out.keep(mm())
+
+        return run, how
+
+    run, how = build(d)
     return Prepared(
         run=run,
         poison=out.poison,
         error=lambda: out.error(d.ref),
         tolerance=FP8_TOLERANCE,
         how=f"{how} + {name}",
+        replicate=lambda: build(_copy(d))[0],
+        footprint=_nbytes(d.a, d.wq, d.ws),
     )
 
 
@@ -260,12 +282,18 @@ def _make_flashinfer_deep_gemm(env: Env, cell: Cell) -> Prepared:
     out = _Out(env, cell.m, cell.layer.n)
     fi = env.flashinfer
     bf16 = env.torch.bfloat16
+
+    def build(data: Any) -> Callable[[], Any]:
+        return lambda: out.keep(fi(data.a, data.wq, None, data.ws, out=out.buf, out_dtype=bf16))
+
     return Prepared(
-        run=lambda: out.keep(fi(d.a, d.wq, None, d.ws, out=out.buf, out_dtype=bf16)),
+        run=build(d),
         poison=out.poison,
         error=lambda: out.error(d.ref),
         tolerance=FP8_TOLERANCE,
         how=f"FlashInfer fp8_blockscale_gemm_sm90 on BF16 input (M < {FLASHINFER_MAX_M})",
+        replicate=lambda: build(_copy(d)),
+        footprint=_nbytes(d.a, d.wq, d.ws),
     )
 
 
@@ -336,12 +364,18 @@ def _router(env: Env, cell: Cell, fn: Callable[[Any, Any, Any], Any], how: str) 
     """*fn(a, w, buf)* returns the logits (*buf* when it writes in place)."""
     d = env.lab.router(cell)
     out = _Out(env, cell.m, cell.layer.n, env.torch.float32)
+
+    def build(a: Any, w: Any) -> Callable[[], Any]:
+        return lambda: out.keep(fn(a, w, out.buf))
+
     return Prepared(
-        run=lambda: out.keep(fn(d.a, d.w, out.buf)),
+        run=build(d.a, d.w),
         poison=out.poison,
         error=lambda: out.error(d.ref),
         tolerance=FP8_TOLERANCE,
         how=how,
+        replicate=lambda: build(d.a.clone(), d.w.clone()),
+        footprint=_nbytes(d.a, d.w),
     )
 
 
@@ -367,11 +401,15 @@ def _make_linear(env: Env, cell: Cell) -> Prepared:
 
 def _make_linear_fp32(env: Env, cell: Cell) -> Prepared:
     torch = env.torch
-    d = env.lab.router(cell)
-    wf = d.w.float()
-    return _router(
-        env, cell, lambda a, w, o: torch.nn.functional.linear(a.float(), wf), "F.linear in FP32 (FP32 weights)"
-    )
+    floats: dict[int, Any] = {}  # each copy of the BF16 weights gets its FP32 copy, made once
+
+    def linear(a: Any, w: Any, o: Any) -> Any:
+        if id(w) not in floats:
+            floats[id(w)] = w.float()
+        wf = floats[id(w)]
+        return torch.nn.functional.linear(a.float(), wf)
+
+    return _router(env, cell, linear, "F.linear in FP32 (FP32 weights)")
 
 
 def _always(env: Env) -> str | None:

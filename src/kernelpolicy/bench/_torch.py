@@ -1,4 +1,4 @@
-"""The device side of bench on PyTorch: the clock (CUDA events, L2 flushed) and the cells' data
+"""The device side of bench on PyTorch: the clock (CUDA events, graph replay or eager) and the cells' data
 (random activations and block-quantised weights, the float references, poisoned outputs).
 
 Imported only when bench runs on a GPU; torch is imported lazily through :func:`load_torch`.
@@ -8,17 +8,28 @@ from __future__ import annotations
 
 import importlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from ..errors import UsageError
 from .protocol import Cell
 
-__all__ = ["CudaClock", "DenseData", "Lab", "RouterData", "load_torch", "rel_error"]
+__all__ = ["CudaClock", "DenseData", "Lab", "RouterData", "load_torch", "rel_error", "replicas_for", "unit_calls"]
 
-#: Bytes written before every timed call so the weights come from HBM, as when layers follow each other.
-L2_FLUSH_BYTES: Final = 256 * 1024 * 1024
+#: The rotation's copies of a call's data together are this many times the L2, so each call reads
+#: its weights from HBM, as when the other layers' weights have passed through the cache.
+L2_MULTIPLE: Final = 3
+#: At most this many copies (a router's 3.7 MB of weights would otherwise need 49).
+MAX_REPLICAS: Final = 32
+#: A graph replay holds at least this many calls (its launch latency is shared by them).
+MIN_UNIT_CALLS: Final = 8
+#: The host time the device is kept busy for before each timed unit, per eager call (the largest
+#: host cost of one call seen: DeepGEMM's path, 30-55 us) and per graph replay.
+HOST_SECONDS_PER_CALL: Final = 100e-6
+HOST_SECONDS_PER_REPLAY: Final = 100e-6
+#: Cycles of ``torch.cuda._sleep`` per second (an sm90 part clocks up to 1.98 GHz: never shorter).
+SPIN_CYCLES_PER_SECOND: Final = 2.0e9
 FP8_MAX: Final = 448.0
 GROUP: Final = 128
 
@@ -38,29 +49,89 @@ def load_torch() -> Any:
 
 
 class CudaClock:
-    """Times a call with CUDA events; flushes the L2 (a memset of 256 MiB) before each call."""
+    """Times calls with CUDA events, as CUDA-graph replays or eager back-to-back calls.
+
+    The host runs ahead: before each timed unit the device spins (``torch.cuda._sleep``) for
+    longer than the host takes to enqueue the unit, so the events time the device's work back to
+    back, not the host's launch cost, as in a whole forward pass where the host runs ahead.
+    No cache flush: the protocol's rotation over copies of the call's data (at least
+    :data:`L2_MULTIPLE` times the L2 together, at most :data:`MAX_REPLICAS` copies) keeps the L2
+    from serving the weights. An eager timed unit runs the rotation once; a graph replay runs it
+    :func:`unit_calls` times over, at least :data:`MIN_UNIT_CALLS` calls, so the replay's launch
+    latency is shared by them.
+    """
 
     def __init__(self, torch: Any) -> None:
         self.torch = torch
-        self.flush = torch.empty(L2_FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        self.l2_bytes = int(getattr(props, "L2_cache_size", 0) or 50 * 1024 * 1024)
 
     def sync(self) -> None:
         self.torch.cuda.synchronize()
 
-    def samples(self, fn: Callable[[], object], *, warmup: int, reps: int) -> list[float]:
-        cuda = self.torch.cuda
-        for _ in range(warmup):
-            fn()
-        cuda.synchronize()
+    def replicas(self, footprint: int) -> int:
+        return replicas_for(footprint, self.l2_bytes)
+
+    def samples(self, calls: Sequence[Callable[[], object]], *, warmup: int, reps: int, mode: str) -> list[float]:
+        torch = self.torch
+        cuda = torch.cuda
+        unit = list(calls) * (unit_calls(len(calls)) if mode == "graph" else 1)
         starts = [cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            self.flush.zero_()
-            starts[i].record()
-            fn()
-            ends[i].record()
-        cuda.synchronize()
-        return [s.elapsed_time(e) * 1e-3 for s, e in zip(starts, ends, strict=False)]
+        if mode == "graph":
+            side = cuda.Stream()
+            side.wait_stream(cuda.current_stream())
+            with cuda.stream(side):  # warm up off the capture: lazy init, workspace allocation
+                for fn in calls:
+                    fn()
+            cuda.current_stream().wait_stream(side)
+            cuda.synchronize()
+            graph = cuda.CUDAGraph()
+            with cuda.graph(graph):
+                for fn in unit:
+                    fn()
+            for _ in range(max(1, warmup)):
+                graph.replay()
+            cuda.synchronize()
+            for i in range(reps):
+                self._host_ahead(HOST_SECONDS_PER_REPLAY)
+                starts[i].record()
+                graph.replay()
+                ends[i].record()
+            cuda.synchronize()
+            del graph
+        else:
+            for _ in range(warmup):
+                for fn in unit:
+                    fn()
+            cuda.synchronize()
+            for i in range(reps):
+                self._host_ahead(HOST_SECONDS_PER_CALL * len(unit))
+                starts[i].record()
+                for fn in unit:
+                    fn()
+                ends[i].record()
+            cuda.synchronize()
+        return [s.elapsed_time(e) * 1e-3 / len(unit) for s, e in zip(starts, ends, strict=False)]
+
+    def _host_ahead(self, seconds: float) -> None:
+        """Keep the device busy (a spin kernel) while the host enqueues the timed unit, so the unit
+        runs back to back on the device: in a whole forward pass the host runs ahead of the device
+        and a kernel's launch cost is hidden behind the ops before it."""
+        self.torch.cuda._sleep(int(seconds * SPIN_CYCLES_PER_SECOND))
+
+
+def replicas_for(footprint: int, l2_bytes: int) -> int:
+    """Copies of a call's data that together are :data:`L2_MULTIPLE` times the L2 (at most
+    :data:`MAX_REPLICAS`; 1 when the footprint is unknown or already that large)."""
+    if footprint <= 0:
+        return 1
+    return max(1, min(MAX_REPLICAS, -(-L2_MULTIPLE * l2_bytes // footprint)))
+
+
+def unit_calls(replicas: int) -> int:
+    """How many times a timed unit runs the rotation: at least :data:`MIN_UNIT_CALLS` calls."""
+    return max(1, -(-MIN_UNIT_CALLS // max(1, replicas)))
 
 
 def rel_error(torch: Any, out: Any, ref: Any) -> float:

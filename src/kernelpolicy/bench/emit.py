@@ -2,9 +2,12 @@
 
 - a candidate the decision calls valid that raised on some cell: ``deny`` it, severity ``crash``;
   one that gave a wrong product: ``deny``, severity ``accuracy``;
-- a path whose chosen backend is slower than the fastest valid candidate by more than
-  *threshold* (geometric mean over the cells every candidate ran correctly): ``prefer`` the
-  measured order.
+- a path where a valid candidate is faster than the chosen backend beyond the measured noise
+  (:func:`~kernelpolicy.bench.combine.preferences`: every pass time of the choice, over every
+  repeat and process, above every one of the candidate's, by more than *threshold*) on every M
+  from 1 up to some M, ties allowed: ``prefer`` it there, scoped with
+  ``deploy.max_num_batched_tokens <= M`` (no fact holds the M of one forward pass; a deployment
+  sees every M up to that flag). Never from one process: its noise across processes is unknown.
 
 Each rule is scoped to what was measured (the GPU, the quantisation scheme, the model type and
 the TP size where the times depend on the shapes) and cites the machine, the versions and the
@@ -13,7 +16,6 @@ date in ``refs``. The layer is an ordinary policy file: ``kernelpolicy check`` p
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -85,34 +87,28 @@ def _deny_rules(report: Report) -> list[dict[str, Any]]:
 
 
 def _prefer_rules(report: Report, threshold: float) -> list[dict[str, Any]]:
+    from .combine import preferences, processes_of
+
     rules = []
-    for path, cands in report.candidates.items():
-        cells = [c for c in report.cells if c.cell.layer.path == path]
-        valid = [c.backend for c in cands if c.valid]
-        usable = [b for b in valid if cells and all(c.outcomes.get(b) is not None and c.outcomes[b].ok for c in cells)]
-        if len(usable) < 2 or not cells:
-            continue
-        geo = {b: math.exp(sum(math.log(c.outcomes[b].seconds or 1e-12) for c in cells) / len(cells)) for b in usable}
-        ranked = sorted(usable, key=lambda b: geo[b])
-        choice = cells[0].choice
-        if choice not in geo or ranked[0] == choice:
-            continue
-        loss = geo[choice] / geo[ranked[0]] - 1.0
-        if loss <= threshold:
-            continue
+    for pref in preferences(report, threshold):
         scope = _scope(report, shapes=True)
+        scope["deploy.max_num_batched_tokens"] = f"<= {pref.up_to}"
+        wins = ", ".join(f"M={v.m} {(v.gain or 0.0) * 100:+.1f}%" for v in pref.verdicts if v.verdict == "faster")
+        ties = [v.m for v in pref.verdicts if v.verdict == "tie"]
         rules.append(
             {
                 "id": "-".join(
-                    ("bench", _slug(str(scope.get("gpu.sm", "gpu"))), _slug(str(scope.get("model.type", "-"))), path)
+                    ("bench", _slug(str(scope.get("gpu.sm", "gpu"))), _slug(str(scope.get("model.type", "-"))))
                 )
-                + "-order",
+                + f"-{pref.path}-{_slug(pref.backend)}-upto-{pref.up_to}",
                 "when": scope,
-                "paths": [path],
-                "prefer": ranked,
+                "paths": [pref.path],
+                "prefer": [pref.backend, pref.choice],
                 "because": (
-                    f"measured: {ranked[0]} is {loss * 100:.1f}% faster than {choice} (geometric mean over"
-                    f" {len(cells)} cells of {report.model})"
+                    f"measured on {report.model}: {pref.backend} is faster than {pref.choice} beyond the noise"
+                    f" ({processes_of(report)} processes) at {wins}"
+                    + (f", within it at M in {ties}" if ties else "")
+                    + f"; measured at M = 1..{pref.up_to} only, the M between them assumed to follow"
                 ),
                 "refs": _refs(report),
             }
@@ -136,6 +132,10 @@ def render_policy(report: Report, *, threshold: float = 0.03) -> str:
         f" {_comment(report.context.get('machine', '?'))} ({_comment(report.context.get('date', '?'))}).\n"
         "# An operator policy layer: pass it with --policy or put it in policy/; `kernelpolicy check` proves it.\n"
     )
+    from .combine import processes_of
+
+    if processes_of(report) < 2:
+        head += "# one process: no order is preferred (the noise across processes is not measured)\n"
     if not layer["rules"]:
         return head + "# the measurement contradicts no rule and changes no order\nrules: []\n"
     return head + yaml.safe_dump(layer, sort_keys=False, width=100, allow_unicode=True)

@@ -45,11 +45,12 @@ def bench_on_gpu(
 ) -> Report:
     """Measure *candidates* on *layers* x *ms* on this process's GPU (torch imported here)."""
     from ._runners import Env, registry
-    from ._torch import L2_FLUSH_BYTES, CudaClock, load_torch
+    from ._torch import HOST_SECONDS_PER_CALL, L2_MULTIPLE, MAX_REPLICAS, MIN_UNIT_CALLS, CudaClock, load_torch
 
     torch = load_torch()
     torch.backends.cuda.matmul.allow_tf32 = False
     env = Env(torch)
+    clock = CudaClock(torch)
     choices = {p: d.backend for p, d in decision.paths.items() if p != "warmup"}
     cells = run_cells(
         model,
@@ -58,7 +59,7 @@ def bench_on_gpu(
         candidates,
         choices,
         registry(env),
-        CudaClock(torch),
+        clock,
         settings=settings,
         progress=None if quiet else _progress,
     )
@@ -74,7 +75,14 @@ def bench_on_gpu(
             "warmup": settings.warmup,
             "reps": settings.reps,
             "passes": settings.passes,
-            "l2_flush_bytes": L2_FLUSH_BYTES,
+            "processes": 1,
+            "mode": settings.mode,
+            "graph_max_m": settings.graph_max_m,
+            "l2_bytes": clock.l2_bytes,
+            "l2_multiple": L2_MULTIPLE,
+            "max_replicas": MAX_REPLICAS,
+            "min_unit_calls": MIN_UNIT_CALLS,
+            "host_ahead_us_per_call": round(HOST_SECONDS_PER_CALL * 1e6),
         },
         "decision": dict(choices.items()),
         "fingerprint": decision.fingerprint,

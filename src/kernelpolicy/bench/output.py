@@ -33,6 +33,12 @@ class BenchOutcome(_Open):
     error: float | None = Field(default=None, description="relative error against the float reference")
     detail: str | None = Field(default=None, description="the exception's first line, the error, or why not run")
     how: str | None = Field(default=None, description="how the engine's call was reproduced")
+    passes_us: list[float] | None = Field(
+        default=None, description="each pass's median in microseconds, every process's passes in turn"
+    )
+    mode: Literal["graph", "eager"] | None = Field(default=None, description="timed as CUDA-graph replays or eager")
+    replicas: int | None = Field(default=None, description="copies of the call's data rotated over (past the L2)")
+    processes: int | None = Field(default=None, description="processes whose passes are combined (absent: 1)")
 
 
 class BenchCell(_Open):
@@ -50,6 +56,10 @@ class BenchCell(_Open):
     fastest_any: str | None = Field(description="the fastest correct candidate, ruled out or not")
     loss: float | None = Field(description="choice's time / fastest valid time - 1; null: not measured or failed")
     choice_failed: bool
+    mode: str | None = Field(default=None, description="graph or eager: how the cell's candidates were timed")
+    beyond_noise: bool | None = Field(
+        default=None, description="the choice's loss exceeds the noise (pass times over repeats and processes)"
+    )
     outcomes: list[BenchOutcome]
 
 
@@ -76,7 +86,7 @@ class BenchOutput(_Open):
     versions: dict[str, str]
     runners: dict[str, str]
     deployment: dict[str, int]
-    protocol: dict[str, int]
+    protocol: dict[str, int | str]
     decision: dict[str, str | None]
     fingerprint: str
     facts: dict[str, object]

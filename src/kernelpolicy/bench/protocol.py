@@ -9,9 +9,17 @@ and one that gives the relative error of the buffer against a float reference. T
    error that is not finite or above the runner's tolerance is a failure (``wrong``), never a
    time; a partial write leaves NaN behind and fails the same way;
 2. time the correct candidates in *passes* rounds, the candidates' order rotated each round
-   (drift hits all alike); each round is a :class:`Clock` sample of *reps* calls after *warmup*
-   calls (the clock flushes the L2 before every timed call); a round's time is its median;
+   (drift hits all alike); each round is a :class:`Clock` sample of *reps* timed units after
+   *warmup* ones; a round's time is its median;
 3. a candidate's time is the median of its rounds, its spread ``(max - min) / median`` of them.
+
+Timed as the engine runs the call (:func:`timing_mode`): M up to the largest size the engine
+captures in a CUDA graph is timed as graph replays (the launches' CPU cost is not in the time),
+larger M as eager back-to-back calls. No cache flush is timed: the L2 is kept from serving the
+weights by *rotation*: the clock asks the candidate for copies of what the call reads
+(:attr:`Prepared.replicate`) until the copies together are several times the L2, and one timed
+unit runs the call once over each copy, so every call reads its weights from HBM, as a layer does
+when the other layers' weights have passed through the cache since its last call.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Final, Literal, Protocol
 
 from .shapes import Layer
 
@@ -37,9 +45,18 @@ __all__ = [
     "Status",
     "fastest",
     "measure_cell",
+    "timing_mode",
 ]
 
 Status = Literal["ok", "raised", "wrong", "not_run"]
+Mode = Literal["graph", "eager"]
+
+#: The largest batch vLLM 0.26 captures in a CUDA graph by default (``vllm serve``): its capture
+#: sizes are 1, 2, 4, 8..248 by 8, 256..max by 16, max = min(2 x max_num_seqs, 512), and
+#: ``max_num_seqs`` defaults to 1024 for the API server on a large GPU (vllm/config/vllm.py
+#: ``_set_cudagraph_sizes``; vllm/engine/arg_utils.py ``default_max_num_seqs``). Batches above it run
+#: eager (piecewise graphs cover the GEMMs only up to that size).
+VLLM_GRAPH_MAX_M: Final = 512
 
 
 @dataclass(frozen=True)
@@ -65,6 +82,10 @@ class Prepared:
     error: Callable[[], float]  #: relative error of the output against the float reference (nan: not finite)
     tolerance: float
     how: str = ""  #: how the engine's call was reproduced (the ops, the scale layout), for the report
+    #: a new call over fresh copies of what the call reads (weights, scales, activations), for the
+    #: clock's rotation past the L2; None: the call cannot be copied (it runs over one set)
+    replicate: Callable[[], Callable[[], object]] | None = None
+    footprint: int = 0  #: bytes one call reads from memory (the weights it touches), 0: unknown
 
 
 class Runner(Protocol):
@@ -81,11 +102,15 @@ class Runner(Protocol):
 
 
 class Clock(Protocol):
-    """Times a call on the device: *reps* samples in seconds, each after an L2 flush."""
+    """Times calls on the device: *reps* samples in seconds per call, each sample one timed unit
+    that runs every one of *calls* (copies of one call over different data) in turn."""
 
     def sync(self) -> None: ...
 
-    def samples(self, fn: Callable[[], object], *, warmup: int, reps: int) -> list[float]: ...
+    def replicas(self, footprint: int) -> int:
+        """How many copies of a call reading *footprint* bytes the rotation needs (>= 1)."""
+
+    def samples(self, calls: Sequence[Callable[[], object]], *, warmup: int, reps: int, mode: Mode) -> list[float]: ...
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,15 @@ class Settings:
     warmup: int = 5
     reps: int = 20
     passes: int = 3
+    mode: Literal["engine", "graph", "eager"] = "engine"  #: engine: graph up to *graph_max_m*, eager above
+    graph_max_m: int = VLLM_GRAPH_MAX_M
+
+
+def timing_mode(m: int, settings: Settings) -> Mode:
+    """How the engine runs a call of *m* tokens: in a CUDA graph up to its largest capture size."""
+    if settings.mode != "engine":
+        return settings.mode
+    return "graph" if m <= settings.graph_max_m else "eager"
 
 
 @dataclass(frozen=True)
@@ -108,7 +142,10 @@ class Outcome:
     error: float | None = None  #: relative error against the float reference
     detail: str = ""  #: the exception's first line, or why it did not run
     how: str = ""
-    passes: tuple[float, ...] = field(default=())
+    passes: tuple[float, ...] = field(default=())  #: each pass's median (seconds), every process's in turn
+    mode: str = ""  #: graph or eager (ok only)
+    replicas: int = 0  #: copies of the call's data the clock rotated over (ok only)
+    processes: int = 1  #: processes whose passes are in *passes*
 
     @property
     def ok(self) -> bool:
@@ -142,7 +179,7 @@ def _check(backend: str, prepared: Prepared, clock: Clock) -> Outcome | None:
     return None
 
 
-def measure_cell(
+def measure_cell(  # noqa: PLR0912 (the protocol's steps, each with its failure)
     cell: Cell, runners: Sequence[Runner], clock: Clock, settings: Settings | None = None
 ) -> dict[str, Outcome]:
     """Every runner's :class:`Outcome` on *cell*, by backend id (the protocol in the module doc)."""
@@ -172,16 +209,26 @@ def measure_cell(
         errors[runner.backend] = prepared.error()
     rounds: dict[str, list[float]] = {name: [] for name in ready}
     names = list(ready)
+    mode = timing_mode(cell.m, settings)
+    calls: dict[str, list[Callable[[], object]]] = {}
+    for name in names:
+        try:
+            calls[name] = _rotation(ready[name], clock)
+        except Exception as exc:
+            _recover(clock)
+            out[name] = Outcome(name, "raised", detail=_first_line(exc) + " (copying its data)", how=ready[name].how)
     for p in range(settings.passes):
         turn = names[p % len(names) :] + names[: p % len(names)] if names else []
         for name in turn:
             if name in out:
                 continue
             try:
-                samples = clock.samples(ready[name].run, warmup=settings.warmup, reps=settings.reps)
+                samples = clock.samples(calls[name], warmup=settings.warmup, reps=settings.reps, mode=mode)
             except Exception as exc:
                 _recover(clock)
-                out[name] = Outcome(name, "raised", detail=_first_line(exc) + " (while timed)", how=ready[name].how)
+                out[name] = Outcome(
+                    name, "raised", detail=_first_line(exc) + f" (while timed, {mode})", how=ready[name].how
+                )
                 continue
             rounds[name].append(statistics.median(samples))
     for name, prepared in ready.items():
@@ -191,9 +238,25 @@ def measure_cell(
         t = statistics.median(medians)
         spread = (max(medians) - min(medians)) / t if t > 0 else 0.0
         out[name] = Outcome(
-            name, "ok", seconds=t, spread=spread, error=errors[name], how=prepared.how, passes=tuple(medians)
+            name,
+            "ok",
+            seconds=t,
+            spread=spread,
+            error=errors[name],
+            how=prepared.how,
+            passes=tuple(medians),
+            mode=mode,
+            replicas=len(calls[name]),
         )
     return {r.backend: out[r.backend] for r in runners}
+
+
+def _rotation(prepared: Prepared, clock: Clock) -> list[Callable[[], object]]:
+    """The call and as many copies over fresh data as the clock's rotation past the L2 needs."""
+    if prepared.replicate is None:
+        return [prepared.run]
+    want = clock.replicas(prepared.footprint)
+    return [prepared.run] + [prepared.replicate() for _ in range(want - 1)]
 
 
 def _recover(clock: Clock) -> None:

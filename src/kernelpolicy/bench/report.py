@@ -14,9 +14,20 @@ from typing import Any, Final
 from .protocol import Cell, Outcome, fastest
 from .shapes import Layer
 
-__all__ = ["SCHEMA_ID", "Candidate", "CellReport", "Failure", "Report", "render_text"]
+__all__ = ["SCHEMA_ID", "Candidate", "CellReport", "Failure", "Report", "render_text", "separated"]
 
 SCHEMA_ID: Final = "kernelpolicy.bench/1"
+
+
+def separated(slow: Outcome, fast: Outcome, threshold: float = 0.0) -> bool:
+    """*fast* beats *slow* beyond the measured noise: every pass time of *slow* (each pass's median,
+    over all repeats and processes) is above every pass time of *fast*, and the medians differ by
+    more than *threshold* (0.03: 3 %). An outcome without pass times counts its one time."""
+    if not (slow.ok and fast.ok and slow.seconds and fast.seconds):
+        return False
+    lo = min(slow.passes) if slow.passes else slow.seconds
+    hi = max(fast.passes) if fast.passes else fast.seconds
+    return lo > hi and slow.seconds / fast.seconds - 1.0 > threshold
 
 
 @dataclass(frozen=True)
@@ -94,6 +105,27 @@ class CellReport:
             return None
         return chosen.seconds / best.seconds - 1.0
 
+    @property
+    def mode(self) -> str:
+        """How the cell was timed (graph or eager), from its correct outcomes; "" when none ran."""
+        modes = sorted({o.mode for o in self.outcomes.values() if o.ok and o.mode})
+        return "/".join(modes)
+
+    @property
+    def timed_in_passes(self) -> bool:
+        """Its outcomes carry their pass times (reports from 2026-12-05 on), so the noise is known."""
+        return any(o.passes for o in self.outcomes.values())
+
+    @property
+    def beyond_noise(self) -> bool | None:
+        """Whether the choice's loss exceeds the noise: every one of its pass times (all processes)
+        is slower than every pass time of the fastest valid candidate. None: no loss measured."""
+        loss, best = self.loss, self.best
+        chosen = self.outcomes.get(self.choice or "")
+        if loss is None or math.isinf(loss) or best is None or chosen is None or loss <= 0:
+            return None if loss is None or math.isinf(loss) else False
+        return separated(chosen, best)
+
 
 @dataclass(frozen=True)
 class Report:
@@ -163,6 +195,10 @@ class Report:
                     error=o.get("error"),
                     detail=o.get("detail", ""),
                     how=o.get("how", ""),
+                    passes=tuple(x * 1e-6 for x in o.get("passes_us", ())),
+                    mode=o.get("mode", ""),
+                    replicas=int(o.get("replicas", 0)),
+                    processes=int(o.get("processes", 1)),
                 )
                 for o in c["outcomes"]
             }
@@ -199,6 +235,8 @@ class Report:
                     "fastest_any": cr.best_any.backend if cr.best_any else None,
                     "loss": None if loss is None else (None if math.isinf(loss) else round(loss, 4)),
                     "choice_failed": loss is not None and math.isinf(loss),
+                    **({"mode": cr.mode} if cr.mode else {}),
+                    **({"beyond_noise": cr.beyond_noise} if cr.timed_in_passes else {}),
                     "outcomes": [_outcome_json(o) for o in cr.outcomes.values()],
                 }
             )
@@ -262,6 +300,9 @@ def _fields(obj: Mapping[str, Any], where: str, spec: Mapping[str, tuple[str, bo
             _field(here, isinstance(v, int) and not isinstance(v, bool) and v >= 0, "a whole number of at least 0")
         elif kind == "time":
             _field(here, v is None or (_number(v) and v >= 0), "a finite number of at least 0, or null")
+        elif kind == "times":
+            ok = isinstance(v, list) and all(_number(x) and x >= 0 for x in v)
+            _field(here, ok, "a list of finite numbers of at least 0")
 
 
 def _check_context(data: Mapping[str, Any]) -> None:
@@ -289,7 +330,8 @@ _CELL: Final = {
 }  # fmt: skip
 _OUTCOME: Final = {
     "backend": ("str", True), "us": ("time", False), "spread": ("time", False), "error": ("time", False),
-    "detail": ("str", False), "how": ("str", False),
+    "detail": ("str", False), "how": ("str", False), "passes_us": ("times", False), "mode": ("str", False),
+    "replicas": ("index", False), "processes": ("count", False),
 }  # fmt: skip
 
 
@@ -332,6 +374,14 @@ def _outcome_json(o: Outcome) -> dict[str, Any]:
         out["detail"] = o.detail
     if o.how:
         out["how"] = o.how
+    if o.passes:
+        out["passes_us"] = [round(x * 1e6, 3) for x in o.passes]
+    if o.mode:
+        out["mode"] = o.mode
+    if o.replicas:
+        out["replicas"] = o.replicas
+    if o.processes != 1:
+        out["processes"] = o.processes
     return out
 
 
@@ -341,12 +391,14 @@ def _us(o: Outcome) -> str:
     return {"raised": "raised", "wrong": "WRONG", "not_run": "-"}.get(o.status, o.status)
 
 
-def _loss(loss: float | None) -> str:
+def _loss(loss: float | None, beyond: bool | None = True) -> str:
     if loss is None:
         return "n/a"
     if math.isinf(loss):
         return "FAILED"
-    return "best" if loss <= 0 else f"+{loss * 100:.1f}%"
+    if loss <= 0:
+        return "best"
+    return f"+{loss * 100:.1f}%" + ("" if beyond is not False else " ~")
 
 
 def _header(report: Report) -> list[str]:
@@ -359,10 +411,24 @@ def _header(report: Report) -> list[str]:
     if versions:
         lines.append("with    " + ", ".join(f"{k} {v}" for k, v in versions.items()))
     proto = ctx.get("protocol") or {}
-    if proto:
+    if proto and "l2_flush_bytes" in proto:  # reports before 2026-12-05: eager calls after a flush
         lines.append(
             f"timing  median of {proto.get('passes')} passes x {proto.get('reps')} calls"
             f" (L2 flushed before each, {proto.get('warmup')} warm-ups); times in us; spread = pass range / median"
+        )
+    elif proto:
+        procs = proto.get("processes", 1)
+        lines.append(
+            f"timing  median of {proto.get('passes')} passes x {proto.get('reps')} units in each of {procs}"
+            f" process{'es' if procs != 1 else ''}; {proto.get('mode', 'engine')} mode (CUDA graph replay for"
+            f" M <= {proto.get('graph_max_m')}, eager above); data rotated over copies of {proto.get('l2_multiple')}x"
+            " the L2, no flush"
+            + ("; the device kept busy while the host enqueues" if proto.get("host_ahead_us_per_call") else "")
+            + "; times in us"
+        )
+        lines.append(
+            "        loss `~` = within the noise (the choice's and the fastest's pass times overlap, over every"
+            " pass of every process)"
         )
     return lines
 
@@ -384,11 +450,15 @@ def _path_tables(path: str, cands: Sequence[Candidate], cells: list[CellReport])
     for label, rows in layers.items():
         note = rows[0].cell.layer.note
         lines.append(f"  {label}{'  [' + note + ']' if note else ''}")
-        lines.append("    " + f"{'M':>6}  " + "  ".join(f"{n:>{width}}" for n in names) + "  fastest / choice's loss")
+        head = "    " + f"{'M':>6}  " + "  ".join(f"{n:>{width}}" for n in names)
+        moded = any(r.mode for r in rows)  # reports before 2026-12-05 have no timing mode
+        lines.append(head + ("  mode   " if moded else "  ") + "fastest / choice's loss")
         for r in rows:
             vals = "  ".join(f"{_us(r.outcomes[n]) if n in r.outcomes else '-':>{width}}" for n in names)
             best = r.best
-            lines.append(f"    {r.cell.m:>6}  {vals}  {best.backend if best else '-'} / {_loss(r.loss)}")
+            mode = f"{r.mode or '-':<5}  " if moded else ""
+            beyond = r.beyond_noise if r.timed_in_passes else None
+            lines.append(f"    {r.cell.m:>6}  {vals}  {mode}{best.backend if best else '-'} / {_loss(r.loss, beyond)}")
     return lines
 
 
@@ -414,11 +484,20 @@ def _summary(report: Report) -> list[str]:
     finite = [x for x in losses if math.isfinite(x)]
     within = sum(1 for x in finite if x <= 0.02)
     worst = max(finite) if finite else 0.0
-    return [
+    lines = [
         "",
         f"summary the decision's choice is the fastest valid candidate or within 2% in {within} of"
         f" {len(losses)} cells; worst loss {worst * 100:.1f}%; failed in {len(losses) - len(finite)}",
     ]
+    if any(o.passes for c in report.cells for o in c.outcomes.values()):
+        beyond = [c for c in report.cells if c.beyond_noise]
+        lines.append(
+            f"        beyond the noise the choice loses in {len(beyond)} of {len(losses)} cells"
+            + (": " + ", ".join(f"{c.cell.layer.name}@M={c.cell.m} +{(c.loss or 0) * 100:.1f}%" for c in beyond))
+            if beyond
+            else f"        beyond the noise the choice loses in 0 of {len(losses)} cells"
+        )
+    return lines
 
 
 def render_text(report: Report) -> str:

@@ -56,14 +56,31 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--only", metavar="BACKEND,...", help="only these candidates (backend ids)")
     p.add_argument("--passes", type=flag_int, default=3, help="timing passes per cell (default 3)")
     p.add_argument("--reps", type=flag_int, default=20, help="timed calls per pass (default 20)")
-    p.add_argument("--warmup", type=flag_int, default=5, help="untimed calls before each pass (default 5)")
+    p.add_argument("--warmup", type=flag_int, default=5, help="untimed units before each pass (default 5)")
+    p.add_argument(
+        "--mode",
+        choices=("engine", "graph", "eager"),
+        default="engine",
+        help="engine (default): time M up to --graph-max-m as CUDA-graph replays, as vLLM captures them, larger M"
+        " eager; graph or eager: every M so",
+    )
+    p.add_argument(
+        "--graph-max-m",
+        type=flag_int,
+        default=512,
+        help="the largest M the engine captures in a CUDA graph (vLLM 0.26's default for `vllm serve`: 512)",
+    )
     p.add_argument(
         "--plan",
         action="store_true",
         help="print the shapes and candidates and stop (no GPU needed; decided for sm90 unless --gpu names one)",
     )
     p.add_argument(
-        "--report", metavar="FILE", help="render a saved `bench --json` report instead of measuring (no GPU needed)"
+        "--report",
+        metavar="FILE",
+        action="append",
+        help="render a saved `bench --json` report instead of measuring (no GPU needed); given again, the runs"
+        " (separate processes of one plan) are combined into one measurement, their noise included",
     )
     p.add_argument("--emit-policy", metavar="FILE", help="write an operator policy layer from the measurement")
     p.add_argument("--threshold", type=float, default=0.03, help="--emit-policy: loss above which to prefer (0.03)")
@@ -144,7 +161,9 @@ def run(args: argparse.Namespace) -> int:
         layers=layers,
         ms=ms,
         candidates=candidates,
-        settings=Settings(warmup=args.warmup, reps=args.reps, passes=args.passes),
+        settings=Settings(
+            warmup=args.warmup, reps=args.reps, passes=args.passes, mode=args.mode, graph_max_m=args.graph_max_m
+        ),
         quiet=args.json,
     )
     return _output(report, args)
@@ -165,19 +184,26 @@ def _output(report: Any, args: argparse.Namespace) -> int:
 
 def _replay(args: argparse.Namespace) -> int:
     from .._files import ReadError, json_guarded, read_bounded
+    from ..bench.combine import combine
     from ..bench.report import Report
 
-    try:  # bounded: a FIFO, /dev/stdin on an idle pipe or /dev/zero is refused at once
-        raw = read_bounded(args.report, MAX_REPORT_BYTES)
-    except ReadError as exc:
-        raise UsageError(f"`{args.report}`: cannot be read ({exc.reason})") from None
+    reports = []
+    for name in args.report:
+        try:  # bounded: a FIFO, /dev/stdin on an idle pipe or /dev/zero is refused at once
+            raw = read_bounded(name, MAX_REPORT_BYTES)
+        except ReadError as exc:
+            raise UsageError(f"`{name}`: cannot be read ({exc.reason})") from None
+        try:
+            reports.append(Report.from_json(json_guarded(raw)))
+        except ReadError as exc:
+            raise UsageError(f"`{name}`: not a bench report: {exc.reason}") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            what = f"missing `{exc.args[0]}`" if isinstance(exc, KeyError) else str(exc)
+            raise UsageError(f"`{name}`: not a bench report: {what}") from None
     try:
-        report = Report.from_json(json_guarded(raw))
-    except ReadError as exc:
-        raise UsageError(f"`{args.report}`: not a bench report: {exc.reason}") from None
-    except (ValueError, KeyError, TypeError) as exc:
-        what = f"missing `{exc.args[0]}`" if isinstance(exc, KeyError) else str(exc)
-        raise UsageError(f"`{args.report}`: not a bench report: {what}") from None
+        report = combine(reports)
+    except ValueError as exc:
+        raise UsageError(f"--report: {exc}") from None
     return _output(report, args)
 
 
@@ -193,8 +219,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         return
     target = output_file("--emit-policy", args.emit_policy)
     same = False
-    if args.report is not None:
+    for report in args.report or ():
         with contextlib.suppress(OSError, ValueError):  # a report that is not there: said when it is read
-            same = target.exists() and os.path.samefile(target, args.report)
+            same = same or (target.exists() and os.path.samefile(target, report))
     if same:
         raise UsageError(f"--emit-policy `{args.emit_policy}` is the --report file: it would be overwritten")
