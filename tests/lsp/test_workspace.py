@@ -216,3 +216,27 @@ def test_references_of_a_rule_id_in_the_buffer_open_files_and_the_tables(index: 
         if crash in line
     ]
     assert ws.references(text, 2, 10, tmp_path / "mine.yaml", index) == []  # `marlin`: a backend
+
+
+def test_the_index_is_loaded_again_when_the_shipped_tables_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#37: an edit saved under rules/ was not seen by hover and completion until the server
+    restarted; the index now notices the folder changed and the server loads it again."""
+    import shutil
+
+    rules = tmp_path / "rules"
+    shutil.copytree(shipped_rules_dir(), rules)
+    monkeypatch.setattr("kernelpolicy.dsl.loader.shipped_rules_dir", lambda: rules)
+    monkeypatch.setattr("kernelpolicy.lsp.workspace.shipped_rules_dir", lambda: rules)
+    before = ws.Index()
+    assert "acme-new-rule" not in before.rules and not before.stale()
+    (rules / "known" / "acme.yaml").write_text(
+        "rules:\n  - id: acme-new-rule\n    when: {gpu.sm: sm121}\n    paths: [moe]\n    deny: marlin\n"
+        "    severity: perf\n    because: measured slower here\n",
+        encoding="utf-8",
+    )
+    assert before.stale()
+    after = ws.Index()
+    assert "acme-new-rule" in after.rules and not after.stale()
+    assert "measured slower here" in (ws.hover("see acme-new-rule", 0, 6, after) or "")

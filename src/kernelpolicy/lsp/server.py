@@ -42,7 +42,8 @@ class _Server(LanguageServer):
 
     @property
     def index(self) -> ws.Index:
-        if self._index is None:
+        """The shipped tables, loaded again when a file under ``rules/`` or ``policy/`` changed."""
+        if self._index is None or self._index.stale():
             self._index = ws.Index()
         return self._index
 

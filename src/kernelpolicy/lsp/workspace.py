@@ -232,12 +232,15 @@ def _is_case_text(text: str) -> bool:
 
 
 class Index:
-    """The shipped tables and the default policy, loaded once: rules by id, backends, fact keys."""
+    """The shipped tables and the default policy: rules by id, backends, fact keys. Loaded once,
+    and again when a file under ``rules/`` or ``policy/`` changes on disk (:meth:`stale`): an
+    edit saved there is seen without restarting the server."""
 
     def __init__(self) -> None:
         from ..dsl.loader import load_policy
         from ..errors import KernelPolicyError
 
+        self.stamp = _stamp()
         try:
             self.policy: Any = load_policy((), environ=False)
         except KernelPolicyError:
@@ -249,6 +252,11 @@ class Index:
                 for backend in entries.values():
                     self.backends.setdefault(backend.id, []).append(backend)
 
+    def stale(self) -> bool:
+        """Whether a file under ``rules/`` or ``policy/`` was added, removed or changed since
+        this index was loaded (names, sizes and modification times: a few dozen ``stat`` calls)."""
+        return _stamp() != self.stamp
+
     def path_of(self, display: str) -> Path | None:
         """The file a loaded file's name (``rules/known/marlin.yaml``) stands for."""
         if display.startswith("rules/"):
@@ -257,6 +265,20 @@ class Index:
             return default_policy_dir() / display[len("policy/") :]
         p = Path(display)
         return p if p.is_absolute() else None
+
+
+def _stamp() -> tuple[tuple[str, int, int], ...]:
+    """The YAML files under the shipped ``rules/`` and ``policy/`` folders, each with its size and
+    modification time."""
+    out = []
+    for root in (shipped_rules_dir(), default_policy_dir()):
+        for path in sorted(root.rglob("*.yaml")):
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            out.append((str(path), st.st_size, st.st_mtime_ns))
+    return tuple(out)
 
 
 def word_at(text: str, line: int, column: int) -> str | None:
