@@ -240,3 +240,31 @@ def test_a_path_without_backend_names_its_reason_not_a_rule() -> None:
         reason="every backend is ruled out",
     )
     assert _attribution(p, kp.load_policy(environ=False)) == (None, "every backend is ruled out", (), ())
+
+
+def test_matrix_of_a_model_outside_the_catalog(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`matrix --model` (issue 36): an operator's own checkpoint on every catalog GPU, with the
+    deciding rules, as `explain --model` reads it; the catalog's models are left out."""
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    config = {
+        "architectures": ["Qwen3MoeForCausalLM"],
+        "model_type": "qwen3_moe",
+        "hidden_size": 2048,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 4,
+        "intermediate_size": 6144,
+        "moe_intermediate_size": 768,
+        "num_experts": 128,
+        "num_experts_per_tok": 8,
+        "torch_dtype": "bfloat16",
+        "quantization_config": {"quant_method": "fp8", "weight_block_size": [128, 128], "activation_scheme": "dynamic"},
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    assert main(["matrix", "--format", "json", "--model", str(folder)]) == 0
+    cells = json.loads(capsys.readouterr().out)["cells"]
+    assert {c["model"] for c in cells} == {str(folder)}
+    gb10 = {c["path"]: c for c in cells if c["sm"] == "sm121"}
+    assert gb10["dense"]["backend"] == "cutlass" and gb10["dense"]["rule"] == "deep_gemm-no-sm120-sf-layout"
+    assert main(["matrix", "--model", str(tmp_path / "missing")]) == 2

@@ -27,6 +27,13 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--out", metavar="FILE", type=Path, help="write to FILE instead of stdout")
     p.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
     p.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        metavar="ID_OR_PATH",
+        help="a model to decide instead of the catalog's (an id or a folder, as `explain --model`; repeatable)",
+    )
+    p.add_argument(
         "--engine",
         metavar="ENGINE==X.Y.Z",
         help="the engine release to decide for (`vllm==0.34.0`, `sglang==0.5.23`): its facts and what it pins",
@@ -51,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     engine = _engine(args.engine)
     from ._common import policy_files
 
-    cells = build(load_policy(policy_files(args.policy), environ=False), engine)
+    cells = build(load_policy(policy_files(args.policy), environ=False), engine, args.model)
     if args.format == "md":
         text = to_markdown(cells, engine)
     elif args.format == "html":

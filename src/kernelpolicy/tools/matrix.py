@@ -60,26 +60,33 @@ class Cell:
         return self.backend or "NONE"
 
 
-def build(policy: Policy, engine: str | None = None) -> list[Cell]:
+def build(policy: Policy, engine: str | None = None, models: Sequence[str] = ()) -> list[Cell]:
     """The matrix of *policy*'s GPU and model catalogs, in catalog order; *engine*
     (``vllm==0.34.0``, ``sglang==0.5.23``) adds the facts that release names, as
-    ``explain --engine`` does (what it pins and vendors follows through the implications)."""
+    ``explain --engine`` does (what it pins and vendors follows through the implications).
+    *models* (ids or paths, read as ``explain --model`` reads them) replace the model catalog.
+
+    :raises KernelPolicyError: a model of *models* cannot be read (unknown, no config.json, ...).
+    """
     from ..decision import rule_origin
     from ..deployment import facts_for
+    from ..deployment.build import derived_facts
     from ..deployment.pipeline import engine_facts
     from ..errors import KernelPolicyError
     from ..resolver import resolve
 
     given = engine_facts(engine) if engine else None
+    for named in models:  # a model the operator named is read first: one it cannot be is an error, not a row
+        derived_facts(gpu=None, model=named, policy=policy)
     cells: list[Cell] = []
-    for model in policy.models:
+    for model_id in list(models) or [m.id for m in policy.models]:
         for gpu in policy.gpus:
             try:
-                facts = facts_for(gpu=gpu.name, model=model.id, facts=given, policy=policy)
+                facts = facts_for(gpu=gpu.name, model=model_id, facts=given, policy=policy)
                 decision = resolve(facts, policy)
             except KernelPolicyError as exc:
                 for path in PATHS:
-                    cells.append(Cell(gpu.name, gpu.sm, model.id, "?", path, None, reason=exc.one_line()))
+                    cells.append(Cell(gpu.name, gpu.sm, model_id, "?", path, None, reason=exc.one_line()))
                 continue
             values = facts.values
             for path in PATHS:
@@ -87,14 +94,14 @@ def build(policy: Policy, engine: str | None = None) -> list[Cell]:
                 scheme = values.get("quant.moe_scheme") if path == "moe" else None
                 quant = str(scheme or values.get("quant.scheme", "?"))
                 if not p.applicable:
-                    cells.append(Cell(gpu.name, gpu.sm, model.id, quant, path, None, False, reason=p.reason or ""))
+                    cells.append(Cell(gpu.name, gpu.sm, model_id, quant, path, None, False, reason=p.reason or ""))
                     continue
                 rule, reason, refs, rules = _attribution(p, policy)
                 cells.append(
                     Cell(
                         gpu.name,
                         gpu.sm,
-                        model.id,
+                        model_id,
                         quant,
                         path,
                         p.backend,
