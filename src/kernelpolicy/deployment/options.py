@@ -82,7 +82,11 @@ def options_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a foll
             raise UsageError(
                 f"--engine `{args.engine}` names another engine than the launch line's ({deployment.engine})"
             )
-        if name == "sglang":
+        from ..releases.range import older_than_modelled
+
+        if older_than_modelled(name, version, published=True):
+            pass  # a published release before the modelled ones: answered, with a warning (explain)
+        elif name == "sglang":
             from ..releases.sglang.versions import known_releases, release_for
 
             if release_for(version) is None:
