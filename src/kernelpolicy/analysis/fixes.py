@@ -219,6 +219,10 @@ def _ranges(releases: list[str]) -> list[str]:
 
 # -- windows checked against what shipped
 
+#: what installing a package says beyond its version fact (a DeepGEMM version means another
+#: build per distribution)
+_DIST_FACTS: Final[Mapping[str, Mapping[str, str]]] = {"sgl-deep-gemm": {"deep_gemm.dist": "sgl-deep-gemm"}}
+
 
 @dataclass(frozen=True)
 class ContradictedWindow:
@@ -287,7 +291,8 @@ def contradicted_windows(policy: Policy) -> list[ContradictedWindow]:
         cited = Version(fix.version)
         for release in seen.releases:
             has = release in seen.has
-            facts = apply_implications(Facts.from_values({key: release}, source="user"), policy)
+            values = {key: release, **_DIST_FACTS.get(ev.package, {})}
+            facts = apply_implications(Facts.from_values(values, source="user"), policy)
             acts = _acts(r.when, r.until, require, facts)
             if Version(release) < cited:
                 if has:

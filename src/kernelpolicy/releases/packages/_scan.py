@@ -3,8 +3,8 @@ which releases show each fix (``contents.json``).
 
 ``python -m kernelpolicy.releases.packages._scan [--offline] [--policy FILE]...``: for each package
 a shipped rule's ``fix`` names, lists the releases the package index has (``pip index versions``:
-final and post releases, from the series of the oldest release an engine release pins on:
-:func:`oldest_scanned`), downloads the ones not cached (``pip download --no-deps``, a wheel or,
+final and post releases, from the oldest modelled engine release or the series of the oldest
+release an engine release pins: :func:`oldest_scanned`), downloads the ones not cached (``pip download --no-deps``, a wheel or,
 where the index has none, the source archive) under ``<kernelpolicy cache>/packages/<package>/``,
 and looks in each for every signature. ``--offline`` lists and downloads nothing: it scans the
 cached files of the releases the current table lists. Nothing is imported or extracted: a file
@@ -79,16 +79,20 @@ def index_versions(package: str) -> list[str]:
 
 
 def oldest_scanned(package: str) -> Version | None:
-    """Where the scan of *package* starts: the first release of the series of the oldest release
-    a scanned vLLM or SGLang release pins (``0.6.0`` for flashinfer-python, pinned at 0.6.11.post1
-    and later); ``None`` (every release) for a package no engine release pins."""
+    """Where the scan of *package* starts: for vLLM and SGLang, their oldest modelled release
+    (0.24.0, 0.5.12); for a package they pin, the first release of the series of the oldest
+    release a scanned engine release pins (``0.6.0`` for flashinfer-python, pinned at 0.6.11.post1
+    and later); ``None`` (every release) for any other package."""
     from ..sglang.versions import release_records as sglang_records
     from ..vllm.versions import release_records as vllm_records
 
     name = canonicalize_name(package)
+    engines = {"vllm": vllm_records(), "sglang": sglang_records()}
+    if name in engines:
+        return min((Version(v) for v in engines[name]), default=None)
     pins = [
         Version(v)
-        for records in (vllm_records(), sglang_records())
+        for records in engines.values()
         for record in records.values()
         for dist, v in record.get("requires", {}).items()
         if canonicalize_name(dist) == name
@@ -112,15 +116,16 @@ def _archive_version(path: Path, package: str) -> str | None:
 
 
 def cached_archives(package: str) -> dict[str, Path]:
-    """release -> its cached archive (a wheel before a source archive)."""
-    folder = cache_folder(package)
+    """release -> its cached archive (a wheel before a source archive), from this scan's cache or
+    the engines' wheel cache (``<kernelpolicy cache>/wheels``, where the release scans keep them)."""
     out: dict[str, Path] = {}
-    if not folder.is_dir():
-        return out
-    for path in sorted(folder.iterdir(), key=lambda p: (p.suffix != ".whl", p.name)):
-        v = _archive_version(path, package)
-        if v is not None and v not in out:
-            out[v] = path
+    for folder in (cache_folder(package), cache_subdir("wheels")):
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.iterdir(), key=lambda p: (p.suffix != ".whl", p.name)):
+            v = _archive_version(path, package)
+            if v is not None and v not in out:
+                out[v] = path
     return out
 
 
