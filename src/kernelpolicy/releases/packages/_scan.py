@@ -1,14 +1,15 @@
 """Download every published release of the packages the rules' ``fix`` entries name and record
 which releases show each fix (``contents.json``).
 
-``python -m kernelpolicy.releases.packages._scan [--offline] [--policy FILE]...``: for each package
-a shipped rule's ``fix`` names, lists the releases the package index has (``pip index versions``:
-final and post releases, from the oldest modelled engine release or the series of the oldest
-release an engine release pins: :func:`oldest_scanned`), downloads the ones not cached (``pip
-download --no-deps``, a wheel or, where the index has none, the source archive) under
-``<kernelpolicy cache>/packages/<package>/``, and looks in each for every signature. ``--offline`` lists and downloads nothing: it scans the
-cached files of the releases the current table lists. Nothing is imported or extracted: a file
-is read from the archive, a ``symbol`` is found with :mod:`ast`.
+``python -m kernelpolicy.releases.packages._scan [--offline] [--policy FILE]...``: for each
+package a shipped rule's ``fix`` names, lists the releases the package index has (``pip index
+versions``: final and post releases, from the oldest modelled engine release or the series of
+the oldest release an engine release pins: :func:`oldest_scanned`), downloads the ones not
+cached (``pip download --no-deps``: a wheel or, where the index has none, the source archive)
+under ``<kernelpolicy cache>/packages/<package>/``, and looks in each for every signature.
+``--offline`` lists and downloads nothing: it scans the cached files of the releases the current
+table lists. Nothing is imported or extracted: a file is read from the archive, a ``symbol`` is
+found with :mod:`ast`.
 """
 
 from __future__ import annotations
