@@ -98,3 +98,21 @@ def test_vllm_fp8_moe_requant_is_a_fact(
     assert (d["facts"].get("quant.moe_requant"), d["facts"].get("quant.moe_requant_act")) == want
     # read on ROCm only: on an NVIDIA GPU the experts stay block FP8 and are decided as such
     assert d["facts"]["quant.moe_scheme"] == "fp8_block"
+
+
+def test_per_token_nvfp4_experts_off_datacenter_blackwell_have_no_backend_in_vllm_034(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    base = ["explain", "--engine", "vllm==0.34.0", "--model-type", "qwen3_moe", "--quant", "nvfp4", "--no-env"]
+    base += ["--fact", "model.is_moe=true", "--fact", "model.num_experts=128"]
+    # per-token NVFP4 activations go to FlashInfer's TRT-LLM or CuTe DSL MoE only: none on Hopper
+    assert main([*base, "--gpu", "H100", "--fact", "quant.moe_activation_scale=per_token"]) == 3
+    out = capsys.readouterr()
+    assert "vllm-nvfp4-per-token-moe-needs-flashinfer" in out.out + out.err
+    # per-tensor scales (or vLLM 0.33, which has no per-token NVFP4 MoE) keep Marlin
+    assert main([*base, "--gpu", "H100", "--fact", "quant.moe_activation_scale=per_tensor", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["paths"]["moe"]["backend"] == "marlin"
+    assert main([*base, "--gpu", "H100", "--json"]) == 0  # the scale unknown: assumed per tensor, listed
+    d = json.loads(capsys.readouterr().out)
+    assert d["paths"]["moe"]["backend"] == "marlin"
+    assert any(a["fact"] == "quant.moe_activation_scale" for a in d["assumptions"])

@@ -588,7 +588,8 @@ _ALL += [
         " `per_token` (one per token at run time: compressed-tensors `strategy: token`, ModelOpt"
         " FP8_PER_CHANNEL_PER_TOKEN), `per_group` (block FP8's 1 x 128 groups, MXFP8's 32); unknown"
         " for BF16 activations. An engine may override it (SGLang's"
-        " `SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1` scales a per-tensor NVFP4 checkpoint per token)",
+        " `SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1`, vLLM 0.34's `--quantization-config`"
+        " `moe.activation: nvfp4_per_token`: state the fact then)",
         ACTIVATION_SCALES,
         "per_tensor",
     ),
