@@ -14,7 +14,7 @@ import functools
 import json
 from typing import Final
 
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from .sglang.versions import RELEASES_FILE as SGLANG_FILE
 from .sglang.versions import release_records as sglang_records
@@ -47,7 +47,7 @@ def _published(engine: str) -> frozenset[Version]:
     for v in data.get("published", {}).get(engine, []):
         try:
             out.add(Version(v))
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() converts
             continue
     return frozenset(out)
 
@@ -58,7 +58,7 @@ def older_than_modelled(engine: str, version: str, *, published: bool = False) -
     oldest = oldest_modelled(engine)
     try:
         v = Version(str(version).strip())
-    except InvalidVersion:
+    except ValueError:  # InvalidVersion, or more digits than int() converts
         return False
     if oldest is None or v >= oldest:
         return False

@@ -33,7 +33,7 @@ from packaging.utils import (
     parse_sdist_filename,
     parse_wheel_filename,
 )
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from ..._paths import cache_subdir
 from ...policy import FixEvidence
@@ -72,7 +72,7 @@ def index_versions(package: str) -> list[str]:
     for v in line.split(":", 1)[1].split(","):
         try:
             parsed = Version(v.strip())
-        except InvalidVersion:
+        except ValueError:  # InvalidVersion, or more digits than int() converts
             continue
         if not parsed.is_prerelease:
             versions.append(v.strip())
@@ -111,7 +111,7 @@ def _archive_version(path: Path, package: str) -> str | None:
             name, version, _, _ = parse_wheel_filename(path.name)
         else:
             name, version = parse_sdist_filename(path.name)
-    except (InvalidWheelFilename, InvalidSdistFilename, InvalidVersion):
+    except (InvalidWheelFilename, InvalidSdistFilename, ValueError):
         return None
     return str(version) if name == canonicalize_name(package) else None
 
