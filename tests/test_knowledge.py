@@ -7,11 +7,13 @@ import json
 from pathlib import Path
 
 import pytest
+from packaging.version import Version
 
-from kernelpolicy.analysis.fixes import CitedFix, cited_fixes, stale_bounds
+from kernelpolicy.analysis.fixes import CitedFix, cited_fixes, contradicted_windows, stale_bounds
 from kernelpolicy.analysis.releases import known_releases, unknown_release
 from kernelpolicy.cli import main
 from kernelpolicy.dsl.loader import load_policy
+from kernelpolicy.releases.packages import CONTENTS_FILE
 
 CATALOG = Path(__file__).parent / "check" / "base" / "catalog.yaml"
 
@@ -170,3 +172,164 @@ def test_implications_that_never_fire_together_are_not_a_conflict(tmp_path: Path
     assert all("a-pins" in f.message + (f.help or "") and "b-pins" in f.message + (f.help or "") for f in found)
     # `c-pins` never fires beside the others: its `unless` excludes the engine they need
     assert not any("c-pins" in f.message + (f.help or "") for f in found)
+
+
+# -- windows checked against what shipped (releases/packages/contents.json)
+
+_HOPPER = "flashinfer/data/csrc/nv_internal/tensorrt_llm/cutlass_extensions/include/cutlass_extensions/gemm/collective/sm90_mma_array_tma_gmma_rs_warpspecialized_mixed_input_.hpp"
+_WINDOW_RULE = """
+rules:
+  - id: hopper-race-as-audited
+    when: {{gpu.sm: sm90, quant.moe_scheme: mxfp4}}
+    backend: flashinfer_cutlass
+    paths: [moe]
+    require:
+      not: {{flashinfer.version: "{window}"}}
+    severity: accuracy
+    because: the W4A16 collective races on its TMA descriptor
+    help: fixed in FlashInfer {fixed}
+    refs: [flashinfer-ai/flashinfer#5438]
+    fix:
+      package: flashinfer-python
+      file: {file}
+      {kind}: {pattern}
+"""
+
+
+def _window(tmp_path: Path, window: str, fixed: str = "0.6.16", **kw: str) -> Path:
+    f = tmp_path / "policy.yaml"
+    args = {"file": _HOPPER, "kind": "contains", "pattern": "RequiresPrebuiltTensormapAcquireOnBatchChange"} | kw
+    f.write_text(_WINDOW_RULE.format(window=window, fixed=fixed, **args), encoding="utf-8")
+    return f
+
+
+def test_the_audited_window_is_contradicted_by_the_released_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the audit of issue #35: the rule trusted "fixed in 0.6.16", but the release branch reverted the
+    # rewritten collective: 0.6.16.post3, .post4 and 0.6.17 carry the old header (read from the wheels)
+    f = _window(tmp_path, ">=0.6.12,<0.6.16")
+    assert main(["knowledge", "stale", "--policy", str(f), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    [c] = doc["contradicted"]
+    assert (c["rule"], c["package"], c["fixed_in"]) == ("hopper-race-as-audited", "flashinfer-python", "0.6.16")
+    assert c["lacking"] == ["0.6.16.post3", "0.6.16.post4", "0.6.17"] and c["acting"] == c["early"] == []
+    assert doc["stale"] == []  # vLLM 0.27.1's pin (0.6.16.post3) does not bring the fix: not a stale bound
+    assert main(["knowledge", "stale", "--policy", str(f)]) == 1
+    out = capsys.readouterr().out
+    assert "treats 0.6.16.post3, 0.6.16.post4, 0.6.17 as fixed, but their code lacks the fix" in out
+    shipped = sum(1 for r in load_policy(environ=False).rules if r.fix is not None)
+    assert out.rstrip().endswith(f"1 of {shipped + 1} windows contradicted by the released code")
+
+
+def test_the_corrected_window_matches_the_released_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # the shipped rule's window (0.6.16.post3-0.6.17 added) is what the wheels say: none contradicted
+    assert main(["knowledge", "stale", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["contradicted"] == [] and doc["checked_against_releases"] >= 1
+    # a window past the fix acts on releases that have it; a citation after the fix is early
+    f = _window(tmp_path, ">=0.6.12,<0.7")
+    [c] = contradicted_windows(load_policy([f], environ=False))
+    assert c.acting[:3] == ("0.6.16", "0.6.16.post1", "0.6.16.post2") and "0.6.18" in c.acting
+    f = _window(tmp_path, ">=0.6.12,<0.6.16", fixed="0.6.18")
+    [c] = contradicted_windows(load_policy([f], environ=False))
+    assert c.early == ("0.6.16", "0.6.16.post1", "0.6.16.post2")
+    assert "cites flashinfer-python 0.6.18, but 0.6.16, 0.6.16.post1, 0.6.16.post2 already have the fix" in c.message()
+
+
+def test_a_fix_the_table_has_not_scanned_is_a_finding(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    f = _window(tmp_path, ">=0.6.12,<0.6.16", pattern="SomethingNoScanLookedFor")
+    assert main(["knowledge", "stale", "--policy", str(f), "--json"]) == 1
+    [c] = json.loads(capsys.readouterr().out)["contradicted"]
+    assert c["unscanned"] is True and "run `python -m kernelpolicy.releases.packages._scan`" in c["message"]
+
+
+@pytest.mark.parametrize(
+    ("fix", "error"),
+    [
+        ("contains: a\n      matches: b", "a fix names exactly one signature"),
+        ("file2: x", "unknown field `file2`"),
+        ('matches: "b("', "`matches` is not a regular expression"),
+    ],
+)
+def test_a_malformed_fix_is_one_line_naming_the_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fix: str, error: str
+) -> None:
+    f = tmp_path / "policy.yaml"
+    body = _WINDOW_RULE.format(window="<0.6.16", fixed="0.6.16", file="a.py", kind="contains", pattern="x")
+    f.write_text(body.replace("contains: x", fix), encoding="utf-8")
+    assert main(["knowledge", "stale", "--policy", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and error in err[0] and "(rule `hopper-race-as-audited`)" in err[0]
+    assert err[0].startswith(f"kernelpolicy: {f}:")
+
+
+def test_the_release_table_covers_every_shipped_fix_and_every_scanned_release() -> None:
+    """CI compares against the checked-in table, without the network: a shipped rule's `fix` the
+    table lacks fails here (regenerate: `python -m kernelpolicy.releases.packages._scan`)."""
+    from kernelpolicy.releases.packages import scanned_contents
+    from kernelpolicy.releases.packages._scan import oldest_scanned
+
+    policy = load_policy(environ=False)
+    table = scanned_contents()
+    wanted = {r.fix.key for r in policy.rules if r.fix is not None}
+    assert wanted and wanted <= set(table), "regenerate: python -m kernelpolicy.releases.packages._scan"
+    doc = json.loads(CONTENTS_FILE.read_text(encoding="utf-8"))
+    for key in wanted:
+        seen = table[key]
+        listed = doc["packages"][seen.evidence.package]
+        assert list(seen.releases) == listed  # each scanned release in exactly one group
+        floor = oldest_scanned(seen.evidence.package)
+        assert floor is not None and Version(listed[0]) == floor  # flashinfer-python from 0.6.0
+    # post releases are scanned: the revert lives in them
+    assert {"0.6.16.post3", "0.6.16.post4", "0.7.0.post1"} <= set(doc["packages"]["flashinfer-python"])
+
+
+def test_the_checked_in_table_is_what_the_cached_archives_hold(tmp_path: Path) -> None:
+    """Re-scan the cached archives (no download) and compare; skipped where the cache lacks them."""
+    from kernelpolicy.releases.packages._scan import cached_archives
+    from kernelpolicy.releases.packages._scan import main as scan_main
+
+    doc = json.loads(CONTENTS_FILE.read_text(encoding="utf-8"))
+    for package, releases in doc["packages"].items():
+        missing = sorted(set(releases) - set(cached_archives(package)), key=Version)
+        if missing:
+            pytest.skip(
+                f"{package} {', '.join(missing[:3])} not cached (python -m kernelpolicy.releases.packages._scan)"
+            )
+    out = tmp_path / "contents.json"
+    out.write_text(CONTENTS_FILE.read_text(encoding="utf-8"), encoding="utf-8")
+    assert scan_main(["--offline", "--out", str(out)]) == 0
+    assert json.loads(out.read_text(encoding="utf-8")) == doc
+
+
+def test_the_scanner_reads_wheels_and_source_archives(tmp_path: Path) -> None:
+    import io
+    import tarfile
+    import zipfile
+
+    from kernelpolicy.policy import FixEvidence
+    from kernelpolicy.releases.packages._scan import archive_member, scan, shows
+
+    src = b"class Runner:\n    def autotune(self):\n        pass\n\nTILES = [128, 256]\n"
+    whl = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("pkg/moe.py", src)
+    sdist = tmp_path / "pkg-0.9.tar.gz"
+    with tarfile.open(sdist, "w:gz") as t:
+        old = b"class Runner:\n    pass\nTILES = [128, 192, 256]\n"
+        info = tarfile.TarInfo("pkg-0.9/pkg/moe.py")
+        info.size = len(old)
+        t.addfile(info, io.BytesIO(old))
+    assert archive_member(whl, "pkg/moe.py") == src and archive_member(whl, "pkg/none.py") is None
+    assert archive_member(sdist, "pkg/moe.py") is not None
+    sym = FixEvidence("pkg", "pkg/moe.py", "symbol", "Runner.autotune")
+    rx = FixEvidence("pkg", "pkg/moe.py", "matches", r"^TILES = \[128, 256\]")
+    gone = FixEvidence("pkg", "pkg/gone.py", "contains", "x")
+    assert shows(sym, src) and shows(rx, src) and not shows(sym, b"class Runner:\n    pass\n")
+    archives = {"0.9": sdist, "1.0": whl}
+    doc = scan([sym, rx, gone], {"pkg": ["0.9", "1.0"]}, lambda _p, v: archives[v])
+    got = {(e["kind"], e["pattern"]): (e["has"], e["lacks"], e["no_file"]) for e in doc["fixes"]}
+    assert got[("symbol", "Runner.autotune")] == (["1.0"], ["0.9"], [])
+    assert got[("matches", r"^TILES = \[128, 256\]")] == (["1.0"], ["0.9"], [])
+    assert got[("contains", "x")] == ([], [], ["0.9", "1.0"])

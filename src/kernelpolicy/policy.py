@@ -19,6 +19,7 @@ __all__ = [
     "LAYERS",
     "Backend",
     "EngineMap",
+    "FixEvidence",
     "Implication",
     "Layer",
     "Order",
@@ -75,6 +76,21 @@ class Order:
 
 
 @dataclass(frozen=True)
+class FixEvidence:
+    """How a rule's cited fix shows in a released package (a rule's ``fix``)."""
+
+    package: str
+    file: str
+    kind: Literal["contains", "matches", "symbol"]
+    pattern: str
+
+    @property
+    def key(self) -> str:
+        """One line naming the evidence (the scanned table is keyed by it)."""
+        return f"{self.package}:{self.file}:{self.kind}:{self.pattern}"
+
+
+@dataclass(frozen=True)
 class Rule:
     """One rule: an effect on backends where ``when`` holds, until ``until`` holds."""
 
@@ -91,6 +107,7 @@ class Rule:
     refs: tuple[str, ...] = ()
     until: Condition | None = None
     overrides: tuple[str, ...] = ()
+    fix: FixEvidence | None = None  #: how its cited fix shows in released code
 
     @property
     def layer(self) -> Layer:

@@ -321,3 +321,58 @@ def test_config_records_are_immutable_values() -> None:
         a.quant_method = "ptpc_fp8"  # type: ignore[misc]
     with pytest.raises(TypeError, match="no field `unknown_key`"):
         Fp8Config(quant_method="fp8", unknown_key=1)  # type: ignore[call-arg]
+
+
+# -- format variants (issue #35): how the experts' activations are scaled, mixed checkpoints
+
+
+@pytest.mark.parametrize(
+    ("name", "scale", "mixed"),
+    [
+        ("ct-nvfp4", "per_tensor", False),  # `tensor_group`: 16-element blocks under one global scale
+        ("modelopt-nvfp4-file", "per_tensor", False),  # ModelOpt's calibrated `input_scale`
+        ("fp8-block-moe", "per_group", False),
+        ("modelopt-mixed", "per_tensor", True),  # FP8 linears, NVFP4 experts
+        ("mxfp4-gpt-oss", None, True),  # BF16 activations into MXFP4 experts
+        ("fbgemm-fp8-channel", None, None),  # a dense model: no experts, no expert facts
+    ],
+)
+def test_the_experts_activation_scale_and_mixing_are_read(name: str, scale: str | None, mixed: bool | None) -> None:
+    config, hf_quant, _ = CASES[name]
+    facts = config_facts(config, quant_file=hf_quant)
+    assert facts.get("quant.moe_activation_scale") == scale
+    assert facts.get("quant.mixed") == mixed
+
+
+def _with_expert_group(strategy: str) -> dict[str, Any]:
+    qc = json.loads(json.dumps(c.QWEN3_30B_CT_NVFP4["quantization_config"]))
+    first = next(iter(qc["config_groups"].values()))
+    experts = json.loads(json.dumps(first))
+    experts["targets"] = ["re:.*mlp.experts.*"]
+    experts["input_activations"]["strategy"] = strategy
+    experts["input_activations"]["dynamic"] = True
+    qc["config_groups"]["experts"] = experts
+    return {**c.QWEN3_30B_CT_NVFP4, "quantization_config": qc}
+
+
+def test_a_per_token_expert_group_and_a_mixed_checkpoint_reach_explain(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = tmp_path / "per-token"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(_with_expert_group("token")))
+    assert main(["explain", "--gpu", "B200", "--model", str(folder), "--json", "--no-env"]) in (0, 3)
+    d = json.loads(capsys.readouterr().out)
+    assert d["facts"]["quant.moe_activation_scale"] == "per_token"
+    assert d["sources"]["quant.moe_activation_scale"] == "config.json"
+    # an MXFP8 linear / NVFP4 expert ModelOpt checkpoint
+    mixed = json.loads(json.dumps(c.MODELOPT_MIXED))
+    layers = mixed["quantization_config"]["quantized_layers"]
+    for k in layers:
+        if "expert" not in k:
+            layers[k] = {"quant_algo": "MXFP8"}
+    (folder / "config.json").write_text(json.dumps(mixed))
+    assert main(["explain", "--gpu", "B200", "--model", str(folder), "--json", "--no-env"]) in (0, 3)
+    f = json.loads(capsys.readouterr().out)["facts"]
+    assert (f["quant.scheme"], f["quant.moe_scheme"], f["quant.mixed"]) == ("mxfp8", "nvfp4", True)
+    assert f["quant.moe_activation_scale"] == "per_tensor"

@@ -13,6 +13,14 @@ a FlashInfer fix that vLLM 0.27 is the first to pin; a rule that tests one engin
 about that engine, and the other's releases are not asked). A rule that bounds neither way is listed:
 its fix has shipped, yet it still acts on the releases that have it.
 
+A rule may also name how its fix shows in released code (its ``fix``: a file of the package and
+a signature). The scanned table of every published release of that package
+(``releases/packages/contents.json``) then decides which releases *have* the fix, instead of
+"that version or later", and :func:`contradicted_windows` lists each rule whose window the
+released code contradicts: a release it treats as fixed whose code lacks the fix (a fix reverted
+on a release branch, as FlashInfer 0.6.16.post3 did), a release whose code has the fix where the
+rule still acts, or a release before the cited one that already has it.
+
 Pure functions of a policy and the scanned data; the command is :mod:`kernelpolicy.cli._knowledge`.
 """
 
@@ -27,12 +35,20 @@ from packaging.version import Version
 
 from ..dsl.conditions import TRUE, Condition, evaluate, tests_of
 from ..facts.record import Facts
-from ..policy import Origin, Policy
+from ..policy import FixEvidence, Origin, Policy
+from ..releases.packages import ReleaseContents, contents_of
 from ..releases.sglang.versions import release_records as sglang_records
 from ..releases.vllm.versions import release_records as vllm_records
 from ..resolver import apply_implications
 
-__all__ = ["CitedFix", "StaleBound", "cited_fixes", "stale_bounds"]
+__all__ = [
+    "CitedFix",
+    "ContradictedWindow",
+    "StaleBound",
+    "cited_fixes",
+    "contradicted_windows",
+    "stale_bounds",
+]
 
 #: how rules name a package -> (the package as the scanned data names it, its version fact)
 _PACKAGES: Final[Mapping[str, tuple[str, str]]] = {
@@ -98,13 +114,18 @@ def _engine_releases() -> list[tuple[str, str, Mapping[str, str]]]:
     return out
 
 
-def _brings(engine: str, release: str, pins: Mapping[str, str], fix: CitedFix) -> bool:
-    """Whether the scanned *engine* *release* has *fix* (is it, or pins it or a later one)."""
+def _brings(
+    engine: str, release: str, pins: Mapping[str, str], fix: CitedFix, seen: ReleaseContents | None = None
+) -> bool:
+    """Whether the scanned *engine* *release* has *fix* (is it, or pins it or a later one; with
+    *seen*, the scanned contents of the fixed package, the pinned release's code decides)."""
     try:
         want = Version(fix.version)
         if fix.package == engine:
             return Version(release) >= want
         pinned = pins.get(fix.package)
+        if pinned is not None and seen is not None and seen.shows(pinned) is not None:
+            return seen.shows(pinned) is True
         return pinned is not None and Version(pinned) >= want
     except ValueError:  # InvalidVersion, or more digits than int() converts
         return False
@@ -159,14 +180,17 @@ def stale_bounds(policy: Policy) -> list[StaleBound]:
     """Every rule (and ``unsupported`` entry) whose cited fix is in a scanned release it does not bound."""
     engines = _engine_releases()
     out: list[StaleBound] = []
+    evidence = {r.id: r.fix for r in policy.rules if r.fix is not None}
     for rid, origin, when, until, require, texts in _entries(policy):
         for fix in cited_fixes(*texts):
             mine = _engines_of(when, until, require)
-            bringing = [(e, v, pins) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix)]
+            ev = evidence.get(rid)
+            seen = contents_of(ev) if ev is not None and ev.package == fix.package else None
+            bringing = [(e, v, pins) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix, seen)]
             if not bringing:
                 continue  # the fix is in no scanned release: nothing to bound yet
             at_fix = apply_implications(Facts.from_values({fix.key: fix.version}, source="user"), policy)
-            if not _acts(when, until, require, at_fix):
+            if seen is None and not _acts(when, until, require, at_fix):
                 continue
             # bounded through the engine releases that bring it (each with what it implies)?
             still = [
@@ -191,3 +215,93 @@ def _ranges(releases: list[str]) -> list[str]:
         engine, version = item.split(" ", 1)
         by.setdefault(engine, []).append(version)
     return [f"{e} {vs[0]}" if len(vs) == 1 else f"{e} {vs[0]}-{vs[-1]}" for e, vs in by.items()]
+
+
+# -- windows checked against what shipped
+
+#: what installing a package says beyond its version fact (a DeepGEMM version means another
+#: build per distribution)
+_DIST_FACTS: Final[Mapping[str, Mapping[str, str]]] = {"sgl-deep-gemm": {"deep_gemm.dist": "sgl-deep-gemm"}}
+
+
+@dataclass(frozen=True)
+class ContradictedWindow:
+    """A rule whose window the scanned released code contradicts."""
+
+    rule: str
+    origin: Origin
+    evidence: FixEvidence
+    fix: CitedFix | None  #: the cited fix the evidence is of (``None``: the rule cites none of that package)
+    #: releases the rule treats as fixed whose code lacks the fix
+    lacking: tuple[str, ...] = ()
+    #: releases whose code has the fix where the rule still acts
+    acting: tuple[str, ...] = ()
+    #: releases before the cited fix whose code already has it
+    early: tuple[str, ...] = ()
+    #: the checked-in table has not scanned this evidence
+    unscanned: bool = False
+
+    def message(self) -> str:
+        pkg = self.evidence.package
+        if self.unscanned:
+            return (
+                f"rule `{self.rule}` names its fix in `{self.evidence.file}` of {pkg}, which the release table "
+                "has not scanned: run `python -m kernelpolicy.releases.packages._scan`"
+            )
+        if self.fix is None:
+            return f"rule `{self.rule}` names its fix in {pkg} but cites no fix in it (`fixed in {pkg} X`)"
+        parts = []
+        if self.lacking:
+            parts.append(f"treats {_list(self.lacking)} as fixed, but their code lacks the fix")
+        if self.acting:
+            parts.append(f"still acts on {_list(self.acting)}, whose code has the fix")
+        if self.early:
+            parts.append(f"cites {pkg} {self.fix.version}, but {_list(self.early)} already have the fix")
+        where = f"`{self.evidence.file}` ({self.evidence.kind} `{self.evidence.pattern}`)"
+        return f"rule `{self.rule}` {'; '.join(parts)} (the released {pkg} checked for {where})"
+
+
+def _list(releases: tuple[str, ...]) -> str:
+    return ", ".join(releases) if len(releases) <= 4 else f"{', '.join(releases[:3])} and {len(releases) - 3} more"
+
+
+def contradicted_windows(policy: Policy) -> list[ContradictedWindow]:
+    """Every rule with a ``fix`` whose window the scanned releases of its package contradict
+    (or whose evidence the table has not scanned): each scanned release is judged with only its
+    version fact known (and what that implies), three-valued (a rule that may act, acts)."""
+    keys = dict(_PACKAGES.values())
+    out: list[ContradictedWindow] = []
+    for r in policy.rules:
+        ev = r.fix
+        if ev is None:
+            continue
+        fix = next((f for f in cited_fixes(r.because, r.help) if f.package == ev.package), None)
+        seen = contents_of(ev)
+        if seen is None:
+            out.append(ContradictedWindow(r.id, r.origin, ev, fix, unscanned=True))
+            continue
+        if fix is None:
+            out.append(ContradictedWindow(r.id, r.origin, ev, None))
+            continue
+        require = r.require if r.kind == "require" and r.require is not TRUE else None
+        key = keys.get(ev.package, fix.key)
+        lacking: list[str] = []
+        acting: list[str] = []
+        early: list[str] = []
+        cited = Version(fix.version)
+        for release in seen.releases:
+            has = release in seen.has
+            values = {key: release, **_DIST_FACTS.get(ev.package, {})}
+            facts = apply_implications(Facts.from_values(values, source="user"), policy)
+            acts = _acts(r.when, r.until, require, facts)
+            if Version(release) < cited:
+                if has:
+                    early.append(release)
+                continue
+            if has and acts:
+                acting.append(release)
+            elif not has and not acts:
+                lacking.append(release)
+        if lacking or acting or early:
+            out.append(ContradictedWindow(r.id, r.origin, ev, fix, tuple(lacking), tuple(acting), tuple(early)))
+    return out

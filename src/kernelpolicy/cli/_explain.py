@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ..deployment.serve import add_vllm_options
@@ -60,6 +61,9 @@ def run(args: argparse.Namespace) -> int:
     decision = with_provenance(resolve(built.facts, policy), policy, args.model)
     if built.conflicts:  # a stated fact the engine's config contradicts: the decision records it
         decision = dataclasses.replace(decision, warnings=(*decision.warnings, *built.conflicts))
+    unmodelled = _unmodelled(built.facts.values)
+    if unmodelled:  # a release before the scanned ones: say what the answer rests on
+        decision = dataclasses.replace(decision, warnings=(*decision.warnings, unmodelled))
     releases = dict([parse_engine(args.engine)]) if args.engine else {}  # that release's flags
     decision = with_engine_flags(decision, policy, releases)
     if args.summary:
@@ -78,6 +82,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"kernelpolicy: explicit choice refused, another backend decided: {refused}", file=sys.stderr)
         return EXIT_REFUSED
     return 0
+
+
+def _unmodelled(values: Mapping[str, Any]) -> str | None:
+    """The warning for the deployment's engine release when it is older than the modelled ones."""
+    from ..releases.range import unmodelled_warning
+
+    engine = str(values.get("deploy.engine") or "vllm")
+    version = values.get(f"{engine}.version")
+    return unmodelled_warning(engine, str(version)) if version is not None and engine in ("vllm", "sglang") else None
 
 
 def _startup_line(decision: Decision) -> str:

@@ -24,8 +24,11 @@ def add_parser(sub: Any) -> None:
         help="rules whose cited fix (`fixed in <package> <version>`) is in a scanned release they do not bound",
         description="List every rule whose `because` or `help` cites its fix (`fixed in FlashInfer 0.6.16`, "
         "`fixed in SGLang 0.5.17`) in a release that a scanned engine release is or pins, and that still "
-        "acts on those releases: no `when` bound, `until` or met requirement retires it there. "
-        "Exit status: 0 none, 1 some, 2 bad input.",
+        "acts on those releases: no `when` bound, `until` or met requirement retires it there. A rule that "
+        "names how its fix shows in released code (`fix`: a file and a signature) is checked against every "
+        "scanned release of the package (src/kernelpolicy/releases/packages/contents.json): a release it "
+        "treats as fixed whose code lacks the fix, or one whose code has it where the rule still acts, is "
+        "listed too. Exit status: 0 none, 1 some, 2 bad input.",
     )
     stale.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
     stale.add_argument("--json", action="store_true", help="print JSON (`kernelpolicy.stale/1`)")
@@ -33,12 +36,14 @@ def add_parser(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.fixes import cited_fixes, stale_bounds
+    from ..analysis.fixes import cited_fixes, contradicted_windows, stale_bounds
     from ..dsl.loader import load_policy
     from ._common import policy_files
 
     policy = load_policy(policy_files(args.policy), environ=False)
     found = stale_bounds(policy)
+    against = contradicted_windows(policy)
+    checked = sum(1 for r in policy.rules if r.fix is not None)
     cited = sum(len(cited_fixes(r.because, r.help)) for r in policy.rules)
     cited += sum(len(cited_fixes(u.because, u.help)) for u in policy.unsupported)
     if args.json:
@@ -57,13 +62,32 @@ def run(args: argparse.Namespace) -> int:
                 }
                 for s in found
             ],
+            "checked_against_releases": checked,
+            "contradicted": [
+                {
+                    "rule": c.rule,
+                    "file": c.origin.file,
+                    "line": c.origin.line,
+                    "package": c.evidence.package,
+                    "fixed_in": None if c.fix is None else c.fix.version,
+                    "lacking": list(c.lacking),
+                    "acting": list(c.acting),
+                    "early": list(c.early),
+                    "unscanned": c.unscanned,
+                    "message": c.message(),
+                }
+                for c in against
+            ],
         }
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
         for s in found:
             sys.stdout.write(f"{s.origin.file}:{s.origin.line}: {s.message()}\n")
+        for c in against:
+            sys.stdout.write(f"{c.origin.file}:{c.origin.line}: {c.message()}\n")
         sys.stdout.write(
             f"{len(found)} stale of {cited} cited fixes "
-            f"({len(policy.rules) + len(policy.unsupported)} rules and unsupported entries read)\n"
+            f"({len(policy.rules) + len(policy.unsupported)} rules and unsupported entries read); "
+            f"{len(against)} of {checked} windows contradicted by the released code\n"
         )
-    return 1 if found else 0
+    return 1 if found or against else 0

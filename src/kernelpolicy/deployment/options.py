@@ -68,7 +68,7 @@ def options_facts(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     # warnings are printed once the facts stand: bad input gets its one error line alone
     warnings = [*deployment.notes, *env_warnings(list(env), policy)]
     if args.engine:
-        name = parse_engine(args.engine).name  # the form and a known release, one line each
+        name = parse_engine(args.engine).name  # the form and a known (or older published) release, one line each
         if getattr(args, "serve", None) and name != deployment.engine:
             raise UsageError(
                 f"--engine `{args.engine}` names another engine than the launch line's ({deployment.engine})"

@@ -34,7 +34,7 @@ from ..facts.gpu import GpuProduct
 from ..facts.keys import PATHS, Kind
 from ..facts.model import CatalogModel
 from ..facts.record import normalise_value
-from ..policy import LAYERS, Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
+from ..policy import LAYERS, Backend, EngineMap, FixEvidence, Implication, Order, Origin, Policy, Rule, Unsupported
 from .conditions import TRUE, All, Any_, Condition, Not, Test, parse_test
 
 __all__ = [
@@ -167,6 +167,7 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
                 "refs": list(r.refs),
                 "until": None if r.until is None else _enc_cond(r.until),
                 "overrides": list(r.overrides),
+                "fix": None if r.fix is None else [r.fix.package, r.fix.file, r.fix.kind, r.fix.pattern],
             }
             for r in policy.rules
         ],
@@ -340,7 +341,18 @@ def _dec_rule(d: dict[str, Any]) -> Rule:
         refs=_strs(d, "refs"),
         until=_opt_cond(d, "until"),
         overrides=_strs(d, "overrides"),
+        fix=_dec_fix(d.get("fix")),
     )
+
+
+def _dec_fix(d: Any) -> FixEvidence | None:
+    if d is None:
+        return None
+    if not isinstance(d, list) or len(d) != 4 or not all(isinstance(x, str) for x in d):
+        raise _bad("rule fix")
+    if d[2] not in ("contains", "matches", "symbol"):
+        raise _bad("rule fix kind")
+    return FixEvidence(d[0], d[1], d[2], d[3])
 
 
 def _dec_implication(d: dict[str, Any]) -> Implication:

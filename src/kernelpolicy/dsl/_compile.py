@@ -21,7 +21,7 @@ from ..facts.gpu import GpuProduct
 from ..facts.keys import BACKENDS, ENV_PREFIX, GPU_SMS, PATHS
 from ..facts.model import CatalogModel, parse_catalog
 from ..facts.record import normalise_value
-from ..policy import Backend, EngineMap, Implication, Order, Origin, Policy, Rule, Unsupported
+from ..policy import Backend, EngineMap, FixEvidence, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located
 from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
@@ -89,6 +89,17 @@ class _File:
         items: list[Any] = getattr(self.spec, section)
         index = self.index.get(section)
         return list(zip(index, items, strict=True)) if index is not None else list(enumerate(items))
+
+
+def _fix_evidence(r: RuleSpec) -> FixEvidence | None:
+    """A rule's ``fix`` (its schema checked one signature is named) as the policy holds it."""
+    if r.fix is None:
+        return None
+    for kind in ("contains", "matches", "symbol"):
+        pattern = getattr(r.fix, kind)
+        if pattern is not None:
+            return FixEvidence(r.fix.package, r.fix.file, kind, pattern)
+    return None
 
 
 def _rule_id_at(loc: Located, path: Where) -> str | None:
@@ -203,7 +214,7 @@ class Compiler:
             elif typ == "missing":
                 self.add(f, path[:-1], f"missing field `{name}`", rule=rule_id)
             else:
-                msg = err["msg"]
+                msg = err["msg"].removeprefix("Value error, ")  # a validator's own sentence
                 where = ".".join(str(p) for p in path[2:]) or str(name)
                 self.add(f, path, f"`{where}`: {msg[:1].lower() + msg[1:]}", rule=rule_id)
 
@@ -524,6 +535,7 @@ class Compiler:
             refs=tuple(r.refs),
             until=until,
             overrides=tuple(r.overrides),
+            fix=_fix_evidence(r),
         )
 
     @staticmethod

@@ -22,15 +22,17 @@ A rule file is a YAML mapping with any of these sections:
 
 from __future__ import annotations
 
+import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
     "SEVERITIES",
     "BackendSpec",
     "EngineSpec",
     "EnvSpec",
+    "FixSpec",
     "GpuSpec",
     "ImplySpec",
     "ModelSpec",
@@ -68,6 +70,31 @@ class OrderSpec(_Strict):
     refs: list[str] = []
 
 
+class FixSpec(_Strict):
+    """How a rule's cited fix shows in a released package: a file inside it and one signature
+    (``contains`` a substring, ``matches`` a regular expression, or ``symbol``: a name a Python
+    file defines). ``kernelpolicy knowledge stale`` checks the rule's window against every
+    scanned release of the package (``releases/packages/contents.json``)."""
+
+    package: str = Field(min_length=1)  #: as the package index names it (``flashinfer-python``)
+    file: str = Field(min_length=1)  #: a path inside the wheel (``flashinfer/data/csrc/...``)
+    contains: str | None = Field(default=None, min_length=1)
+    matches: str | None = Field(default=None, min_length=1)
+    symbol: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _one_signature(self) -> FixSpec:
+        given = [k for k in ("contains", "matches", "symbol") if getattr(self, k) is not None]
+        if len(given) != 1:
+            raise ValueError("a fix names exactly one signature: `contains`, `matches` or `symbol`")
+        if self.matches is not None:
+            try:
+                re.compile(self.matches)
+            except re.error as e:
+                raise ValueError(f"`matches` is not a regular expression: {e}") from None
+        return self
+
+
 class RuleSpec(_Strict):
     id: str = Field(min_length=1)
     when: dict[str, Any] | None = None
@@ -83,6 +110,7 @@ class RuleSpec(_Strict):
     help: str | None = None
     refs: list[str] = []
     until: dict[str, Any] | None = None
+    fix: FixSpec | None = None  #: how the cited fix shows in released code
 
 
 class ImplySpec(_Strict):

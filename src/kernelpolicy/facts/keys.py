@@ -14,6 +14,7 @@ from enum import Enum
 from typing import Final, NamedTuple
 
 __all__ = [
+    "ACTIVATION_SCALES",
     "BACKENDS",
     "CANONICAL",
     "DECIDED_PATHS",
@@ -573,6 +574,53 @@ _ALL += [
     ),
 ]
 # --- end of layer shapes -------------------------------------------------------------------
+
+# --- format variants (issue #35): how a checkpoint's experts are scaled, mixed or requantised ----
+#: How activations entering the experts are scaled above their blocks (``quant.moe_activation_scale``).
+ACTIVATION_SCALES: Final = ("per_tensor", "per_token", "per_group")
+_ALL += [
+    FactKey(
+        "quant.moe_activation_scale",
+        _E,
+        "how the experts' activations are scaled, from the checkpoint's quantization config:"
+        " `per_tensor` (one calibrated scale per tensor: a serialized ModelOpt NVFP4 or FP8"
+        " checkpoint's `input_scale`, compressed-tensors `strategy: tensor` or `tensor_group`),"
+        " `per_token` (one per token at run time: compressed-tensors `strategy: token`, ModelOpt"
+        " FP8_PER_CHANNEL_PER_TOKEN), `per_group` (block FP8's 1 x 128 groups, MXFP8's 32); unknown"
+        " for BF16 activations. An engine may override it (SGLang's"
+        " `SGLANG_FLASHINFER_NVFP4_PER_TOKEN_ACTIVATION=1`, vLLM 0.34's `--quantization-config`"
+        " `moe.activation: nvfp4_per_token`: state the fact then)",
+        ACTIVATION_SCALES,
+        "per_tensor",
+    ),
+    FactKey(
+        "quant.mixed",
+        Kind.BOOL,
+        "the experts are quantized otherwise than the linear layers (`quant.moe_scheme` differs from"
+        " `quant.scheme`: a ModelOpt MIXED_PRECISION checkpoint with MXFP8 linears and NVFP4 experts,"
+        " a compressed-tensors group for the experts); derived from the quantization config",
+        (),
+        "true",
+    ),
+    FactKey(
+        "quant.moe_requant",
+        _E,
+        "what the engine requantises block-FP8 experts to at load: vLLM 0.34's `VLLM_FP8_MOE_REQUANT`"
+        " (`mxfp4`: dequantized and stored as MXFP4). vLLM reads it on ROCm only: on an NVIDIA GPU"
+        " the experts stay block FP8 and the MoE kernels are chosen for `fp8_block`",
+        ("none", "mxfp4"),
+        "mxfp4",
+    ),
+    FactKey(
+        "quant.moe_requant_act",
+        _E,
+        "the activations of requantised MXFP4 experts: vLLM 0.34's `VLLM_FP8_MOE_REQUANT_ACT` (`a8w4`"
+        " FP8 per token, its default; `a4w4` MXFP4; `a16w4` BF16)",
+        ("a8w4", "a4w4", "a16w4"),
+        "a8w4",
+    ),
+]
+# --- end of format variants ------------------------------------------------------------------
 
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}

@@ -229,6 +229,24 @@ _BITS: Final = {
     "w8a16": (8, 16),
     "w4a8": (4, 8),
 }
+#: ModelOpt algorithm -> how it scales activations (``quant.moe_activation_scale``): a serialized
+#: NVFP4 or FP8 checkpoint stores one calibrated ``input_scale`` per tensor; FP8_PER_CHANNEL_PER_TOKEN
+#: scales per token, block FP8 and MXFP8 per group of the row, at run time
+_MODELOPT_ACT_SCALE: Final = {
+    "NVFP4": "per_tensor",
+    "FP8": "per_tensor",
+    "FP8_PER_CHANNEL_PER_TOKEN": "per_token",
+    "FP8_PB_WO": "per_group",
+    "MXFP8": "per_group",
+}
+#: compressed-tensors ``input_activations.strategy`` -> ``quant.moe_activation_scale``
+_CT_ACT_SCALE: Final = {
+    "tensor": "per_tensor",
+    "tensor_group": "per_tensor",  # NVFP4: 16-element blocks under one global scale per tensor
+    "token": "per_token",
+    "group": "per_group",
+    "block": "per_group",
+}
 _MODELOPT_DOMAIN: Final = ("FP8", "FP8_PB_WO", "FP8_PER_CHANNEL_PER_TOKEN", "NVFP4", "MXFP8", "MIXED_PRECISION")
 
 
@@ -392,6 +410,13 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
     out.update(q)
     if "quant.scheme" in out and "quant.moe_scheme" not in out and is_moe:
         out["quant.moe_scheme"] = out["quant.scheme"]
+    if not is_moe:
+        out.pop("quant.moe_activation_scale", None)
+    elif out.get("quant.moe_scheme") in ("mxfp4", "w4a16") and out.get("quant.scheme") in ("none", None):
+        out.pop("quant.moe_activation_scale", None)  # BF16 activations (gpt-oss MXFP4, W4A16 experts)
+    if is_moe and "quant.scheme" in out and "quant.moe_scheme" in out:
+        # a mixed checkpoint: experts quantized otherwise than the linears (MXFP8 dense, NVFP4 experts)
+        out["quant.mixed"] = out["quant.scheme"] != out["quant.moe_scheme"]
     for key, value in out.items():  # every value one its fact takes (sizes in range, ...)
         try:
             normalise_value(key, value)
@@ -491,6 +516,7 @@ def _fp8(c: Fp8Config, file: str, prefix: str) -> dict[str, object]:
     if c.weight_block_size is not None:
         _positive(c.weight_block_size, f"{prefix}weight_block_size", file)
         out.update({"quant.scheme": "fp8_block", "quant.block": list(c.weight_block_size)})
+        out["quant.moe_activation_scale"] = "per_group"  # 1 x block-width groups, at run time
     else:
         out["quant.scheme"] = "fp8_tensor" if c.quant_method == "fp8" else "fp8_channel"
     if c.activation_scheme is not None:
@@ -556,11 +582,16 @@ def _compressed_tensors(c: CompressedTensorsConfig, file: str, prefix: str) -> d
     acts = group.input_activations
     if acts is not None and acts.dynamic is not None:
         out["quant.activation_scheme"] = "static" if acts.dynamic is False else "dynamic"
+    experts = group
     for _n, g in linear:
         if g is not group and g.weights is not None and any("expert" in t for t in g.targets):
             moe, _ = _ct_scheme(g.weights, g.input_activations)
             if moe is not None:
                 out["quant.moe_scheme"] = moe
+                experts = g
+    scale = _CT_ACT_SCALE.get((experts.input_activations.strategy or "") if experts.input_activations else "")
+    if scale is not None:
+        out["quant.moe_activation_scale"] = scale
     return out
 
 
@@ -578,9 +609,14 @@ def _modelopt(c: ModelOptConfig, file: str, prefix: str) -> dict[str, object]:
             raise ModelConfigError(file, f"{prefix}quantized_layers", "a MIXED_PRECISION checkpoint lists its layers")
         algo = (dense or moe).most_common(1)[0][0]
         if moe:
-            moe_scheme = _MODELOPT_ALGOS.get(moe.most_common(1)[0][0])
+            moe_algo = moe.most_common(1)[0][0]
+            moe_scheme = _MODELOPT_ALGOS.get(moe_algo)
             if moe_scheme is not None:
                 out["quant.moe_scheme"] = moe_scheme
+            if moe_algo in _MODELOPT_ACT_SCALE:
+                out["quant.moe_activation_scale"] = _MODELOPT_ACT_SCALE[moe_algo]
+    if "quant.moe_activation_scale" not in out and algo in _MODELOPT_ACT_SCALE:
+        out["quant.moe_activation_scale"] = _MODELOPT_ACT_SCALE[algo]
     scheme = _MODELOPT_ALGOS.get(algo)
     if scheme is None:
         out["quant.method_known"] = False

@@ -107,7 +107,8 @@ class EngineRelease(NamedTuple):
 def parse_engine(value: str, *, known: bool = True, where: str = "--engine") -> EngineRelease:
     """The one reader of an ``--engine NAME==X.Y.Z`` value (and a golden case's ``engine``).
 
-    :param known: require a release kernelpolicy knows (its scanned releases).
+    :param known: require a release kernelpolicy knows (its scanned releases, or a published
+        release older than every one of them: answered with a warning, :mod:`.range`).
     :param where: what the value was given as, for messages.
     :raises UsageError: *value* is not of that form, names no engine kernelpolicy knows, or
         (with *known*) a release it has not scanned, naming the known ones.
@@ -121,6 +122,11 @@ def parse_engine(value: str, *, known: bool = True, where: str = "--engine") -> 
         engine = spec(name)
         release = engine.known(version)
         if release is None:
+            from .range import older_than_modelled
+
+            if older_than_modelled(name, version, published=True):
+                return EngineRelease(name, version)  # answered, with a word that it is not modelled
+
             releases = ", ".join(engine.releases())
             article = "an" if engine.title[0] in "AEFHILMNORSX" else "a"  # as the letter is said: an SGLang
             raise UsageError(

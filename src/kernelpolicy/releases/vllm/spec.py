@@ -119,7 +119,10 @@ class VllmSpec(EngineSpec):
         if found is None:
             return tokens
         version, options = found
-        return full_spellings(tokens, options, f"vLLM {version}")
+        # the table's own names are read as written: `--config FILE` is taken by vLLM's
+        # FlexibleArgumentParser before argparse sees the line, so it is no prefix of `--config-format`
+        own = {name: flag.dest for flag in self.flags for name in flag.names}
+        return full_spellings(tokens, {**options, **own}, f"vLLM {version}")
 
     def config_tokens(self, path: str) -> list[str]:
         """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
