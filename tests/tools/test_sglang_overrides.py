@@ -182,3 +182,18 @@ def test_sglang_takes_its_own_orders_and_overrides(capsys: pytest.CaptureFixture
         capsys, "--gpu", "H100", "--engine", "sglang==0.5.23", "--model", "deepseek-ai/DeepSeek-V3", "-tp", "8"
     )
     assert not any(r.startswith(("vllm-", "deep_gemm-moe-tp8")) for r in d["paths"]["moe"].get("preferred_by", []))  # type: ignore[union-attr,index]
+
+
+def test_the_routed_trtllm_runner_is_its_own_backend(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--gpu", "B200", "--model", "MiniMaxAI/MiniMax-M2", "--fact", "host.machine=x86_64"]
+    argv += ["--fact", "quant.scheme=nvfp4", "--fact", "quant.moe_scheme=nvfp4", "--fact", "quant.method=modelopt"]
+    d = _explain(capsys, *argv, "--engine", "sglang==0.5.23")
+    moe = d["paths"]["moe"]  # type: ignore[index]
+    assert moe["backend"] == "flashinfer_trtllm_routed"
+    # the plain runner's MiniMax rule does not deny the routed one; SGLang's line names the runner
+    assert not any(c["backend"] == "flashinfer_trtllm_routed" and c["verdict"] == "rejected" for c in moe["candidates"])
+    args = d["engine"]["sglang"]["args"]  # type: ignore[index]
+    assert args[args.index("--moe-runner-backend") + 1] == "flashinfer_trtllm_routed"
+    # vLLM has no such runner
+    d = _explain(capsys, *argv, "--engine", "vllm==0.34.0")
+    assert d["paths"]["moe"]["backend"] != "flashinfer_trtllm_routed"  # type: ignore[index]

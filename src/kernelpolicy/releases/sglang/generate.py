@@ -491,14 +491,18 @@ def moe_overrides(records: Mapping[str, dict[str, Any]], engine: Mapping[str, An
                 # code does not say which, so it cannot be scoped
                 skipped.setdefault(f"{place} -> {e['value']}", "the architectures it runs for are not in its code")
                 continue
-            key = json.dumps([e["file"], e["function"], e["value"], cond], sort_keys=True)
-            seen.setdefault(key, {"place": place, "file": e["file"], "value": e["value"], "ids": ids, "cond": cond})
+            # one override moved between files (overrides.py -> model_overrides/) is one rule
+            key = json.dumps([e["function"].split(".")[-1], e["value"], cond], sort_keys=True)
+            seen.setdefault(key, {"value": e["value"], "ids": ids, "cond": cond, "files": {}})
+            seen[key]["files"][version] = (e["file"], e["function"])
             where.setdefault(key, []).append(version)
     rules: list[dict[str, Any]] = []
     used: set[str] = set()
     for key, r in seen.items():
         for run in _runs(where[key], releases):
-            stem = _slug(Path(r["file"]).stem if "model_overrides" in r["file"] else r["place"].split()[-1])
+            file, function = r["files"][run[-1]]
+            place = f"{file} {function}"
+            stem = _slug(Path(file).stem if "model_overrides" in file else function.split(".")[-1])
             rid = f"sglang-{run[0]}-moe-{stem}-{_slug(r['value'])}"
             n = 2
             while rid in used:
@@ -511,10 +515,8 @@ def moe_overrides(records: Mapping[str, dict[str, Any]], engine: Mapping[str, An
                     "when": {"deploy.engine": "sglang", "sglang.version": _window(run, releases), **r["cond"]},
                     "paths": ["moe"],
                     "prefer": r["ids"],
-                    "because": (
-                        f"SGLang {span} resolves `--moe-runner-backend auto` to `{r['value']}` here ({r['place']})"
-                    ),
-                    "refs": [f"sglang@v{run[-1]}:python/sglang/srt/{r['file']}"],
+                    "because": (f"SGLang {span} resolves `--moe-runner-backend auto` to `{r['value']}` here ({place})"),
+                    "refs": [f"sglang@v{run[-1]}:python/sglang/srt/{file}"],
                 }
             )
     rules.sort(key=lambda r: (Version(r["when"]["sglang.version"].split(",")[0][2:]), r["id"]))
