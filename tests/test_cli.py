@@ -240,7 +240,8 @@ def test_refused_explicit_choice_exits_5_and_says_so(capsys: pytest.CaptureFixtu
     not look as if the flag was honoured, in the text, the JSON or the exit status."""
     assert main(REFUSED) == 5
     notes = capsys.readouterr().out
-    assert "dense   flashinfer_trtllm   (`--linear-backend cutlass` REFUSED)" in notes.splitlines()
+    # vLLM's NVFP4 linear table lists FlashInfer's CuTe-DSL GEMM first on sm10x (rules/backends/dense.vllm.yaml)
+    assert "dense   flashinfer_cutedsl   (`--linear-backend cutlass` REFUSED)" in notes.splitlines()
     assert main([*REFUSED, "--explain=full"]) == 5
     out, err = capsys.readouterr()
     dense = next(line for line in out.splitlines() if line.startswith("dense "))

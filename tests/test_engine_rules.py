@@ -19,6 +19,8 @@ SM120_GROUPED = {
     "quant.scale_fmt": "fp32",
     "deep_gemm.source": "external",
     "deep_gemm.has_sm120_sf_layout": True,
+    # SGLang's FP8 MoE method runs DeepGEMM by itself only behind DeepEP (Triton first otherwise)
+    "deploy.all2all": "deepep",
 }
 RULE = "sglang-sm120-grouped-deep_gemm-skips-ue8m0-requant"
 

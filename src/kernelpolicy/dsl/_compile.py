@@ -24,7 +24,7 @@ from ..facts.record import normalise_value
 from ..policy import Backend, EngineMap, FixEvidence, Implication, Order, Origin, Policy, Rule, Unsupported
 from ._source import SourceError, SourceFile, decode
 from ._yaml import Located, YamlError, load_located
-from .conditions import TRUE, Condition, ConditionError, parse_condition, parse_test
+from .conditions import TRUE, All, Any_, Condition, ConditionError, Test, parse_condition, parse_test
 from .schema import (
     BackendSpec,
     EngineSpec,
@@ -140,6 +140,8 @@ class Compiler:
         self.engines: dict[str, EngineMap] = {}
         self.seen_ids: dict[str, str] = {}
         self.partial_ids: set[str] = set()  #: ids of entries not compiled because of a field error
+        #: shipped orders and ``prefer`` rules whose ``when`` names no engine (see :meth:`_engineless`)
+        self.engineless: list[tuple[_File, Where, str | None, str]] = []
 
     # ------------------------------------------------------------------ the pass
 
@@ -156,6 +158,7 @@ class Compiler:
             self.model_section(f)
             self.gpu_section(f)
             self.engine_section(f)
+        self._engineless()
         self.check_overrides()
         if any(d.level == "error" for d in self.diags):
             raise PolicyError(self.diags)
@@ -473,6 +476,8 @@ class Compiler:
             cond = self.cond(f, o.when, (*here, "when"), o.id)
             if o.path is None or o.backends is None:
                 continue
+            if cond is not None and not bad:
+                self._names_engine(f, cond, here, o.id, "an `order` entry")
             if self.check_backends(f, o.backends, [o.path], (*here, "backends"), o.id) and cond is not None and not bad:
                 self.orders[o.path].append(Order(o.id, o.path, cond, tuple(o.backends), self._origin(f, here)))
 
@@ -521,6 +526,8 @@ class Compiler:
         require = self.cond(f, r.require, (*here, "require"), r.id) if r.require is not None else TRUE
         if not ok or bad or when is None or require is None or (r.until is not None and until is None):
             return None
+        if kind == "prefer":
+            self._names_engine(f, when, here, r.id, "a `prefer` rule")
         return Rule(
             id=r.id,
             kind=kind,  # type: ignore[arg-type]
@@ -537,6 +544,28 @@ class Compiler:
             overrides=tuple(r.overrides),
             fix=_fix_evidence(r),
         )
+
+    def _names_engine(self, f: _File, when: Condition, here: Where, rid: str | None, what: str) -> None:
+        """Note a shipped order or preference whose ``when`` does not test ``deploy.engine``."""
+        if f.src.layer == "shipped" and not _tests_engine(when):
+            self.engineless.append((f, here, rid, what))
+
+    def _engineless(self) -> None:
+        """Where the shipped tables speak for several engines, an order or a preference holds for
+        the engine whose code or measurement it was read from, so its ``when`` must name it. (An
+        operator's policy layer, written for its own fleet, may leave it out.)"""
+        if len(self.engines) < 2:
+            return
+        names = ", ".join(f"`{n}`" for n in sorted(self.engines))
+        for f, here, rid, what in self.engineless:
+            self.add(
+                f,
+                (*here, "when"),
+                f"{what} without an engine: its `when` must test `deploy.engine` (the tables speak for {names};"
+                " one engine's order does not hold for another)",
+                help="add `deploy.engine: vllm` (or `sglang`, or both as a list) to its `when`",
+                rule=rid,
+            )
 
     @staticmethod
     def _targets(r: RuleSpec, kind: str) -> tuple[str, ...]:
@@ -753,3 +782,15 @@ def compile_files(files: Iterable[SourceFile]) -> Policy:
 def compile_sources(sources: Iterable[tuple[SourceFile, bytes | Diagnostic]]) -> Policy:
     """Check and compile files already read (their bytes, or why they could not be read)."""
     return Compiler().compile(sources)
+
+
+def _tests_engine(cond: Condition) -> bool:
+    """Whether *cond* holds only for deployments of engines it names (it tests ``deploy.engine``
+    in every way it can hold)."""
+    if isinstance(cond, Test):
+        return cond.key == "deploy.engine" and cond.op in ("eq", "in")
+    if isinstance(cond, All):
+        return any(_tests_engine(c) for c in cond.children)
+    if isinstance(cond, Any_):
+        return bool(cond.children) and all(_tests_engine(c) for c in cond.children)
+    return False

@@ -131,6 +131,7 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
     ),
     "moe": (
         "flashinfer_trtllm",
+        "flashinfer_trtllm_routed",
         "flashinfer_cutlass",
         "flashinfer_cutedsl",
         "flashinfer_b12x",

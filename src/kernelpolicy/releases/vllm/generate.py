@@ -7,9 +7,11 @@ a committed file differs from what the data gives. Two files:
   (the DeepGEMM it vendors, with its commit, version and whether it has SM120 kernels; the
   torch, FlashInfer and CUTLASS DSL it pins), except on SGLang (``deploy.engine: sglang``), which
   pins its own (``releases/sglang/releases.json``);
-- ``rules/backends/dense.vllm.yaml``: vLLM's priority of dense FP8 and MXFP8 kernels, as the
-  newest scanned release lists them for CUDA (the file sorts before ``dense.yaml``, whose
-  catch-all ``order-dense`` applies to the other weight formats).
+- ``rules/backends/dense.vllm.yaml``: vLLM's priority of dense FP8, MXFP8, NVFP4 and MXFP4
+  kernels for CUDA, one entry per window of releases that list the same order (``deploy.engine:
+  vllm`` and the ``vllm.version`` window), then the newest release's for a release not stated or
+  not scanned (the file sorts before ``dense.yaml``, whose catch-all ``order-dense`` applies to
+  the other weight formats).
 
 Consecutive releases that agree share one entry, so a new release adds an entry only where
 something changed.
@@ -50,13 +52,15 @@ _PIN_FACTS: Final = {
     "flashinfer-python": "flashinfer.version",
     "nvidia-cutlass-dsl": "cutlass_dsl.version",
 }
-#: vLLM's table (``_scan.DENSE_TABLES``) -> the weight formats whose dense order it is. Left out:
-#: NVFP4 and MXFP4, whose selection forces a kernel before it walks the table (weight-only
-#: layers, ``--linear-backend``), so the table alone is not vLLM's order there.
+#: vLLM's table (``_scan.DENSE_TABLES``) -> the weight formats whose dense order it is. (For NVFP4
+#: and MXFP4 vLLM forces a kernel before it walks the table only for weight-only layers and an
+#: explicit ``--linear-backend``, which is an explicit choice here too.)
 _DENSE_SCHEMES: Final = {
     "fp8_block": ("fp8_block",),
     "fp8_tensor": ("fp8_tensor", "fp8_channel"),
     "mxfp8": ("mxfp8",),
+    "nvfp4": ("nvfp4",),
+    "mxfp4": ("mxfp4",),
 }
 
 
@@ -194,24 +198,55 @@ def _ids(classes: Iterable[str]) -> list[str]:
     return out
 
 
+def _dense_when(schemes: tuple[str, ...], span: str | None) -> dict[str, Any]:
+    when: dict[str, Any] = {"deploy.engine": "vllm"}
+    if span is not None:
+        when["vllm.version"] = span
+    when["quant.scheme"] = list(schemes) if len(schemes) > 1 else schemes[0]
+    return when
+
+
 def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``order`` file: the newest release's CUDA kernel priority of each weight format."""
-    newest = list(records.values())[-1]
+    """The ``order`` file: vLLM's CUDA kernel priority of each weight format, per window of
+    releases that agree, then the newest release's for a vLLM release not stated (or not
+    scanned). Every entry names the engine (``deploy.engine: vllm``): SGLang's order is its own."""
+    releases = list(records.values())
+    newest = releases[-1]
     out: list[dict[str, Any]] = []
     for table, schemes in _DENSE_SCHEMES.items():
-        classes = newest["dense"]["priority"][table]
-        if not classes:
-            continue
-        out.append(
-            {
-                "id": f"vllm-order-dense-{table.replace('_', '-')}",
-                "path": "dense",
-                "when": {"quant.scheme": list(schemes) if len(schemes) > 1 else schemes[0]},
-                "backends": _ids(classes),
-                "because": f"vLLM {newest['version']}'s CUDA priority of {table} linear kernels",
-                "refs": [f"vllm@v{newest['version']}:vllm/model_executor/kernels/linear/__init__.py"],
-            }
-        )
+        stem = f"vllm-order-dense-{table.replace('_', '-')}"
+        ids = {v: _ids(r["dense"]["priority"].get(table) or ()) for v, r in records.items()}
+        listed = {v: r for v, r in records.items() if ids[v]}
+
+        def key(r: Mapping[str, Any], ids: Mapping[str, list[str]] = ids) -> Hashable:
+            return tuple(ids[r["version"]])
+
+        for run in _runs(listed, key):
+            out.append(
+                {
+                    "id": f"{stem}-{_label(run)}",
+                    "path": "dense",
+                    "when": _dense_when(schemes, _span(run)),
+                    "backends": ids[run[0]],
+                    "because": f"vLLM {_releases(run)}'s CUDA priority of {table} linear kernels",
+                    "refs": [f"vllm@v{run[-1]}:vllm/model_executor/kernels/linear/__init__.py"],
+                }
+            )
+        if ids[newest["version"]]:
+            out.append(
+                {
+                    "id": stem,
+                    "path": "dense",
+                    "when": _dense_when(schemes, None),
+                    "backends": ids[newest["version"]],
+                    "because": (
+                        f"vLLM's CUDA priority of {table} linear kernels where the release is not stated or not "
+                        f"scanned ({_minor(releases[0]['version'])}-{_minor(newest['version'])}): the newest "
+                        f"scanned release's, {newest['version']}"
+                    ),
+                    "refs": [f"vllm@v{newest['version']}:vllm/model_executor/kernels/linear/__init__.py"],
+                }
+            )
     return {"order": out}
 
 

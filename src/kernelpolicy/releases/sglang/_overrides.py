@@ -1,0 +1,253 @@
+"""Read where an SGLang release sets its MoE runner by itself (per model architecture, GPU and
+quantization), and write ``overrides.json`` beside this module.
+
+``python -m kernelpolicy.releases.sglang._overrides WHEEL... [--out FILE]`` parses the wheel's
+``.py`` files with :mod:`ast` (nothing is imported) and lists, per release, every place where
+SGLang's config-time resolution gives ``moe_runner_backend`` a value of its own: an
+``overrides["moe_runner_backend"] = "X"`` or ``{"moe_runner_backend": "X"}`` of a model override
+(``arg_groups/model_overrides/*.py``, 0.5.19+), a ``declare_resolution(..., moe_runner_backend="X")``,
+or ``self.moe_runner_backend = "X"`` in ``ServerArgs`` (0.5.12-0.5.18). Each entry keeps the
+architectures its function is registered for (``@_register_for(...)``) and the tests of every
+``if`` around it as SGLang writes them (an ``else`` branch as ``not (...)``), with the local
+names those tests read and what each was last assigned before; and the branches of
+``_dispatch_auto_backend`` (``layers/quantization/fp8_utils.py``), SGLang's automatic choice of a
+block-FP8 linear kernel, in order. What the tests mean in
+kernelpolicy's facts is :mod:`.generate`'s business, not the scan's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import sys
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, Final
+
+from packaging.version import Version
+
+__all__ = ["OVERRIDES_FILE", "main", "scan_overrides"]
+
+#: Written by :func:`main` from each release's wheel, never edited.
+OVERRIDES_FILE: Final = Path(__file__).with_name("overrides.json")
+#: The ``ServerArgs`` field whose automatic values are read.
+FIELD: Final = "moe_runner_backend"
+#: Where config-time resolution lives: ``ServerArgs`` (every release) and the argument groups.
+_FILES: Final = ("sglang/srt/server_args.py", "sglang/srt/arg_groups/")
+#: Where the architecture lists those files import live (``MIMO_V2_MODEL_ARCHS``, ...).
+_CONSTANT_FILES: Final = ("sglang/srt/configs/model_config.py",)
+_REGISTER: Final = "_register_for"
+
+
+def _is_field(node: ast.expr) -> bool:
+    """``x["moe_runner_backend"]`` or ``x.moe_runner_backend``."""
+    if isinstance(node, ast.Subscript):
+        return isinstance(node.slice, ast.Constant) and node.slice.value == FIELD
+    return isinstance(node, ast.Attribute) and node.attr == FIELD
+
+
+def _string(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _sets(stmt: ast.stmt) -> Iterator[tuple[str, int]]:
+    """The runner values *stmt* itself sets (not its nested blocks), with their lines."""
+    if (
+        isinstance(stmt, ast.Assign)
+        and any(_is_field(t) for t in stmt.targets)
+        and (value := _string(stmt.value)) is not None
+    ):
+        yield value, stmt.lineno
+    exprs: list[ast.expr] = []
+    if isinstance(stmt, (ast.Expr, ast.Return, ast.Assign)) and stmt.value is not None:
+        exprs.append(stmt.value)
+    for expr in exprs:
+        if isinstance(expr, ast.Call):
+            for kw in expr.keywords:
+                if kw.arg == FIELD and (value := _string(kw.value)) is not None:
+                    yield value, expr.lineno
+        if isinstance(expr, ast.Dict):
+            for k, v in zip(expr.keys, expr.values, strict=True):
+                if _string(k) == FIELD and (value := _string(v)) is not None:
+                    yield value, expr.lineno
+
+
+def _registered(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    out: list[str] = []
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and isinstance(dec.func, ast.Name) and dec.func.id == _REGISTER:
+            out += [s for a in dec.args if (s := _string(a)) is not None]
+    return out
+
+
+class _Walker:
+    """Walks one function's statements with the ``if`` tests that hold around each."""
+
+    def __init__(
+        self, file: str, qualname: str, fn: ast.FunctionDef | ast.AsyncFunctionDef, constants: dict[str, list[str]]
+    ) -> None:
+        self.file, self.qualname, self.fn, self.constants = file, qualname, fn, constants
+        self.archs = _registered(fn)
+        self.found: list[dict[str, Any]] = []
+        self.assigned: dict[str, list[tuple[int, str]]] = {}  # local name -> (line, source) of each assignment
+
+    def run(self) -> list[dict[str, Any]]:
+        for node in ast.walk(self.fn):
+            if isinstance(node, ast.Assign):
+                for t in node.targets:
+                    for name in [n for n in ast.walk(t) if isinstance(n, ast.Name)]:
+                        value = node.value
+                        self.assigned.setdefault(name.id, []).append((node.lineno, ast.unparse(value)))
+        self.block(self.fn.body, [])
+        return self.found
+
+    def block(self, body: list[ast.stmt], tests: list[ast.expr]) -> None:
+        tests = list(tests)
+        for stmt in body:
+            for value, line in _sets(stmt):
+                self.found.append(self.entry(value, line, tests))
+            if isinstance(stmt, ast.If):
+                self.block(stmt.body, [*tests, stmt.test])
+                self.block(stmt.orelse, [*tests, ast.UnaryOp(ast.Not(), stmt.test)])
+                if not stmt.orelse and stmt.body and isinstance(stmt.body[-1], (ast.Return, ast.Raise)):
+                    tests.append(ast.UnaryOp(ast.Not(), stmt.test))  # a guard: what follows runs only past it
+            elif isinstance(stmt, (ast.For, ast.While, ast.With, ast.Try)):
+                for field in ("body", "orelse", "finalbody"):
+                    self.block(getattr(stmt, field, []) or [], tests)
+                for handler in getattr(stmt, "handlers", []) or []:
+                    self.block(handler.body, tests)
+
+    def entry(self, value: str, line: int, tests: list[ast.expr]) -> dict[str, Any]:
+        names = sorted({n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)})
+        local: dict[str, list[str]] = {}
+        for name in names:
+            before = [src for at, src in self.assigned.get(name, []) if at < line]
+            if before:
+                local[name] = before
+            elif name in self.constants:
+                local[name] = [repr(self.constants[name])]
+        return {
+            "value": value,
+            "file": self.file,
+            "function": self.qualname,
+            "line": line,
+            "architectures": self.archs,
+            "tests": [ast.unparse(t) for t in tests],
+            "locals": local,
+        }
+
+
+def _functions(tree: ast.Module) -> Iterator[tuple[str, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield node.name, node
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield f"{node.name}.{sub.name}", sub
+
+
+def _constants(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level names bound to a list, tuple or set of strings (architecture lists)."""
+    out: dict[str, list[str]] = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        target = node.target if isinstance(node, ast.AnnAssign) else target
+        value = getattr(node, "value", None)
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and len(value.args) == 1:
+            value = value.args[0] if value.func.id in ("frozenset", "set", "tuple", "list") else value
+        if isinstance(target, ast.Name) and isinstance(value, (ast.List, ast.Tuple, ast.Set)):
+            items = [_string(e) for e in value.elts]
+            if items and all(i is not None for i in items):
+                out[target.id] = [i for i in items if i is not None]
+    return out
+
+
+#: where SGLang's automatic block-FP8 linear choice is, and its function
+_DENSE_AUTO: Final = ("sglang/srt/layers/quantization/fp8_utils.py", "_dispatch_auto_backend")
+
+
+def _dense_auto(tree: ast.Module | None) -> list[list[str]]:
+    """``[function, test]`` of each branch of the block-FP8 ``auto`` choice, in order (the last
+    branch's test is ``else``): what ``_dispatch_auto_backend`` returns, and when."""
+    fn = next(
+        (n for n in (tree.body if tree else []) if isinstance(n, ast.FunctionDef) and n.name == _DENSE_AUTO[1]),
+        None,
+    )
+    out: list[list[str]] = []
+    body: list[ast.stmt] = fn.body if fn else []
+    while body:
+        stmt = next((s for s in body if isinstance(s, (ast.If, ast.Return))), None)
+        if isinstance(stmt, ast.Return):
+            out.append([_returned(stmt), "else"])
+            break
+        if not isinstance(stmt, ast.If):
+            break
+        ret = next((s for s in stmt.body if isinstance(s, ast.Return)), None)
+        if ret is not None:
+            out.append([_returned(ret), ast.unparse(stmt.test)])
+        body = stmt.orelse
+    return out
+
+
+def _returned(ret: ast.Return) -> str:
+    value = ret.value
+    if isinstance(value, ast.Call):
+        value = value.func
+    return ast.unparse(value) if value is not None else "None"
+
+
+def scan_overrides(path: Path) -> dict[str, Any]:
+    """``{"version", "moe_runner", "dense_block_fp8_auto"}``: every place the release in the wheel
+    at *path* sets its MoE runner by itself (see the module's docstring), in file and line order,
+    and the branches of its automatic block-FP8 linear choice (:func:`_dense_auto`)."""
+    from ._scan import _version
+
+    with zipfile.ZipFile(path) as z:
+        names = z.namelist()
+        found: list[dict[str, Any]] = []
+        trees: dict[str, ast.Module] = {}
+        constants: dict[str, list[str]] = {}
+        for file in sorted(names):
+            read = any(file == p or (p.endswith("/") and file.startswith(p)) for p in _FILES)
+            if file.endswith(".py") and (read or file in _CONSTANT_FILES or file == _DENSE_AUTO[0]):
+                trees[file] = ast.parse(z.read(file).decode(), filename=file)
+                for k, v in _constants(trees[file]).items():
+                    constants.setdefault(k, v)
+        for file, tree in trees.items():
+            if not any(file.startswith(p) for p in _FILES):
+                continue
+            for qualname, fn in _functions(tree):
+                found += _Walker(file.removeprefix("sglang/srt/"), qualname, fn, constants).run()
+        return {
+            "version": _version(names, z),
+            "moe_runner": sorted(found, key=lambda e: (e["file"], e["line"])),
+            "dense_block_fp8_auto": _dense_auto(trees.get(_DENSE_AUTO[0])),
+        }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m kernelpolicy.releases.sglang._overrides", description=__doc__)
+    p.add_argument("wheels", nargs="+", type=Path, metavar="WHEEL")
+    p.add_argument("--out", type=Path, default=OVERRIDES_FILE)
+    args = p.parse_args(argv)
+    releases: dict[str, Any] = {}
+    for wheel in args.wheels:
+        try:
+            data = scan_overrides(wheel)
+        except (OSError, zipfile.BadZipFile, ValueError, StopIteration, SyntaxError) as exc:
+            print(f"kernelpolicy: error: {wheel}: not a readable sglang wheel: {exc}", file=sys.stderr)
+            return 2
+        releases[data.pop("version")] = data
+    doc = {
+        "generated_by": "python -m kernelpolicy.releases.sglang._overrides",
+        "releases": dict(sorted(releases.items(), key=lambda kv: Version(kv[0]))),
+    }
+    args.out.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
