@@ -85,12 +85,33 @@ def test_vllm_attention_flags_are_facts(capsys: pytest.CaptureFixture[str]) -> N
         "FLASHINFER",
         "--block-size",
         "32",
-        "--kv-cache-dtype",
-        "fp8",
     )
     assert d["facts"]["deploy.attention_backend"] == "flashinfer" and d["facts"]["deploy.block_size"] == 32
     attention = d["paths"]["attention"]
     assert attention["backend"] == "flashinfer" and attention["explicit"] == "--attention-backend flashinfer"
+
+
+def test_an_explicit_backend_a_crash_rule_blocks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """FlashInfer over an FP8 cache on Hopper does not compile (vllm#27604): asked for, it is
+    refused (exit 5) and the path runs the next valid backend."""
+    code, out, err = run(
+        capsys,
+        "explain",
+        "--no-env",
+        "--gpu",
+        "H100",
+        "--",
+        "vllm",
+        "serve",
+        "Qwen/Qwen3-32B-FP8",
+        "--attention-backend",
+        "FLASHINFER",
+        "--kv-cache-dtype",
+        "fp8",
+    )
+    assert code == 5
+    assert "attention triton_attn   (`--attention-backend flashinfer` REFUSED)" in out
+    assert "(attention: flashinfer-attn-fp8-kv-hopper-jit)" in err
 
 
 def test_a_vllm_mla_backend_name_is_its_family(capsys: pytest.CaptureFixture[str]) -> None:

@@ -89,6 +89,7 @@ class HfConfig:
     compression_config: dict[str, Any] | None = None
     # attention (issue #39)
     head_dim: int | None = None
+    global_head_dim: int | None = None  #: Gemma 4's full-attention layers (wider than its window layers)
     num_attention_heads: int | None = None
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
@@ -439,10 +440,13 @@ def _attention(text: HfConfig, file: str, prefix: str) -> dict[str, object]:
     """The attention facts of a (text) config (issue #39): MLA and its dims, the head size the
     attention kernel sees (``kv_lora_rank + qk_rope_head_dim`` under MLA, as vLLM computes it),
     a sliding window, a sparse-attention indexer."""
-    for name in ("head_dim", "num_attention_heads", "kv_lora_rank", "qk_rope_head_dim", "index_topk"):
+    for name in ("head_dim", "global_head_dim", "num_attention_heads", "kv_lora_rank", "index_topk"):
         n = getattr(text, name)
         if n is not None and not 0 < n < 2**31:
             raise ModelConfigError(file, prefix + name, "expected a positive integer below 2**31")
+    rope = text.qk_rope_head_dim  # 0: rope-free MLA (GLM-5.3-Flash)
+    if rope is not None and not 0 <= rope < 2**31:
+        raise ModelConfigError(file, prefix + "qk_rope_head_dim", "expected an integer from 0 to below 2**31")
     out: dict[str, object] = {}
     mla = text.kv_lora_rank is not None
     if mla or text.num_attention_heads is not None:  # a config that describes its attention says MLA or not
@@ -453,8 +457,8 @@ def _attention(text: HfConfig, file: str, prefix: str) -> dict[str, object]:
         if text.qk_rope_head_dim is not None:
             out["model.qk_rope_head_dim"] = text.qk_rope_head_dim
             out["model.head_size"] = text.kv_lora_rank + text.qk_rope_head_dim  # type: ignore[operator]
-    elif text.head_dim is not None:
-        out["model.head_size"] = text.head_dim
+    elif text.head_dim is not None:  # the widest head any layer has: a kernel must take them all
+        out["model.head_size"] = max(text.head_dim, text.global_head_dim or 0)
     elif text.hidden_size is not None and text.num_attention_heads and text.hidden_size % text.num_attention_heads == 0:
         out["model.head_size"] = text.hidden_size // text.num_attention_heads
     if text.layer_types is not None:
