@@ -210,3 +210,37 @@ def test_no_mla_kernel_reads_an_e5m2_cache(capsys: pytest.CaptureFixture[str]) -
     )
     assert code == 3
     assert "attention-mla-kv-cache-dtype" in out
+
+
+# -- the engine line
+
+
+def test_the_vllm_line_names_the_attention_backend_only_where_a_rule_moved_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    d = decide(capsys, "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B-FP8", "--kv-cache-dtype", "fp8")
+    assert d["paths"]["attention"]["backend"] == "triton_attn"
+    assert d["engine"]["vllm"]["args"][-2:] == ["--attention-backend", "TRITON_ATTN"]
+    plain = decide(capsys, "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B-FP8")
+    assert plain["paths"]["attention"]["backend"] == "flash_attn"
+    assert "--attention-backend" not in plain["engine"]["vllm"]["args"]  # vLLM picks it itself
+
+
+def test_an_explicit_attention_backend_that_stands_stays_in_the_users_line(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(
+        capsys,
+        "explain",
+        "--no-env",
+        "--gpu",
+        "B200",
+        "--",
+        "vllm",
+        "serve",
+        "deepseek-ai/DeepSeek-V3.2-Exp",
+        "--kv-cache-dtype",
+        "fp8",
+        "--attention-backend",
+        "FLASHMLA_SPARSE",
+    )
+    assert code == 0, out  # FlashMLA's sparse kernel runs V3.2 on B200: the choice stands
+    assert "--attention-backend FLASHMLA_SPARSE" in out.replace("\\\n   ", "").replace("  ", " ")

@@ -38,7 +38,9 @@ def engine_flags(
     ``quant.moe_scheme``: an engine may name one backend differently per format).
     """
     if engine.name == "vllm":
-        return _vllm(paths, engine)
+        out = _vllm(paths, engine)
+        _vllm_attention(paths, facts, out)
+        return out
     if engine.name == "sglang":
         return _sglang(paths, engine, release, facts)
     return {"env": {}, "args": [], "notes": [f"no flag mapping for engine `{engine.name}`"]}
@@ -106,6 +108,28 @@ def _vllm(paths: Mapping[str, PathDecision], engine: EngineMap) -> dict[str, Any
     if router.backend is not None:
         notes.append("no vLLM flag selects the router kernel: the plugin applies it")
     return {"env": env, "args": args, "notes": notes}
+
+
+# --- attention (issue #39)
+def _vllm_attention(paths: Mapping[str, PathDecision], facts: _Facts | None, out: dict[str, Any]) -> None:
+    """``--attention-backend NAME`` where vLLM's own order would not pick the decided backend: a
+    rule moved the path, or the deployment chose it. The catalog's requirements are vLLM's own
+    checks, so elsewhere vLLM picks the decided backend itself and the line stays as it is."""
+    from ..releases.vllm.attention import vllm_names
+
+    p = paths.get("attention")
+    if p is None or p.backend is None or not (p.rules or p.preferred_by or p.explicit):
+        return
+    mla = facts is not None and facts.get("model.mla") is True
+    family = facts.get("gpu.family") if facts is not None else None
+    names = vllm_names(p.backend, mla=mla, family=str(family) if family else None)
+    if names:
+        out["args"] += ["--attention-backend", names[0]]
+    else:
+        out["notes"].append(f"vLLM has no `--attention-backend` value for `{p.backend}`")
+
+
+# --- end of attention
 
 
 def _sglang(
