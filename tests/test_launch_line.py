@@ -35,13 +35,24 @@ def test_the_users_flags_are_kept(capsys: pytest.CaptureFixture[str]) -> None:
     )
     words = shlex.split(line)
     assert words[: words.index("vllm")] == ["VLLM_MOE_USE_DEEP_GEMM=0"]
-    assert words[words.index("vllm") :] == [*SERVE, "--moe-backend", "flashinfer_cutlass"]
+    # the FP8 cache moves Hopper MLA off FlashMLA (flashmla-fp8-kv-multiturn-garbage): vLLM is told
+    assert words[words.index("vllm") :] == [
+        *SERVE,
+        "--moe-backend",
+        "flashinfer_cutlass",
+        "--attention-backend",
+        "TRITON_MLA",
+    ]
 
 
 def test_full_level_keeps_them_too(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["explain", "--no-env", "--gpu", "H200", "--explain=full", "--", *SERVE]
     line = _line(capsys, argv, "on vLLM without the plugin, where flags can:")
-    assert line == "VLLM_MOE_USE_DEEP_GEMM=0 " + " ".join(SERVE) + " --moe-backend flashinfer_cutlass"
+    assert line == (
+        "VLLM_MOE_USE_DEEP_GEMM=0 "
+        + " ".join(SERVE)
+        + " --moe-backend flashinfer_cutlass --attention-backend TRITON_MLA"
+    )
 
 
 def test_a_refused_choice_on_the_line_is_replaced_not_repeated(capsys: pytest.CaptureFixture[str]) -> None:
@@ -65,6 +76,7 @@ def test_vllm_flags_given_as_options_are_on_the_line(capsys: pytest.CaptureFixtu
     line = _line(capsys, [*argv, "--kv-cache-dtype", "fp8"], "vLLM without the plugin, where flags can:")
     assert line.endswith(
         "vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 8 --kv-cache-dtype fp8 --moe-backend triton"
+        " --attention-backend TRITON_MLA"
     )
 
 

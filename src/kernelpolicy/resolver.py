@@ -31,6 +31,7 @@ from .policy import Policy, Rule, Unsupported
 from .reporters import BaseReporter
 from .semantics import (
     DECIDED_PATHS,
+    FACT_PICKS,
     ImplicationConflict,
     Pick,
     applies,
@@ -275,10 +276,7 @@ class _Resolution:
         """The explicit backend choice per path (warnings about choices that lost are kept)."""
         allowed = tuple(self.facts.get("deploy.allow_rules", ()) or ())
         by_path: dict[str, list[Pick]] = {}
-        for key, path, flag in (
-            ("deploy.moe_backend", "moe", "--moe-backend"),
-            ("deploy.linear_backend", "dense", "--linear-backend"),
-        ):
+        for key, path, flag in FACT_PICKS:
             b = self.facts.get(key)
             if b is not None:
                 by_path.setdefault(path, []).append(Pick(str(b), f"{flag} {b}", allowed, "user"))
@@ -327,6 +325,9 @@ class _Resolution:
         if path in ("moe", "router") and self.facts.get("model.is_moe") is False:
             self.reporter.ending_path(path, None)
             return PathDecision(path, None, reason="the model has no MoE layers", present=False)
+        if not self.policy.backends.get(path):  # a table with no catalog for the path (attention: issue #39)
+            self.reporter.ending_path(path, None)
+            return PathDecision(path, None, reason=f"the rule tables have no `{path}` catalog", present=False)
         order, preferred_by = self._order(path)
         if pick is not None:
             if pick.backend not in self.policy.backends[path]:

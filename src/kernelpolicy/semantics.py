@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DECIDED_PATHS",
+    "FACT_PICKS",
     "GRAVITY",
     "OVERRIDABLE",
     "ImplicationConflict",
@@ -56,6 +57,13 @@ __all__ = [
     "takes_effect",
 ]
 
+#: Explicit choices of a deployment, read as facts: (fact key, path, flag), in the order the
+#: resolver and the proof read them.
+FACT_PICKS: Final = (
+    ("deploy.moe_backend", "moe", "--moe-backend"),
+    ("deploy.linear_backend", "dense", "--linear-backend"),
+    ("deploy.attention_backend", "attention", "--attention-backend"),  # issue #39
+)
 #: How grave a reason is (lower first): a user's own setting, the catalog, then severities.
 GRAVITY: Final = {"user": 0, "catalog": 1, "crash": 2, "accuracy": 3, "support": 4, "perf": 5}
 #: Severities an explicit choice overrides (with a warning) without naming the rule.

@@ -72,6 +72,9 @@ POOL: dict[str, tuple[str, ...]] = {
     "router": ("linear", "cublas", "fp32_gemv"),
 }
 JIT = frozenset({"deep_gemm"})
+#: The paths the random catalogs fill (attention, issue #39, is left without a catalog: the
+#: resolver and the proof both leave such a path absent, which the tables check too).
+_PATHS = tuple(p for p in DECIDED_PATHS if p in POOL)
 
 #: The few fact keys random conditions read, with the values facts take and rules compare to.
 KEY_VALUES: dict[str, tuple[Any, ...]] = {
@@ -143,7 +146,7 @@ def _catalog(draw: st.DrawFn) -> dict[str, Any]:
     ids = sorted({b for bs in POOL.values() for b in bs})
     entries: list[dict[str, Any]] = []
     for b in ids:
-        paths = [p for p in DECIDED_PATHS if b in POOL[p] and draw(st.booleans())]
+        paths = [p for p in _PATHS if b in POOL[p] and draw(st.booleans())]
         if not paths:
             continue
         entry: dict[str, Any] = {"backend": b, "paths": paths}
@@ -154,7 +157,7 @@ def _catalog(draw: st.DrawFn) -> dict[str, Any]:
         if not draw(st.integers(0, 5)):
             entry["auto"] = False
         entries.append(entry)
-    for p in DECIDED_PATHS:  # an empty path reads as "not applicable" (see the report); keep one
+    for p in _PATHS:  # an empty path reads as "not applicable" (see the report); keep one
         if not any(p in e["paths"] for e in entries):
             entries.append({"backend": POOL[p][-1], "paths": [p]})
     entries = draw(st.permutations(entries))  # catalog order is the default priority

@@ -64,6 +64,8 @@ def decide(facts: Facts, policy: Policy) -> Decision | None:
 
 
 def has_path(d: Decision, path: str) -> bool:
+    if path == "attention" and not d.paths[path].applicable:
+        return False  # a table without an attention catalog (issue #39): the path is absent
     return not (path in ("moe", "router") and d.facts.get("model.is_moe") is False)
 
 

@@ -32,17 +32,14 @@ from typing import Any, Final, NamedTuple
 from ..dsl.conditions import All, Any_, Condition, Not, Test, tests_of
 from ..facts.keys import DECIDED_PATHS
 from ..policy import Implication, Policy, Rule
-from ..semantics import OVERRIDABLE, Pick, one_pick, preferred
+from ..semantics import FACT_PICKS, OVERRIDABLE, Pick, one_pick, preferred
 from .domain import Dimension, Domain, Group, ValueClass, class_facts, merge
 from .mdd import DEFAULT_BUDGET, Manager
 
 __all__ = ["ABSENT", "PICKS", "Compiled", "Outcome"]
 
 #: Explicit choices of a deployment, read as facts: (fact key, path, flag).
-_FACT_PICKS: Final = (
-    ("deploy.moe_backend", "moe", "--moe-backend"),
-    ("deploy.linear_backend", "dense", "--linear-backend"),
-)
+_FACT_PICKS: Final = FACT_PICKS
 
 
 class Outcome(NamedTuple):
@@ -315,6 +312,8 @@ class Compiled:
         if path in ("moe", "router"):  # a dense model has no MoE path (its picks are still read)
             absent = m.apply1("absent", lambda o: o if o.rule == PICKS else ABSENT, n)
             n = m.ite(self.moe, n, absent)
+        if not self.policy.backends.get(path):  # no catalog for the path (attention, issue #39): as the resolver
+            n = m.apply1("absent", lambda o: o if o.rule == PICKS else ABSENT, n)
         self._outcomes[path] = n
         self.m.what = ""
         return n

@@ -39,6 +39,7 @@ from ..facts.gpu import derived_gpu_facts
 from ..facts.keys import BACKENDS, CANONICAL, GPU_SMS, FactKey, Kind, lookup_key
 from ..facts.record import int_list_length, normalise_value, typed_value
 from ..policy import Policy, Rule
+from ..semantics import FACT_PICKS
 
 __all__ = [
     "ALWAYS_KNOWN",
@@ -74,7 +75,7 @@ ALWAYS_KNOWN: Final = frozenset(
 )
 #: Keys the resolver reads directly (not through a condition).
 DIRECT_KEYS: Final = ("model.is_moe",)
-EXPLICIT_KEYS: Final = ("deploy.linear_backend", "deploy.moe_backend")
+EXPLICIT_KEYS: Final = tuple(key for key, _, _ in FACT_PICKS)
 #: Keys that exist only for MoE models.
 MOE_KEYS: Final = frozenset({"quant.moe_scheme", "deploy.moe_backend"})
 #: Keys the GPU settles (:func:`~kernelpolicy.facts.gpu.derived_gpu_facts`): one dimension.
@@ -459,7 +460,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         dims.append(Dimension(key, (key,), classes, moe_only))
 
     if explicit:
-        for key, path in (("deploy.linear_backend", "dense"), ("deploy.moe_backend", "moe")):
+        for key, path, _ in FACT_PICKS:
             ids = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
             classes = tuple(ValueClass(b, {key: b}, {key: b}) for b in ids)
             dims.append(Dimension(key, (key,), (*classes, ValueClass("unset", {}, {})), key in MOE_KEYS))

@@ -7,11 +7,10 @@ import sys
 from typing import Any
 
 from ..errors import UsageError
+from ..tools.completion import KINDS as _KINDS
+from ..tools.completion import SHELLS as _SHELLS
 
 __all__ = ["add_parser", "run"]
-
-_SHELLS = ("bash", "zsh", "fish")
-_KINDS = ("gpus", "models", "backends", "facts", "rules", "schemas", "engines", "quantizations", "sizes")
 
 
 def add_parser(sub: Any) -> None:

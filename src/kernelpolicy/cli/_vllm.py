@@ -25,7 +25,6 @@ from typing import Any, Final
 
 from .._paths import expand_user
 from ..errors import UsageError
-from ..facts.keys import PATHS
 from ._common import (
     add_fact_options,
     facts_from_args,
@@ -40,7 +39,6 @@ __all__ = ["add_parser", "run"]
 
 EXIT_DIVERGENT: Final = 1
 EXIT_BAD_INPUT: Final = 2
-_PATHS: Final = PATHS
 _VENV_HINT: Final = "kernelpolicy vllm venv"
 
 

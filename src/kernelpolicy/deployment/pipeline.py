@@ -194,15 +194,19 @@ def _backend_id(path: str, name: str, policy: Policy) -> str:
         if alias is not None:
             return alias
     hint = did_you_mean(name, BACKENDS[path])
-    key = "deploy.moe_backend" if path == "moe" else "deploy.linear_backend"
+    key = next(k for k, p in _BACKEND_KEYS if p == path)
     raise FactError(
         key,
-        f"`{name}` is not a {path} backend",
+        f"`{name}` is not {'an' if path[0] in 'aeiou' else 'a'} {path} backend",
         help=f"did you mean `{hint[0]}`?" if hint else "ids: " + ", ".join(BACKENDS[path]),
     )
 
 
-_BACKEND_KEYS: Final = (("deploy.moe_backend", "moe"), ("deploy.linear_backend", "dense"))
+_BACKEND_KEYS: Final = (
+    ("deploy.moe_backend", "moe"),
+    ("deploy.linear_backend", "dense"),
+    ("deploy.attention_backend", "attention"),  # issue #39
+)
 
 
 def _with_backend_ids(facts: Facts, policy: Policy) -> Facts:

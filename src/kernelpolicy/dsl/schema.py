@@ -42,7 +42,7 @@ __all__ = [
     "UnsupportedSpec",
 ]
 
-PathName = Literal["dense", "moe", "router", "warmup"]
+PathName = Literal["dense", "moe", "router", "attention", "warmup"]
 Severity = Literal["crash", "accuracy", "perf", "support"]
 SEVERITIES = ("crash", "accuracy", "perf", "support")
 
@@ -125,7 +125,7 @@ class ImplySpec(_Strict):
 class UnsupportedSpec(_Strict):
     id: str = Field(min_length=1)
     when: dict[str, Any]
-    paths: list[Literal["dense", "moe", "router"]] = Field(min_length=1)
+    paths: list[Literal["dense", "moe", "router", "attention"]] = Field(min_length=1)
     refuse: bool = False
     because: str = Field(min_length=1)
     help: str | None = None

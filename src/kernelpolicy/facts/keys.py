@@ -109,10 +109,10 @@ QUANT_SCHEMES: Final = (
     "w4a16",
     "w8a16",
 )
-#: Code paths a decision covers. ``warmup`` is derived from the other three.
-PATHS: Final = ("dense", "moe", "router", "warmup")
+#: Code paths a decision covers. ``warmup`` is derived from the others.
+PATHS: Final = ("dense", "moe", "router", "attention", "warmup")
 #: The paths the resolver decides (every path but ``warmup``).
-DECIDED_PATHS: Final = PATHS[:3]
+DECIDED_PATHS: Final = PATHS[:-1]
 #: Backend ids per path (engine-neutral; adapters map them to engine names).
 BACKENDS: Final[dict[str, tuple[str, ...]]] = {
     "dense": (
@@ -144,6 +144,21 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
         "emulation",
     ),
     "router": ("bf16x3", "fp32_gemv", "dsv3", "tiny_gemm", "cublas", "ll_bf16", "linear", "linear_fp32"),
+    # attention (issue #39): kernel families, one id for a family's MHA and MLA kernels (vLLM's
+    # FLASHINFER and FLASHINFER_MLA are `flashinfer`, as SGLang's `flashinfer` is both); vLLM runs
+    # TRT-LLM attention inside its `flashinfer` backend, SGLang names it (`trtllm_mha`, `trtllm_mla`)
+    "attention": (
+        "flash_attn",
+        "flashinfer",
+        "trtllm_mha",
+        "trtllm_mla",
+        "flashmla",
+        "cutlass_mla",
+        "triton_attn",
+        "flex_attention",
+        "flashmla_sparse",
+        "flashinfer_mla_sparse",
+    ),
 }
 
 _E = Kind.ENUM
@@ -622,6 +637,74 @@ _ALL += [
     ),
 ]
 # --- end of format variants ------------------------------------------------------------------
+# --- attention and the KV cache (issue #39): the fifth path -------------------------------
+_ALL += [
+    FactKey(
+        "model.head_size",
+        Kind.INT,
+        "the head size the attention kernel sees: config.json `head_dim`, else `hidden_size` /"
+        " `num_attention_heads`; for MLA `kv_lora_rank + qk_rope_head_dim` (576 for DeepSeek-V3)",
+        (),
+        "128",
+    ),
+    FactKey(
+        "model.mla",
+        Kind.BOOL,
+        "the model uses multi-head latent attention (config.json has `kv_lora_rank`): only the MLA backends run it",
+        (),
+        "true",
+    ),
+    FactKey("model.kv_lora_rank", Kind.INT, "MLA: config.json `kv_lora_rank` (the latent KV width)", (), "512"),
+    FactKey("model.qk_rope_head_dim", Kind.INT, "MLA: config.json `qk_rope_head_dim`", (), "64"),
+    FactKey(
+        "model.sparse_attention",
+        Kind.BOOL,
+        "the model's MLA attends to the top-k tokens an indexer picks (config.json `index_topk`:"
+        " DeepSeek-V3.2): only the sparse MLA backends run it",
+        (),
+        "false",
+    ),
+    FactKey(
+        "model.sliding_window",
+        Kind.BOOL,
+        "some attention layers attend within a sliding window (config.json `sliding_window`, or"
+        " `layer_types` naming `sliding_attention`)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "model.attention_sinks",
+        Kind.BOOL,
+        "the attention has learned per-head sink logits (gpt-oss); implied by `model.type`"
+        " (rules/known/attention_model.yaml)",
+        (),
+        "true",
+    ),
+    FactKey(
+        "deploy.calculate_kv_scales",
+        Kind.BOOL,
+        "vLLM `--calculate-kv-scales`: the FP8 KV-cache scales are computed from the first batches"
+        " instead of read from the checkpoint",
+        (),
+        "false",
+    ),
+    FactKey(
+        "deploy.block_size",
+        Kind.INT,
+        "vLLM `--block-size`, SGLang `--page-size`: tokens per KV-cache block (unknown: the engine's default)",
+        (),
+        "16",
+    ),
+    FactKey(
+        "deploy.attention_backend",
+        Kind.STR,
+        "explicit attention backend (a kernelpolicy id; vLLM `--attention-backend` and SGLang"
+        " `--attention-backend` names are aliases)",
+        (),
+        "flashinfer",
+    ),
+]
+# --- end of attention ---------------------------------------------------------------------
 
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}

@@ -87,6 +87,16 @@ class HfConfig:
     scale_fmt: str | None = None
     quantization_config: dict[str, Any] | None = None
     compression_config: dict[str, Any] | None = None
+    # attention (issue #39)
+    head_dim: int | None = None
+    global_head_dim: int | None = None  #: Gemma 4's full-attention layers (wider than its window layers)
+    num_attention_heads: int | None = None
+    kv_lora_rank: int | None = None
+    qk_rope_head_dim: int | None = None
+    index_topk: int | None = None
+    sliding_window: int | None = None
+    use_sliding_window: bool | None = None
+    layer_types: list[str] | None = None
 
 
 # ----------------------------------------------------------------------------- quantization
@@ -397,6 +407,7 @@ def config_facts(  # noqa: PLR0912, PLR0915 (predates the lint; split in a follo
         out["model.activation_dtype"] = _DTYPES[dtype]
         if is_moe:  # the gate weight is stored in the checkpoint dtype unless the catalog says otherwise
             out["model.router_dtype"] = _DTYPES[dtype]
+    out.update(_attention(text, file, prefix))
     qc = outer.quantization_config or text.quantization_config or outer.compression_config
     q_file, q_prefix = file, "quantization_config."
     if qc is None and quant_file is not None:
@@ -448,6 +459,40 @@ def _check_sizes(text: Any, counts: tuple[Any, ...], file: str, prefix: str) -> 
             raise ModelConfigError(file, prefix + name, f"expected a positive count of experts per entry{shown}")
         if any(isinstance(v, int) and not 0 <= v < 2**63 for v in items):
             raise ModelConfigError(file, prefix + name, "expected a count of experts (0 or more, below 2**63)")
+
+
+def _attention(text: HfConfig, file: str, prefix: str) -> dict[str, object]:
+    """The attention facts of a (text) config (issue #39): MLA and its dims, the head size the
+    attention kernel sees (``kv_lora_rank + qk_rope_head_dim`` under MLA, as vLLM computes it),
+    a sliding window, a sparse-attention indexer."""
+    for name in ("head_dim", "global_head_dim", "num_attention_heads", "kv_lora_rank", "index_topk"):
+        n = getattr(text, name)
+        if n is not None and not 0 < n < 2**31:
+            raise ModelConfigError(file, prefix + name, "expected a positive integer below 2**31")
+    rope = text.qk_rope_head_dim  # 0: rope-free MLA (GLM-5.3-Flash)
+    if rope is not None and not 0 <= rope < 2**31:
+        raise ModelConfigError(file, prefix + "qk_rope_head_dim", "expected an integer from 0 to below 2**31")
+    out: dict[str, object] = {}
+    mla = text.kv_lora_rank is not None
+    if mla or text.num_attention_heads is not None:  # a config that describes its attention says MLA or not
+        out["model.mla"] = mla
+    if mla:
+        out["model.kv_lora_rank"] = text.kv_lora_rank
+        out["model.sparse_attention"] = text.index_topk is not None
+        if text.qk_rope_head_dim is not None:
+            out["model.qk_rope_head_dim"] = text.qk_rope_head_dim
+            out["model.head_size"] = text.kv_lora_rank + text.qk_rope_head_dim  # type: ignore[operator]
+    elif text.head_dim is not None:  # the widest head any layer has: a kernel must take them all
+        out["model.head_size"] = max(text.head_dim, text.global_head_dim or 0)
+    elif text.hidden_size is not None and text.num_attention_heads and text.hidden_size % text.num_attention_heads == 0:
+        out["model.head_size"] = text.hidden_size // text.num_attention_heads
+    if text.layer_types is not None:
+        out["model.sliding_window"] = "sliding_attention" in text.layer_types
+    elif text.use_sliding_window is False:  # Qwen2/Qwen3 write a window they do not use
+        out["model.sliding_window"] = False
+    elif text.sliding_window is not None:
+        out["model.sliding_window"] = text.sliding_window > 0
+    return out
 
 
 def _modelopt_file(data: Mapping[str, Any], name: str) -> tuple[dict[str, Any], str, str]:

@@ -50,7 +50,12 @@ SOURCES: Final = (
 
 #: The least value of an integer fact: sizes and counts are positive; a MoE layer's expert counts
 #: may be 0 (a dense model's config), GPTQ's ``group_size`` -1 (one group per channel).
-_INT_MIN: Final[dict[str, int]] = {"model.num_experts": 0, "model.experts_per_token": 0, "quant.group_size": -1}
+_INT_MIN: Final[dict[str, int]] = {
+    "model.num_experts": 0,
+    "model.experts_per_token": 0,
+    "quant.group_size": -1,
+    "model.qk_rope_head_dim": 0,  # rope-free MLA (issue #39)
+}
 _INT_MAX: Final = 2**63 - 1
 
 

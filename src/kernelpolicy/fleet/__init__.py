@@ -374,7 +374,7 @@ def _table(rows: Sequence[Sequence[str]]) -> list[str]:
 
 _COLUMNS: Final = (
     "NODE", "ADDRESS", "GPU", "DRIVER", "VLLM", "TORCH", "DEEPGEMM", "KP",
-    "FINGERPRINT", "DENSE", "MOE", "ROUTER", "WARMUP", "GROUP", "STATUS",
+    "FINGERPRINT", "DENSE", "MOE", "ROUTER", "ATTENTION", "WARMUP", "GROUP", "STATUS",
 )  # fmt: skip
 
 

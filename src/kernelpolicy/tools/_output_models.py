@@ -67,6 +67,9 @@ class PathsOut(_Open):
     dense: PathOut
     moe: PathOut
     router: PathOut
+    attention: PathOut | None = Field(
+        None, description="the attention backend (issue #39; added within /1: absent from older decisions)"
+    )
     warmup: PathOut
 
 
@@ -254,7 +257,7 @@ class MatrixCellOut(_Open):
     sm: str
     model: str
     quant: str
-    path: Literal["dense", "moe", "router"]
+    path: Literal["dense", "moe", "router", "attention"]
     backend: str | None = Field(description="null: no valid backend (or the model has no such path)")
     present: bool = Field(description="false: the model has no such path")
     rule: str | None = Field(

@@ -7,7 +7,8 @@ completed as it is defined, with nothing added to the start-up of ``kernelpolicy
 
 ``gpus``      catalog product names and aliases, and ``sm`` values;
 ``models``    catalog model ids and the models in the local Hugging Face cache;
-``backends``  backend ids; ``facts`` fact keys (``KEY=``); ``rules`` rule ids;
+``backends``  backend ids (``moe-backends``, ``dense-backends``: one path's);
+``facts``     fact keys (``KEY=``); ``rules`` rule ids;
 ``engines``   ``vllm==X.Y.Z`` and ``sglang==X.Y.Z`` of the scanned releases;
 ``quantizations`` vLLM ``--quantization`` methods; ``sizes`` parallel sizes (``-tp``, ``-dp``).
 
@@ -31,13 +32,25 @@ from typing import Final
 __all__ = ["KINDS", "OPTION_VALUES", "SHELLS", "hf_cache_models", "is_repo_id", "script", "values"]
 
 SHELLS: Final = ("bash", "zsh", "fish")
-KINDS: Final = ("gpus", "models", "backends", "facts", "rules", "schemas", "engines", "quantizations", "sizes")
+KINDS: Final = (
+    "gpus",
+    "models",
+    "backends",
+    "moe-backends",
+    "dense-backends",
+    "facts",
+    "rules",
+    "schemas",
+    "engines",
+    "quantizations",
+    "sizes",
+)
 #: Which values each option takes (options not named here complete files or nothing).
 OPTION_VALUES: Final[Mapping[str, str]] = {
     "--gpu": "gpus",
     "--model": "models",
-    "--moe-backend": "backends",
-    "--linear-backend": "backends",
+    "--moe-backend": "moe-backends",
+    "--linear-backend": "dense-backends",
     "--fact": "facts",
     "--allow": "rules",
     "--engine": "engines",
@@ -89,6 +102,8 @@ def values(kind: str) -> list[str]:
 
     if kind == "backends":
         return sorted({b for per_path in BACKENDS.values() for b in per_path})
+    if kind in ("moe-backends", "dense-backends"):
+        return sorted(BACKENDS["moe" if kind == "moe-backends" else "dense"])
     if kind == "facts":
         return [f"{k}=" for k in sorted(FACT_KEYS)]
     if kind == "schemas":

@@ -85,6 +85,23 @@ FLAGS: Final = (
         config="fp4_gemm_runner_backend",
         default="auto",
     ),
+    # --- attention (issue #39): the attention path's flags --------------------------------
+    Flag(
+        ("--attention-backend",),
+        "attention_backend",
+        "SGLang's attention backend (`deploy.attention_backend`; `fa3`, `flashinfer`, `trtllm_mla`, ...)",
+        config="attention_backend",
+        sample="triton",
+    ),
+    Flag(
+        ("--page-size",),
+        "page_size",
+        "tokens per KV-cache page (`deploy.block_size`)",
+        flag_int,
+        config="page_size",
+        sample="64",
+    ),
+    # --- end of attention ------------------------------------------------------------------
 )
 SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not None}
 
@@ -150,4 +167,15 @@ def facts_of(values: Mapping[str, Any], engine: EngineMap) -> dict[str, Any]:
         value = str(values.get(dest) or "auto")
         if value != "auto" and value in dense_ids:
             out["deploy.linear_backend"] = dense_ids[value]
+    # --- attention (issue #39)
+    page = values.get("page_size")
+    if page is not None:
+        if int(page) < 1:
+            raise UsageError(f"--page-size `{page}`: expected a positive size")
+        out["deploy.block_size"] = int(page)
+    attention = values.get("attention_backend")
+    if attention is not None:
+        name = str(attention)
+        out["deploy.attention_backend"] = engine.aliases.get("attention", {}).get(name, name)
+    # --- end of attention
     return out

@@ -170,6 +170,27 @@ FLAGS: Final = (
         config="kernel_config.linear_backend",
         sample="triton",
     ),
+    # --- attention (issue #39): the attention path's flags --------------------------------
+    Flag(
+        ("--attention-backend",),
+        "attention_backend",
+        "vLLM `--attention-backend` (`deploy.attention_backend`; vLLM's enum names, e.g. `FLASHINFER`)",
+        native=False,
+        config="attention_config.backend",
+        from_config=lambda b: None if b is None else getattr(b, "name", b),
+        sample="FLASHINFER",
+    ),
+    Flag(
+        ("--block-size",),
+        "block_size",
+        "vLLM `--block-size`: tokens per KV-cache block (`deploy.block_size`)",
+        flag_int,
+        native=False,
+        metavar="N",
+        config="cache_config.block_size",
+        sample="32",
+    ),
+    # --- end of attention ------------------------------------------------------------------
 )
 #: ``--dtype`` values as ``model.activation_dtype`` (``auto``: the checkpoint's dtype).
 DTYPES: Final = {
@@ -226,8 +247,27 @@ def facts_of(values: Mapping[str, Any]) -> dict[str, Any]:
                 f"--dtype `{dtype}`: not a vLLM dtype", help=f"did you mean `{hint[0]}`?" if hint else None
             )
         out["model.activation_dtype"] = DTYPES[dtype]
+    out.update(_attention_facts(values))
     for dest, key in (("moe_backend", "deploy.moe_backend"), ("linear_backend", "deploy.linear_backend")):
         backend = backend_name(values.get(dest))
         if backend is not None:
             out[key] = backend
     return out
+
+
+# --- attention (issue #39)
+def _attention_facts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``--block-size`` and ``--attention-backend`` as facts (vLLM's enum name lower-cased: an
+    alias of a kernelpolicy id, resolved where the facts are assembled)."""
+    out: dict[str, Any] = {}
+    if values.get("block_size") is not None:
+        if values["block_size"] < 1:
+            raise UsageError(f"--block-size `{values['block_size']}`: expected a positive size")
+        out["deploy.block_size"] = values["block_size"]
+    attention = backend_name(values.get("attention_backend"))
+    if attention is not None:
+        out["deploy.attention_backend"] = attention
+    return out
+
+
+# --- end of attention

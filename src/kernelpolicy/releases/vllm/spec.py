@@ -62,6 +62,24 @@ def _refuse_config_flags(unknown: Sequence[str]) -> None:
         )
 
 
+def _attention_flag(paths: Mapping[str, PathDecision], facts: FactView | None, out: dict[str, Any]) -> None:
+    """``--attention-backend NAME`` where vLLM's own order would not pick the decided backend: a
+    rule moved the path, or the deployment chose it. The catalog's requirements are vLLM's own
+    checks, so elsewhere vLLM picks the decided backend itself and the line stays as it is."""
+    from .attention import vllm_names
+
+    p = paths.get("attention")
+    if p is None or p.backend is None or not (p.rules or p.preferred_by or p.explicit):
+        return
+    mla = facts is not None and facts.get("model.mla") is True
+    family = facts.get("gpu.family") if facts is not None else None
+    names = vllm_names(p.backend, mla=mla, family=str(family) if family else None)
+    if names:
+        out["args"] += ["--attention-backend", names[0]]
+    else:
+        out["notes"].append(f"vLLM has no `--attention-backend` value for `{p.backend}`")
+
+
 class VllmSpec(EngineSpec):
     """vLLM."""
 
@@ -191,7 +209,9 @@ class VllmSpec(EngineSpec):
                 notes.append(f"vLLM has no `--moe-backend` value for `{moe.backend}`")
         if router.backend is not None:
             notes.append("no vLLM flag selects the router kernel: the plugin applies it")
-        return {"env": env, "args": args, "notes": notes}
+        out = {"env": env, "args": args, "notes": notes}
+        _attention_flag(paths, facts, out)
+        return out
 
 
 VLLM: Final = VllmSpec()
