@@ -115,3 +115,15 @@ def test_026_engine_flags_on_unpatched_vllm_match_the_plugin(sim: Any) -> None:
     assert got["moe"] == decision["paths"]["moe"]["backend"] == "triton"
     assert got["warmup"] == ",".join(decision["warmup"]) == ""
     assert unpatched.divergences() == []
+
+
+def test_034_sm90_fp32_gate_runs_bf16x3_with_the_plugin(sim: Any) -> None:
+    """vLLM 0.34 runs BF16x3 for an FP32 gate on Hopper; the decision used to rank a BF16 tier
+    there and the plugin, clearing every other tier, left the gate on F.linear in FP32 (the 0.34
+    sweep: gpt-oss and Qwen3.5-397B on sm90, `linear_fp32` with the plugin, `bf16x3` without)."""
+    facts = {"model.router_dtype": "float32"}
+    native = sim("0.34.0", "sm90", "openai/gpt-oss-120b", router_dtype="float32")
+    assert native.router is not None and native.router.backend == "bf16x3", _detail(native)
+    r = sim("0.34.0", "sm90", "openai/gpt-oss-120b", router_dtype="float32", plugin=True, facts=facts)
+    assert r.router is not None and r.router.backend == "bf16x3", _detail(r)
+    assert r.plugin is not None and not r.plugin["fallbacks"], r.plugin

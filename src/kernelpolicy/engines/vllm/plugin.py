@@ -17,8 +17,8 @@ cached per process. Where:
   the decided backend, vLLM's pick stands unless the decision rejects it; then the first viable
   backend of the decision the oracle can name is forced;
 - warmup: the DeepGEMM warmup selectors warm only kernels in ``decision.warmup``;
-- router: ``GateLinear.__init__``/``set_out_dtype`` clear the ``allow_*`` flags of tiers the
-  decision did not choose;
+- router: ``GateLinear.__init__``/``set_out_dtype`` keep the decided tier, or else the
+  decision's next valid tier vLLM enabled for that gate (one warning), and clear the others;
 - config: ``should_auto_disable_deep_gemm`` (and its by-name copies) says "disable" exactly when
   the decision rejects DeepGEMM.
 
@@ -517,9 +517,17 @@ def _first_accepted(
 
 
 def _fallback(
-    decision: DecisionLike, chosen: str, used: str, where: str, refused: list[str], *, path: str = "moe"
+    decision: DecisionLike,
+    chosen: str,
+    used: str,
+    where: str,
+    refused: list[str],
+    *,
+    path: str = "moe",
+    why: str | None = None,
 ) -> None:
-    why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
+    if why is None:
+        why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
     record = {"path": path, "decided": chosen, "used": used, "where": where, "reason": why}
     with _STATE.lock:
         if record in _STATE.fallbacks:
@@ -608,23 +616,43 @@ def _patch_warmup(points: VllmPatchPoints) -> None:
         _set(mod, gate_name, _mark(gate, original), f"warmup:{gate_name}")
 
 
+def _router_flag_backend(attr: str) -> str | None:
+    return "bf16x3" if attr == "allow_rocm_bf16x3_router_gemm" else ROUTER_FLAGS.get(attr)
+
+
 def _clear_router_flags(layer: Any) -> None:
+    """Keep one router tier on *layer*: the decided one, or else the decision's next valid
+    candidate that vLLM enabled for this layer (its weight dtype or shape may rule the decided
+    tier out); clear the ``allow_*`` flags of every other tier."""
     decision = current_decision()
     if decision is None:
         return
     chosen = _backend(decision, "router")
     if chosen is None:
         return
-    for attr in list(vars(layer)):
-        if not (attr.startswith("allow_") and attr.endswith("_gemm")):
-            continue
-        bid = ROUTER_FLAGS.get(attr)
-        if attr == "allow_rocm_bf16x3_router_gemm":
-            bid = "bf16x3"
-        if bid != chosen and getattr(layer, attr):
+    flags = [a for a in vars(layer) if a.startswith("allow_") and a.endswith("_gemm")]
+    enabled = {_router_flag_backend(a) for a in flags if getattr(layer, a)}
+    order = [chosen] + [b for b in _viable(decision, "router") if b != chosen]
+    keep = next((b for b in order if b in enabled), None)
+    if keep is None:  # a plain linear: the decision's own (linear, linear_fp32) or all tiers left
+        keep = (
+            chosen
+            if chosen in ("linear", "linear_fp32")
+            else next((b for b in order if b in ("linear", "linear_fp32")), chosen)
+        )
+    for attr in flags:
+        if attr == "allow_specialized_router_gemm":  # the family gate set_out_dtype reads
+            if keep in ("linear", "linear_fp32") and getattr(layer, attr):
+                object.__setattr__(layer, attr, False)
+        elif _router_flag_backend(attr) != keep and getattr(layer, attr):
             object.__setattr__(layer, attr, False)
-    if chosen in ("linear", "linear_fp32") and getattr(layer, "allow_specialized_router_gemm", False):
-        object.__setattr__(layer, "allow_specialized_router_gemm", False)
+    # the tiers that read out_dtype are known once it is set (GateLinear.set_out_dtype)
+    if keep != chosen and getattr(layer, "out_dtype", None) is not None:
+        weight = getattr(getattr(layer, "weight", None), "dtype", None)
+        why = f"did not enable `{chosen}` for a gate" + (
+            f" with a `{str(weight).removeprefix('torch.')}` weight" if weight is not None else ""
+        )
+        _fallback(decision, chosen, keep, "GateLinear", [], path="router", why=why)
 
 
 def _patch_router(points: VllmPatchPoints) -> None:
