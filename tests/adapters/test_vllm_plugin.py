@@ -518,3 +518,67 @@ def test_router_clears_the_other_tiers_when_the_decided_one_runs(fake_vllm: dict
     gate = fake_vllm["gate"].GateLinear(4096, 512)
     assert not gate.allow_bf16x3_router_gemm and not gate.allow_specialized_router_gemm
     assert [f["used"] for f in plugin.status()["fallbacks"]] == ["linear"]
+
+
+class MacheteLinearKernel:
+    ok = True
+
+
+class HummingLinearKernel:
+    ok = True
+
+
+class MarlinLinearKernel:
+    ok = True
+
+
+def _install_mp(fake_vllm: dict[str, Any]) -> tuple[Any, types.ModuleType]:
+    """vLLM 0.34's ``choose_mp_linear_kernel`` in the fake dense module (Humming moved ahead of
+    Marlin, as ``prioritize_humming`` does on sm90), and a GPTQ module that imported it by name."""
+    dense = fake_vllm["dense"]
+
+    def choose_mp_linear_kernel(config: Any, compute_capability: Any = None) -> Any:
+        kernels = list(dense._POSSIBLE_KERNELS["CUDA"])
+        names = [k.__name__ for k in kernels]
+        if "HummingLinearKernel" in names and "MarlinLinearKernel" in names:
+            kernels.insert(names.index("MarlinLinearKernel"), kernels.pop(names.index("HummingLinearKernel")))
+        for k in kernels:
+            if k.ok:
+                return k
+        raise ValueError("Failed to find a kernel that can implement the WNA16 linear layer.")
+
+    dense._POSSIBLE_KERNELS = {"CUDA": [MacheteLinearKernel, MarlinLinearKernel, HummingLinearKernel]}
+    dense.choose_mp_linear_kernel = choose_mp_linear_kernel
+    gptq = _module(_Q + "auto_gptq", choose_mp_linear_kernel=choose_mp_linear_kernel)
+    return choose_mp_linear_kernel, gptq
+
+
+def _dense_decision(chosen: str) -> _Decision:
+    return dataclasses.replace(SEED, paths={**SEED.paths, "dense": _Path(chosen, None, (_Cand(chosen, "chosen"),))})
+
+
+def test_weight_only_linears_run_the_decided_kernel(fake_vllm: dict[str, Any]) -> None:
+    """The 0.34 sweep: GPTQ/AWQ/WNA16 layers on sm90 ran Machete or Humming where the decision is
+    Marlin; no wrapper reached vLLM's weight-only kernel choice, which GPTQ imports by name."""
+    original, gptq = _install_mp(fake_vllm)
+    plugin.set_resolver(lambda values: _dense_decision("marlin"))
+    plugin.register()
+    assert gptq.choose_mp_linear_kernel(object()) is MarlinLinearKernel
+    assert fake_vllm["dense"].choose_mp_linear_kernel(object()) is MarlinLinearKernel
+    assert fake_vllm["dense"]._POSSIBLE_KERNELS["CUDA"][0] is MacheteLinearKernel, "the table is restored"
+    assert plugin.status()["fallbacks"] == []
+    plugin.unpatch()
+    assert gptq.choose_mp_linear_kernel is original
+
+
+def test_weight_only_kernel_vllm_cannot_use_falls_back_to_vllms_own(fake_vllm: dict[str, Any]) -> None:
+    _install_mp(fake_vllm)
+    plugin.set_resolver(lambda values: _dense_decision("marlin"))
+    plugin.register()
+    MarlinLinearKernel.ok = False
+    try:
+        assert fake_vllm["dense"].choose_mp_linear_kernel(object()) is MacheteLinearKernel
+    finally:
+        MarlinLinearKernel.ok = True
+    (fallback,) = plugin.status()["fallbacks"]
+    assert fallback == {**fallback, "path": "dense", "decided": "marlin", "used": "MacheteLinearKernel (vLLM's own)"}

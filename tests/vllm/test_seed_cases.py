@@ -127,3 +127,26 @@ def test_034_sm90_fp32_gate_runs_bf16x3_with_the_plugin(sim: Any) -> None:
     r = sim("0.34.0", "sm90", "openai/gpt-oss-120b", router_dtype="float32", plugin=True, facts=facts)
     assert r.router is not None and r.router.backend == "bf16x3", _detail(r)
     assert r.plugin is not None and not r.plugin["fallbacks"], r.plugin
+
+
+@pytest.mark.parametrize(
+    ("model", "native", "scheme"),
+    [
+        ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "MacheteLinearKernel", "w4a16"),
+        ("moonshotai/Kimi-K2-Thinking", "HummingLinearKernel", "w4a16"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "HummingNvFp4LinearKernel", "nvfp4"),
+    ],
+)
+def test_034_sm90_weight_only_and_nvfp4_linears_run_the_decision(
+    sim: Any, model: str, native: str, scheme: str
+) -> None:
+    """The probe asked vLLM's FP8 tables about GPTQ, WNA16 and NVFP4 checkpoints (their `vLLM
+    alone` column was an FP8 kernel), and no wrapper reached vLLM's weight-only and NVFP4 kernel
+    choices: on sm90 vLLM 0.34 runs Machete or Humming (Humming ahead of Marlin there) where the
+    decision is Marlin. The probe now asks the selector vLLM calls, and the plugin holds Marlin."""
+    alone = sim("0.34.0", "sm90", model)
+    assert alone.dense is not None and (alone.dense.kernel, alone.dense.scheme) == (native, scheme), _detail(alone)
+    r = sim("0.34.0", "sm90", model, plugin=True)
+    assert r.dense is not None and r.dense.backend == "marlin", _detail(r)
+    assert r.plugin is not None and r.plugin["decisions"], r.plugin
+    assert not [f for f in r.plugin["fallbacks"] if f["path"] == "dense"], r.plugin["fallbacks"]

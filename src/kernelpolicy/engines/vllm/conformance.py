@@ -284,7 +284,10 @@ def _norm(value: Any) -> Any:
 
 
 def _choices(native: NativeChoices) -> dict[str, str | None]:
-    return dict(native.backends())
+    out = dict(native.backends())
+    if out.get("dense") is None and native.dense is not None and native.dense.kernel:
+        out["dense"] = native.dense.kernel  # a kernel kernelpolicy has no id for (vLLM's Machete, ...)
+    return out
 
 
 def _decided(decision: Decision) -> dict[str, str | None]:

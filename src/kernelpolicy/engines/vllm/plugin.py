@@ -44,6 +44,8 @@ from typing import Any, ClassVar, Final, Protocol
 from ...deployment.pipeline import STRICT_ENV
 from ...releases.vllm.names import (
     DENSE_BLOCK_KERNELS,
+    DENSE_LINEAR_KERNELS,
+    DENSE_MP_KERNELS,
     DENSE_TENSOR_KERNELS,
     MOE_CLI_NAMES,
     MOE_ORACLE_NAMES,
@@ -404,6 +406,68 @@ def _patch_dense(points: VllmPatchPoints) -> None:
     )
 
 
+#: vLLM's linear selectors that read a module-global kernel table, and are called by name from
+#: the quantization methods: (function, table, dense id -> kernel class names, where, layers).
+_LINEAR_TABLES: Final = (
+    ("choose_mp_linear_kernel", "_POSSIBLE_KERNELS", DENSE_MP_KERNELS, "weight-only"),
+    ("init_nvfp4_linear_kernel", "_POSSIBLE_NVFP4_KERNELS", DENSE_LINEAR_KERNELS, "NVFP4"),
+    ("init_mxfp4_linear_kernel", "_POSSIBLE_MXFP4_KERNELS", DENSE_LINEAR_KERNELS, "MXFP4"),
+    ("init_mxfp8_linear_kernel", "_POSSIBLE_MXFP8_KERNELS", DENSE_LINEAR_KERNELS, "MXFP8"),
+)
+
+
+def _patch_linear_tables(points: VllmPatchPoints) -> None:
+    """The weight-only (W4A16/W8A16), NVFP4, MXFP4 and MXFP8 linears: each selector tries the
+    decided kernel first; vLLM's own table decides when that kernel cannot serve the layer (one
+    warning, kept in :func:`status`; ``KERNELPOLICY_STRICT=1`` stops instead).
+
+    vLLM's GPTQ, AWQ, ModelOpt and compressed-tensors methods import the selectors by name, so
+    the copies already imported are replaced too; modules imported later take the wrapper."""
+    mod = importlib.import_module(points.dense_module)
+    for fn_name, table_name, ids, layers in _LINEAR_TABLES:
+        original = getattr(mod, fn_name, None)
+        if original is None or _wrapped(original) or not isinstance(getattr(mod, table_name, None), dict):
+            continue  # a release without this selector, or whose table lives elsewhere
+        wrapper = _mark(_linear_wrapper(mod, original, table_name, ids, layers), original)
+        _set(mod, fn_name, wrapper, f"dense:{fn_name}")
+        for name, imp in list(sys.modules.items()):
+            if name.startswith("vllm.") and getattr(imp, fn_name, None) is original:
+                _STATE.late_importers.append((name, fn_name))
+                _set(imp, fn_name, wrapper, f"dense:{name}.{fn_name}")
+
+
+def _linear_wrapper(
+    mod: Any, original: Any, table_name: str, ids: Mapping[str, tuple[str, ...]], layers: str
+) -> Callable[..., Any]:
+    def select(*a: Any, **kw: Any) -> Any:
+        decision = current_decision()
+        chosen = _backend(decision, "dense") if decision is not None else None
+        names = ids.get(chosen or "", ())
+        table = getattr(mod, table_name)
+        if decision is None or chosen is None or not any(k.__name__ in names for ks in table.values() for k in ks):
+            return original(*a, **kw)
+        # only the decided kernel: vLLM's own checks (disabled kernels, capability, can_implement)
+        # judge it, and its device priority (Humming ahead of Marlin on sm90) moves nothing ahead
+        setattr(mod, table_name, {key: [k for k in ks if k.__name__ in names] for key, ks in table.items()})
+        try:
+            return original(*a, **kw)
+        except _REFUSALS as exc:
+            reason = message(exc).splitlines()[-1].strip()
+        finally:
+            setattr(mod, table_name, table)
+        if _STATE.strict():
+            raise AdapterError(
+                f"kernelpolicy: vLLM cannot implement this {layers} linear layer with the decided "
+                f"`{chosen}` ({STRICT_ENV} is set, so start-up stops): {reason}"
+            )
+        picked = original(*a, **kw)
+        used = f"{getattr(picked, '__name__', None) or type(picked).__name__} (vLLM's own)"
+        _fallback(decision, chosen, used, f"{layers} linear kernel table", [f"`{chosen}` ({reason})"], path="dense")
+        return picked
+
+    return select
+
+
 def _patch_moe(points: VllmPatchPoints) -> None:
     oracle = importlib.import_module(points.moe_oracle_module)
     original = oracle.select_fp8_moe_backend
@@ -696,6 +760,7 @@ def _patch_auto_disable(points: VllmPatchPoints) -> None:
 _PATCHERS: Final = (
     ("config", _patch_auto_disable),
     ("dense", _patch_dense),
+    ("weight-only and FP4/MXFP8 dense", _patch_linear_tables),
     ("moe", _patch_moe),
     ("moe oracles", _patch_moe_oracles),
     ("warmup", _patch_warmup),
