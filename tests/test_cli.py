@@ -290,3 +290,19 @@ def test_explain_router_of_a_bf16_gate_assumes_nothing(capsys: pytest.CaptureFix
     d = json.loads(out)
     assert d["paths"]["router"]["backend"] == "cublas"
     assert "model.router_dtype" not in json.dumps(d.get("assumptions", []))
+
+
+@pytest.mark.parametrize(("gpu", "router"), [("sm90", "ll_bf16"), ("sm100", "ll_bf16"), ("sm120", "linear_fp32")])
+def test_explain_nemotron_h_router_is_fp32_where_vllm_has_no_router_kernel(
+    capsys: pytest.CaptureFixture[str], gpu: str, router: str
+) -> None:
+    """vLLM's Nemotron-H gate asks for FP32 compute: off Hopper and family 100 vLLM stores its
+    weight in FP32 and runs a plain FP32 matmul, so the decision must not rank cuBLAS there."""
+    argv = ["explain", "--gpu", gpu, "--model", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "--engine", "vllm==0.34.0"]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0
+    path = json.loads(out)["paths"]["router"]
+    assert path["backend"] == router
+    if gpu == "sm120":
+        (cublas,) = (c for c in path["candidates"] if c["backend"] == "cublas")
+        assert cublas["rules"] == ["nemotron_h-router-fp32-off-hopper-and-family100"]

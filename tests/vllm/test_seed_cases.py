@@ -150,3 +150,13 @@ def test_034_sm90_weight_only_and_nvfp4_linears_run_the_decision(
     assert r.dense is not None and r.dense.backend == "marlin", _detail(r)
     assert r.plugin is not None and r.plugin["decisions"], r.plugin
     assert not [f for f in r.plugin["fallbacks"] if f["path"] == "dense"], r.plugin["fallbacks"]
+
+
+@pytest.mark.parametrize(("gpu", "router"), [("sm90", "ll_bf16"), ("sm120", "linear_fp32")])
+def test_034_nemotron_h_moe_runs_and_its_gate_computes_in_fp32(sim: Any, gpu: str, router: str) -> None:
+    """The probe gave Nemotron-H's experts a gated relu2 (vLLM's model passes the non-gated
+    `relu2_no_mul`), so every sweep cell stopped at "No FP8 MoE backend supports the deployment
+    configuration"; and it built the gate without the model's force_fp32_compute."""
+    r = sim("0.34.0", gpu, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", router_dtype="bfloat16")
+    assert "moe" not in r.errors and r.moe is not None and r.moe.backend, _detail(r)
+    assert r.router is not None and r.router.backend == router, _detail(r)

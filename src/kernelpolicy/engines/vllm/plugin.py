@@ -9,7 +9,9 @@ cached per process. Where:
 
 - dense: ``choose_scaled_mm_linear_kernel`` (a module global of the dense module, so every
   by-name importer of ``init_fp8_linear_kernel`` goes through it) gets a kernel table with the
-  decided kernel first and the kernels the decision rejected removed;
+  decided kernel first and the kernels the decision rejected removed; the weight-only, NVFP4,
+  MXFP4 and MXFP8 selectors (``choose_mp_linear_kernel``, ``init_*_linear_kernel``) are offered
+  the decided kernel alone, vLLM's own table deciding when it cannot serve the layer;
 - moe: ``select_fp8_moe_backend`` in the oracle and in every by-name importer is wrapped to
   force the decided backend with ``dataclasses.replace(config, moe_backend=...)``; so are the
   MXFP4 (``select_mxfp4_moe_backend``, ``select_deepseek_v4_mxfp4_moe_backend``), MXFP8 and

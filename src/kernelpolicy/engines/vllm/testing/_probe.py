@@ -19,6 +19,7 @@ import ctypes
 import dataclasses
 import functools
 import importlib
+import inspect
 import json
 import logging
 import socket
@@ -88,6 +89,8 @@ def _scheme(quant: dict[str, Any]) -> str:
 def _dynamic(quant: dict[str, Any]) -> bool:
     if quant.get("activation_scheme") == "static":
         return False
+    if str(quant.get("quant_method", "")).lower() == "modelopt" and "activation_scheme" not in quant:
+        return False  # ModelOpt FP8 exports carry static input scales (vLLM: kFp8StaticTensorSym)
     for group in (quant.get("config_groups") or {}).values():
         acts = group.get("input_activations") or {}
         if acts and acts.get("dynamic") is False:
@@ -340,6 +343,9 @@ def _moe_config(vllm_config: Any) -> Any:
     act_name = str(getattr(text, "hidden_act", "silu") or "silu").lower()
     if str(getattr(text, "model_type", "")) == "gpt_oss":
         act_name = "swigluoai"  # what vLLM's gpt-oss model passes to its FusedMoE layers
+    elif str(getattr(text, "model_type", "")) == "nemotron_h":
+        # Nemotron-H's experts are not gated: its model passes activation_without_mul(mlp_hidden_act)
+        act_name = str(getattr(text, "mlp_hidden_act", None) or act_name).lower() + "_no_mul"
     activation = next((m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU)
     values: dict[str, Any] = {
         "num_experts": experts,
@@ -550,6 +556,12 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
     dtype_name = str(req.get("router_dtype") or "float32")
     dtype = getattr(torch, dtype_name)
     gl = importlib.import_module("vllm.model_executor.layers.fused_moe.router.gate_linear")
+    extra: dict[str, Any] = {}
+    if (
+        str(getattr(text, "model_type", "")) == "nemotron_h"
+        and "force_fp32_compute" in inspect.signature(gl.GateLinear.__init__).parameters
+    ):
+        extra["force_fp32_compute"] = True  # what vLLM's Nemotron-H model asks of its gate
     gate = gl.GateLinear(
         int(text.hidden_size),
         int(experts),
@@ -557,6 +569,7 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
         out_dtype=torch.float32,
         params_dtype=dtype,
         prefix="probe.gate",
+        **extra,
     )
     router["cls"] = type(gate).__name__
     router["weight_dtype"] = str(gate.weight.dtype).removeprefix("torch.")
