@@ -261,3 +261,49 @@ def test_honoured_explicit_choice_exits_0(capsys: pytest.CaptureFixture[str]) ->
     assert main([*argv, "--moe-backend", "triton"]) == 0
     moe = json.loads(capsys.readouterr().out)["paths"]["moe"]
     assert moe["explicit"] == "--moe-backend triton" and "explicit_refused" not in moe
+
+
+@pytest.mark.parametrize(
+    ("release", "gpu", "router"),
+    [("0.34.0", "sm90", "bf16x3"), ("0.29.0", "sm90", "linear"), ("0.34.0", "sm100", "bf16x3")],
+)
+def test_explain_router_bf16x3_on_hopper_from_vllm_034(
+    capsys: pytest.CaptureFixture[str], release: str, gpu: str, router: str
+) -> None:
+    """vLLM 0.34's GateLinear runs BF16x3 for an FP32 gate on Hopper too (an SM90 kernel); the
+    catalog had it on family 100 only, so the decision ranked a BF16 tier vLLM cannot run."""
+    argv = ["explain", "--gpu", gpu, "--model", "openai/gpt-oss-120b", "--engine", f"vllm=={release}"]
+    code, out, _ = run(capsys, *argv, "--fact", "model.router_dtype=float32", "--json")
+    assert code == 0
+    path = json.loads(out)["paths"]["router"]
+    assert path["backend"] == router
+    if release == "0.29.0":
+        (bf16x3,) = (c for c in path["candidates"] if c["backend"] == "bf16x3")
+        assert bf16x3["rules"] == ["bf16x3-router-sm90-needs-vllm-0.34"]
+
+
+@pytest.mark.parametrize("model", ["openai/gpt-oss-20b", "Qwen/Qwen3.5-397B-A17B-FP8"])
+def test_explain_router_of_a_bf16_gate_assumes_nothing(capsys: pytest.CaptureFixture[str], model: str) -> None:
+    """The catalog states these gates' BF16 weight (vLLM builds them in the model dtype): the
+    router decision no longer rests on an assumed `model.router_dtype`."""
+    code, out, _ = run(capsys, "explain", "--gpu", "sm120", "--model", model, "--engine", "vllm==0.34.0", "--json")
+    assert code == 0
+    d = json.loads(out)
+    assert d["paths"]["router"]["backend"] == "cublas"
+    assert "model.router_dtype" not in json.dumps(d.get("assumptions", []))
+
+
+@pytest.mark.parametrize(("gpu", "router"), [("sm90", "ll_bf16"), ("sm100", "ll_bf16"), ("sm120", "linear_fp32")])
+def test_explain_nemotron_h_router_is_fp32_where_vllm_has_no_router_kernel(
+    capsys: pytest.CaptureFixture[str], gpu: str, router: str
+) -> None:
+    """vLLM's Nemotron-H gate asks for FP32 compute: off Hopper and family 100 vLLM stores its
+    weight in FP32 and runs a plain FP32 matmul, so the decision must not rank cuBLAS there."""
+    argv = ["explain", "--gpu", gpu, "--model", "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", "--engine", "vllm==0.34.0"]
+    code, out, _ = run(capsys, *argv, "--json")
+    assert code == 0
+    path = json.loads(out)["paths"]["router"]
+    assert path["backend"] == router
+    if gpu == "sm120":
+        (cublas,) = (c for c in path["candidates"] if c["backend"] == "cublas")
+        assert cublas["rules"] == ["nemotron_h-router-fp32-off-hopper-and-family100"]

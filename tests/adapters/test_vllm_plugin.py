@@ -468,3 +468,117 @@ def test_known_span_names_runs_of_minors(monkeypatch: pytest.MonkeyPatch) -> Non
     """A gap in the scanned minors is not papered over by one range."""
     monkeypatch.setattr(_versions, "SUPPORTED", dict.fromkeys(["0.9", "0.24", "0.25", "0.26", "0.28", "1.0"]))
     assert _versions.known_span() == "0.9, 0.24-0.26, 0.28, 1.0"
+
+
+def _router_decision(chosen: str, *viable: str) -> _Decision:
+    cands = (_Cand(chosen, "chosen"), *(_Cand(b, "viable") for b in viable))
+    return dataclasses.replace(SEED, paths={**SEED.paths, "router": _Path(chosen, None, cands)})
+
+
+class _FakeGate:
+    """A GateLinear as vLLM 0.34 builds it on sm90 for an FP32 weight (out_dtype FP32): the BF16
+    tiers are off (they need a BF16 weight), BF16x3 is on."""
+
+    def __init__(self, h: int, e: int) -> None:
+        self.weight = types.SimpleNamespace(dtype="torch.float32")
+        self.out_dtype = "torch.float32"
+        self.allow_specialized_router_gemm = True
+        self.allow_ll_bf16_gemm = False
+        self.allow_fp32_router_gemm = False
+        self.allow_bf16x3_router_gemm = True
+        self.allow_cublas_router_gemm = False
+
+
+def test_router_keeps_the_next_valid_tier_vllm_enabled(fake_vllm: dict[str, Any]) -> None:
+    """The decided tier off for a gate (its weight dtype rules it out): the plugin used to clear
+    every tier, so the gate fell to F.linear in FP32 where vLLM alone ran BF16x3 (the 0.34 sweep,
+    gpt-oss on sm90); it keeps the decision's next valid tier vLLM enabled, with one warning."""
+    fake_vllm["gate"].GateLinear = _FakeGate
+    plugin.set_resolver(lambda values: _router_decision("ll_bf16", "bf16x3", "cublas", "linear", "linear_fp32"))
+    plugin.register()
+    gates = [fake_vllm["gate"].GateLinear(2880, 128) for _ in range(3)]
+    assert all(g.allow_bf16x3_router_gemm and g.allow_specialized_router_gemm for g in gates)
+    assert not any(g.allow_ll_bf16_gemm or g.allow_cublas_router_gemm for g in gates)
+    (fallback,) = plugin.status()["fallbacks"]  # one record for every gate alike
+    assert fallback == {**fallback, "path": "router", "decided": "ll_bf16", "used": "bf16x3"}
+    assert "`float32` weight" in fallback["reason"]
+    assert any("router uses `bf16x3`" in w for w in plugin.status()["warnings"])
+
+
+def test_router_clears_the_other_tiers_when_the_decided_one_runs(fake_vllm: dict[str, Any]) -> None:
+    fake_vllm["gate"].GateLinear = _FakeGate
+    plugin.set_resolver(lambda values: _router_decision("bf16x3", "linear_fp32"))
+    plugin.register()
+    gate = fake_vllm["gate"].GateLinear(4096, 512)
+    assert gate.allow_bf16x3_router_gemm and plugin.status()["fallbacks"] == []
+    # no tier of the decision enabled: a plain linear, said once
+    plugin.unpatch()
+    plugin.set_resolver(lambda values: _router_decision("cublas", "linear"))
+    plugin.register()
+    gate = fake_vllm["gate"].GateLinear(4096, 512)
+    assert not gate.allow_bf16x3_router_gemm and not gate.allow_specialized_router_gemm
+    assert [f["used"] for f in plugin.status()["fallbacks"]] == ["linear"]
+
+
+class MacheteLinearKernel:
+    ok = True
+
+
+class HummingLinearKernel:
+    ok = True
+
+
+class MarlinLinearKernel:
+    ok = True
+
+
+def _install_mp(fake_vllm: dict[str, Any]) -> tuple[Any, types.ModuleType]:
+    """vLLM 0.34's ``choose_mp_linear_kernel`` in the fake dense module (Humming moved ahead of
+    Marlin, as ``prioritize_humming`` does on sm90), and a GPTQ module that imported it by name."""
+    dense = fake_vllm["dense"]
+
+    def choose_mp_linear_kernel(config: Any, compute_capability: Any = None) -> Any:
+        kernels = list(dense._POSSIBLE_KERNELS["CUDA"])
+        names = [k.__name__ for k in kernels]
+        if "HummingLinearKernel" in names and "MarlinLinearKernel" in names:
+            kernels.insert(names.index("MarlinLinearKernel"), kernels.pop(names.index("HummingLinearKernel")))
+        for k in kernels:
+            if k.ok:
+                return k
+        raise ValueError("Failed to find a kernel that can implement the WNA16 linear layer.")
+
+    dense._POSSIBLE_KERNELS = {"CUDA": [MacheteLinearKernel, MarlinLinearKernel, HummingLinearKernel]}
+    dense.choose_mp_linear_kernel = choose_mp_linear_kernel
+    gptq = _module(_Q + "auto_gptq", choose_mp_linear_kernel=choose_mp_linear_kernel)
+    return choose_mp_linear_kernel, gptq
+
+
+def _dense_decision(chosen: str) -> _Decision:
+    return dataclasses.replace(SEED, paths={**SEED.paths, "dense": _Path(chosen, None, (_Cand(chosen, "chosen"),))})
+
+
+def test_weight_only_linears_run_the_decided_kernel(fake_vllm: dict[str, Any]) -> None:
+    """The 0.34 sweep: GPTQ/AWQ/WNA16 layers on sm90 ran Machete or Humming where the decision is
+    Marlin; no wrapper reached vLLM's weight-only kernel choice, which GPTQ imports by name."""
+    original, gptq = _install_mp(fake_vllm)
+    plugin.set_resolver(lambda values: _dense_decision("marlin"))
+    plugin.register()
+    assert gptq.choose_mp_linear_kernel(object()) is MarlinLinearKernel
+    assert fake_vllm["dense"].choose_mp_linear_kernel(object()) is MarlinLinearKernel
+    assert fake_vllm["dense"]._POSSIBLE_KERNELS["CUDA"][0] is MacheteLinearKernel, "the table is restored"
+    assert plugin.status()["fallbacks"] == []
+    plugin.unpatch()
+    assert gptq.choose_mp_linear_kernel is original
+
+
+def test_weight_only_kernel_vllm_cannot_use_falls_back_to_vllms_own(fake_vllm: dict[str, Any]) -> None:
+    _install_mp(fake_vllm)
+    plugin.set_resolver(lambda values: _dense_decision("marlin"))
+    plugin.register()
+    MarlinLinearKernel.ok = False
+    try:
+        assert fake_vllm["dense"].choose_mp_linear_kernel(object()) is MacheteLinearKernel
+    finally:
+        MarlinLinearKernel.ok = True
+    (fallback,) = plugin.status()["fallbacks"]
+    assert fallback == {**fallback, "path": "dense", "decided": "marlin", "used": "MacheteLinearKernel (vLLM's own)"}

@@ -115,3 +115,48 @@ def test_026_engine_flags_on_unpatched_vllm_match_the_plugin(sim: Any) -> None:
     assert got["moe"] == decision["paths"]["moe"]["backend"] == "triton"
     assert got["warmup"] == ",".join(decision["warmup"]) == ""
     assert unpatched.divergences() == []
+
+
+def test_034_sm90_fp32_gate_runs_bf16x3_with_the_plugin(sim: Any) -> None:
+    """vLLM 0.34 runs BF16x3 for an FP32 gate on Hopper; the decision used to rank a BF16 tier
+    there and the plugin, clearing every other tier, left the gate on F.linear in FP32 (the 0.34
+    sweep: gpt-oss and Qwen3.5-397B on sm90, `linear_fp32` with the plugin, `bf16x3` without)."""
+    facts = {"model.router_dtype": "float32"}
+    native = sim("0.34.0", "sm90", "openai/gpt-oss-120b", router_dtype="float32")
+    assert native.router is not None and native.router.backend == "bf16x3", _detail(native)
+    r = sim("0.34.0", "sm90", "openai/gpt-oss-120b", router_dtype="float32", plugin=True, facts=facts)
+    assert r.router is not None and r.router.backend == "bf16x3", _detail(r)
+    assert r.plugin is not None and not r.plugin["fallbacks"], r.plugin
+
+
+@pytest.mark.parametrize(
+    ("model", "native", "scheme"),
+    [
+        ("Qwen/Qwen2.5-7B-Instruct-GPTQ-Int4", "MacheteLinearKernel", "w4a16"),
+        ("moonshotai/Kimi-K2-Thinking", "HummingLinearKernel", "w4a16"),
+        ("nvidia/Llama-3.3-70B-Instruct-FP4", "HummingNvFp4LinearKernel", "nvfp4"),
+    ],
+)
+def test_034_sm90_weight_only_and_nvfp4_linears_run_the_decision(
+    sim: Any, model: str, native: str, scheme: str
+) -> None:
+    """The probe asked vLLM's FP8 tables about GPTQ, WNA16 and NVFP4 checkpoints (their `vLLM
+    alone` column was an FP8 kernel), and no wrapper reached vLLM's weight-only and NVFP4 kernel
+    choices: on sm90 vLLM 0.34 runs Machete or Humming (Humming ahead of Marlin there) where the
+    decision is Marlin. The probe now asks the selector vLLM calls, and the plugin holds Marlin."""
+    alone = sim("0.34.0", "sm90", model)
+    assert alone.dense is not None and (alone.dense.kernel, alone.dense.scheme) == (native, scheme), _detail(alone)
+    r = sim("0.34.0", "sm90", model, plugin=True)
+    assert r.dense is not None and r.dense.backend == "marlin", _detail(r)
+    assert r.plugin is not None and r.plugin["decisions"], r.plugin
+    assert not [f for f in r.plugin["fallbacks"] if f["path"] == "dense"], r.plugin["fallbacks"]
+
+
+@pytest.mark.parametrize(("gpu", "router"), [("sm90", "ll_bf16"), ("sm120", "linear_fp32")])
+def test_034_nemotron_h_moe_runs_and_its_gate_computes_in_fp32(sim: Any, gpu: str, router: str) -> None:
+    """The probe gave Nemotron-H's experts a gated relu2 (vLLM's model passes the non-gated
+    `relu2_no_mul`), so every sweep cell stopped at "No FP8 MoE backend supports the deployment
+    configuration"; and it built the gate without the model's force_fp32_compute."""
+    r = sim("0.34.0", gpu, "nvidia/NVIDIA-Nemotron-3-Nano-30B-A3B-FP8", router_dtype="bfloat16")
+    assert "moe" not in r.errors and r.moe is not None and r.moe.backend, _detail(r)
+    assert r.router is not None and r.router.backend == router, _detail(r)

@@ -285,7 +285,10 @@ def _norm(value: Any) -> Any:
 
 
 def _choices(native: NativeChoices) -> dict[str, str | None]:
-    return dict(native.backends())
+    out = dict(native.backends())
+    if out.get("dense") is None and native.dense is not None and native.dense.kernel:
+        out["dense"] = native.dense.kernel  # a kernel kernelpolicy has no id for (vLLM's Machete, ...)
+    return out
 
 
 def _decided(decision: Decision) -> dict[str, str | None]:
@@ -342,10 +345,12 @@ decided backend; the plugin fell back to the decision's next valid candidate), `
 
 Why a cell is not `same` (the reason column names the case):
 
-- a path the plugin does not steer: weight-only (W4A16/W8A16) dense kernels (`humming` or
-  `marlin` is vLLM's `choose_mp_linear_kernel`) and the NVFP4 dense kernel;
-- a router tier vLLM's `GateLinear` does not enable for that model's shape or weight dtype while
-  the decision ranks it first (the rule tables do not model that gate yet);
+- a kernel kernelpolicy has no id for: the `vLLM alone` column names its class (vLLM's Machete
+  weight-only kernel on sm90, ...); the plugin holds the decided kernel in vLLM's FP8, weight-only,
+  NVFP4, MXFP4 and MXFP8 linear selectors;
+- a router tier vLLM's `GateLinear` does not enable for a gate (its weight dtype or shape) while
+  the decision ranks it first: the plugin keeps the decision's next valid tier `GateLinear`
+  enabled (`refused`, naming both);
 - a warmup vLLM does not run for MXFP4 experts while the decision lists it;
 - `could not run`: vLLM's own config or selection code fails in the simulation (the whole error
   is given), with the plugin and without it alike.

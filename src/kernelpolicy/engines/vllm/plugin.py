@@ -9,7 +9,9 @@ cached per process. Where:
 
 - dense: ``choose_scaled_mm_linear_kernel`` (a module global of the dense module, so every
   by-name importer of ``init_fp8_linear_kernel`` goes through it) gets a kernel table with the
-  decided kernel first and the kernels the decision rejected removed;
+  decided kernel first and the kernels the decision rejected removed; the weight-only, NVFP4,
+  MXFP4 and MXFP8 selectors (``choose_mp_linear_kernel``, ``init_*_linear_kernel``) are offered
+  the decided kernel alone, vLLM's own table deciding when it cannot serve the layer;
 - moe: ``select_fp8_moe_backend`` in the oracle and in every by-name importer is wrapped to
   force the decided backend with ``dataclasses.replace(config, moe_backend=...)``; so are the
   MXFP4 (``select_mxfp4_moe_backend``, ``select_deepseek_v4_mxfp4_moe_backend``), MXFP8 and
@@ -17,8 +19,8 @@ cached per process. Where:
   the decided backend, vLLM's pick stands unless the decision rejects it; then the first viable
   backend of the decision the oracle can name is forced;
 - warmup: the DeepGEMM warmup selectors warm only kernels in ``decision.warmup``;
-- router: ``GateLinear.__init__``/``set_out_dtype`` clear the ``allow_*`` flags of tiers the
-  decision did not choose;
+- router: ``GateLinear.__init__``/``set_out_dtype`` keep the decided tier, or else the
+  decision's next valid tier vLLM enabled for that gate (one warning), and clear the others;
 - config: ``should_auto_disable_deep_gemm`` (and its by-name copies) says "disable" exactly when
   the decision rejects DeepGEMM.
 
@@ -44,6 +46,8 @@ from typing import Any, ClassVar, Final, Protocol
 from ...deployment.pipeline import STRICT_ENV
 from ...releases.vllm.names import (
     DENSE_BLOCK_KERNELS,
+    DENSE_LINEAR_KERNELS,
+    DENSE_MP_KERNELS,
     DENSE_TENSOR_KERNELS,
     MOE_CLI_NAMES,
     MOE_ORACLE_NAMES,
@@ -404,6 +408,68 @@ def _patch_dense(points: VllmPatchPoints) -> None:
     )
 
 
+#: vLLM's linear selectors that read a module-global kernel table, and are called by name from
+#: the quantization methods: (function, table, dense id -> kernel class names, where, layers).
+_LINEAR_TABLES: Final = (
+    ("choose_mp_linear_kernel", "_POSSIBLE_KERNELS", DENSE_MP_KERNELS, "weight-only"),
+    ("init_nvfp4_linear_kernel", "_POSSIBLE_NVFP4_KERNELS", DENSE_LINEAR_KERNELS, "NVFP4"),
+    ("init_mxfp4_linear_kernel", "_POSSIBLE_MXFP4_KERNELS", DENSE_LINEAR_KERNELS, "MXFP4"),
+    ("init_mxfp8_linear_kernel", "_POSSIBLE_MXFP8_KERNELS", DENSE_LINEAR_KERNELS, "MXFP8"),
+)
+
+
+def _patch_linear_tables(points: VllmPatchPoints) -> None:
+    """The weight-only (W4A16/W8A16), NVFP4, MXFP4 and MXFP8 linears: each selector tries the
+    decided kernel first; vLLM's own table decides when that kernel cannot serve the layer (one
+    warning, kept in :func:`status`; ``KERNELPOLICY_STRICT=1`` stops instead).
+
+    vLLM's GPTQ, AWQ, ModelOpt and compressed-tensors methods import the selectors by name, so
+    the copies already imported are replaced too; modules imported later take the wrapper."""
+    mod = importlib.import_module(points.dense_module)
+    for fn_name, table_name, ids, layers in _LINEAR_TABLES:
+        original = getattr(mod, fn_name, None)
+        if original is None or _wrapped(original) or not isinstance(getattr(mod, table_name, None), dict):
+            continue  # a release without this selector, or whose table lives elsewhere
+        wrapper = _mark(_linear_wrapper(mod, original, table_name, ids, layers), original)
+        _set(mod, fn_name, wrapper, f"dense:{fn_name}")
+        for name, imp in list(sys.modules.items()):
+            if name.startswith("vllm.") and getattr(imp, fn_name, None) is original:
+                _STATE.late_importers.append((name, fn_name))
+                _set(imp, fn_name, wrapper, f"dense:{name}.{fn_name}")
+
+
+def _linear_wrapper(
+    mod: Any, original: Any, table_name: str, ids: Mapping[str, tuple[str, ...]], layers: str
+) -> Callable[..., Any]:
+    def select(*a: Any, **kw: Any) -> Any:
+        decision = current_decision()
+        chosen = _backend(decision, "dense") if decision is not None else None
+        names = ids.get(chosen or "", ())
+        table = getattr(mod, table_name)
+        if decision is None or chosen is None or not any(k.__name__ in names for ks in table.values() for k in ks):
+            return original(*a, **kw)
+        # only the decided kernel: vLLM's own checks (disabled kernels, capability, can_implement)
+        # judge it, and its device priority (Humming ahead of Marlin on sm90) moves nothing ahead
+        setattr(mod, table_name, {key: [k for k in ks if k.__name__ in names] for key, ks in table.items()})
+        try:
+            return original(*a, **kw)
+        except _REFUSALS as exc:
+            reason = message(exc).splitlines()[-1].strip()
+        finally:
+            setattr(mod, table_name, table)
+        if _STATE.strict():
+            raise AdapterError(
+                f"kernelpolicy: vLLM cannot implement this {layers} linear layer with the decided "
+                f"`{chosen}` ({STRICT_ENV} is set, so start-up stops): {reason}"
+            )
+        picked = original(*a, **kw)
+        used = f"{getattr(picked, '__name__', None) or type(picked).__name__} (vLLM's own)"
+        _fallback(decision, chosen, used, f"{layers} linear kernel table", [f"`{chosen}` ({reason})"], path="dense")
+        return picked
+
+    return select
+
+
 def _patch_moe(points: VllmPatchPoints) -> None:
     oracle = importlib.import_module(points.moe_oracle_module)
     original = oracle.select_fp8_moe_backend
@@ -517,9 +583,17 @@ def _first_accepted(
 
 
 def _fallback(
-    decision: DecisionLike, chosen: str, used: str, where: str, refused: list[str], *, path: str = "moe"
+    decision: DecisionLike,
+    chosen: str,
+    used: str,
+    where: str,
+    refused: list[str],
+    *,
+    path: str = "moe",
+    why: str | None = None,
 ) -> None:
-    why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
+    if why is None:
+        why = "refused " + ", ".join(refused) if refused else f"has no name for `{chosen}`"
     record = {"path": path, "decided": chosen, "used": used, "where": where, "reason": why}
     with _STATE.lock:
         if record in _STATE.fallbacks:
@@ -608,23 +682,43 @@ def _patch_warmup(points: VllmPatchPoints) -> None:
         _set(mod, gate_name, _mark(gate, original), f"warmup:{gate_name}")
 
 
+def _router_flag_backend(attr: str) -> str | None:
+    return "bf16x3" if attr == "allow_rocm_bf16x3_router_gemm" else ROUTER_FLAGS.get(attr)
+
+
 def _clear_router_flags(layer: Any) -> None:
+    """Keep one router tier on *layer*: the decided one, or else the decision's next valid
+    candidate that vLLM enabled for this layer (its weight dtype or shape may rule the decided
+    tier out); clear the ``allow_*`` flags of every other tier."""
     decision = current_decision()
     if decision is None:
         return
     chosen = _backend(decision, "router")
     if chosen is None:
         return
-    for attr in list(vars(layer)):
-        if not (attr.startswith("allow_") and attr.endswith("_gemm")):
-            continue
-        bid = ROUTER_FLAGS.get(attr)
-        if attr == "allow_rocm_bf16x3_router_gemm":
-            bid = "bf16x3"
-        if bid != chosen and getattr(layer, attr):
+    flags = [a for a in vars(layer) if a.startswith("allow_") and a.endswith("_gemm")]
+    enabled = {_router_flag_backend(a) for a in flags if getattr(layer, a)}
+    order = [chosen] + [b for b in _viable(decision, "router") if b != chosen]
+    keep = next((b for b in order if b in enabled), None)
+    if keep is None:  # a plain linear: the decision's own (linear, linear_fp32) or all tiers left
+        keep = (
+            chosen
+            if chosen in ("linear", "linear_fp32")
+            else next((b for b in order if b in ("linear", "linear_fp32")), chosen)
+        )
+    for attr in flags:
+        if attr == "allow_specialized_router_gemm":  # the family gate set_out_dtype reads
+            if keep in ("linear", "linear_fp32") and getattr(layer, attr):
+                object.__setattr__(layer, attr, False)
+        elif _router_flag_backend(attr) != keep and getattr(layer, attr):
             object.__setattr__(layer, attr, False)
-    if chosen in ("linear", "linear_fp32") and getattr(layer, "allow_specialized_router_gemm", False):
-        object.__setattr__(layer, "allow_specialized_router_gemm", False)
+    # the tiers that read out_dtype are known once it is set (GateLinear.set_out_dtype)
+    if keep != chosen and getattr(layer, "out_dtype", None) is not None:
+        weight = getattr(getattr(layer, "weight", None), "dtype", None)
+        why = f"did not enable `{chosen}` for a gate" + (
+            f" with a `{str(weight).removeprefix('torch.')}` weight" if weight is not None else ""
+        )
+        _fallback(decision, chosen, keep, "GateLinear", [], path="router", why=why)
 
 
 def _patch_router(points: VllmPatchPoints) -> None:
@@ -668,6 +762,7 @@ def _patch_auto_disable(points: VllmPatchPoints) -> None:
 _PATCHERS: Final = (
     ("config", _patch_auto_disable),
     ("dense", _patch_dense),
+    ("weight-only and FP4/MXFP8 dense", _patch_linear_tables),
     ("moe", _patch_moe),
     ("moe oracles", _patch_moe_oracles),
     ("warmup", _patch_warmup),

@@ -7,6 +7,7 @@ from typing import Final
 __all__ = [
     "DENSE_BLOCK_KERNELS",
     "DENSE_LINEAR_KERNELS",
+    "DENSE_MP_KERNELS",
     "DENSE_TENSOR_KERNELS",
     "MOE_BACKENDS",
     "MOE_CLI_NAMES",
@@ -68,6 +69,13 @@ DENSE_LINEAR_KERNELS: Final[dict[str, tuple[str, ...]]] = {
     "humming": ("HummingMxfp8LinearKernel", "HummingNvFp4LinearKernel", "HummingMxFp4LinearKernel"),
     "torch": ("TorchMxFp8LinearKernel", "TorchNvFp4LinearKernel"),
     "emulation": ("EmulationMxfp8LinearKernel", "EmulationNvFp4LinearKernel", "EmulationMxfp4LinearKernel"),
+}
+
+#: dense id -> vLLM's weight-only (W4A16/W8A16) kernel classes, its ``choose_mp_linear_kernel``
+#: table; Machete, CUTLASS W4A8, AllSpark, Conch, ExLlama and Triton W4A16 have no kernelpolicy id.
+DENSE_MP_KERNELS: Final[dict[str, tuple[str, ...]]] = {
+    "marlin": ("MarlinLinearKernel",),
+    "humming": ("HummingLinearKernel",),
 }
 
 #: vLLM dense kernel classes no kernelpolicy backend stands for (left out of generated orders).
@@ -191,7 +199,7 @@ ROUTER_FLAGS: Final[dict[str, str]] = {
 
 _DENSE_BY_CLASS: Final = {
     cls: bid
-    for table in (DENSE_TENSOR_KERNELS, DENSE_BLOCK_KERNELS)
+    for table in (DENSE_TENSOR_KERNELS, DENSE_BLOCK_KERNELS, DENSE_LINEAR_KERNELS, DENSE_MP_KERNELS)
     for bid, classes in table.items()
     for cls in classes
 }

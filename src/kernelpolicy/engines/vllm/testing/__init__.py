@@ -234,8 +234,9 @@ class NativeChoices:
                 out.append("warmup warms deep_gemm.dense but the dense path does not run DeepGEMM")
             if dense_dg_denied and self.warmup.moe:
                 out.append("warmup JIT-compiles DeepGEMM for MoE although DeepGEMM was refused")
-        if self.router is not None and self.router.backend == "bf16x3" and self.gpu_cc[0] != 10:
-            out.append("router enables the BF16x3 CuteDSL kernel outside sm100/sm103")
+        # the BF16x3 kernels: tcgen05 on sm100/sm103, WGMMA on sm90 (vLLM 0.34 on); none for sm_12x
+        if self.router is not None and self.router.backend == "bf16x3" and self.gpu_cc[0] not in (9, 10):
+            out.append("router enables the BF16x3 CuteDSL kernel outside sm90 and sm100/sm103")
         return out
 
     def to_dict(self) -> dict[str, Any]:

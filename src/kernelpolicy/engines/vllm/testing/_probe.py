@@ -19,6 +19,7 @@ import ctypes
 import dataclasses
 import functools
 import importlib
+import inspect
 import json
 import logging
 import socket
@@ -88,6 +89,8 @@ def _scheme(quant: dict[str, Any]) -> str:
 def _dynamic(quant: dict[str, Any]) -> bool:
     if quant.get("activation_scheme") == "static":
         return False
+    if str(quant.get("quant_method", "")).lower() == "modelopt" and "activation_scheme" not in quant:
+        return False  # ModelOpt FP8 exports carry static input scales (vLLM: kFp8StaticTensorSym)
     for group in (quant.get("config_groups") or {}).values():
         acts = group.get("input_activations") or {}
         if acts and acts.get("dynamic") is False:
@@ -211,6 +214,11 @@ def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any
     text = vllm_config.model_config.hf_text_config
     shape = tuple(req.get("dense_shape") or _linear_shapes(text)[_GATE_UP])
     dense["weight_shape"] = list(shape)
+    fmt = _dense_format(quant)
+    if fmt == "nvfp4":
+        return _dense_nvfp4(lin, dense)
+    if fmt is not None:
+        return _dense_wna16(lin, dense, fmt, shape, vllm_config.model_config.dtype)
     weight_key, act_key = _keys(scheme, _dynamic(quant))
     cfg_cls = importlib.import_module(
         "vllm.model_executor.kernels.linear.scaled_mm.ScaledMMLinearKernel"
@@ -245,6 +253,83 @@ def _dense(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> Any
     return instance
 
 
+#: A weight-only integer format: (bits, group size, symmetric, zero points), as vLLM's GPTQ,
+#: AWQ and compressed-tensors WNA16 methods hand it to ``choose_mp_linear_kernel``.
+WNA16 = tuple[int, int, bool, bool]
+
+
+def _dense_format(quant: dict[str, Any]) -> Any:
+    """``"nvfp4"``, a :data:`WNA16` tuple, or ``None`` (an FP8 format: the scaled-mm tables)."""
+    method = str(quant.get("quant_method", "")).lower()
+    algo = str(quant.get("quant_algo", "") or (quant.get("quantization") or {}).get("quant_algo", "")).upper()
+    if "NVFP4" in algo or str(quant.get("format", "")).lower() == "nvfp4-pack-quantized":
+        return "nvfp4"
+    if method in ("gptq", "gptq_marlin"):
+        sym = bool(quant.get("sym", True))
+        return (int(quant.get("bits", 4)), int(quant.get("group_size", -1)), sym, False)
+    if method in ("awq", "awq_marlin"):
+        return (int(quant.get("bits", 4)), int(quant.get("group_size", -1)), False, bool(quant.get("zero_point", True)))
+    for group in (quant.get("config_groups") or {}).values():
+        weights = group.get("weights") or {}
+        if str(weights.get("type", "")).lower() == "int" and not group.get("input_activations"):
+            sym = bool(weights.get("symmetric", True))
+            size = weights.get("group_size")
+            return (int(weights.get("num_bits", 4)), int(size) if size else -1, sym, not sym)
+    return None
+
+
+def _dense_nvfp4(lin: Any, dense: dict[str, Any]) -> Any:
+    """vLLM's NVFP4 linear choice (``init_nvfp4_linear_kernel``, W4A4 as ModelOpt checkpoints are)."""
+    dense["scheme"] = "nvfp4"
+    for kernel in lin._POSSIBLE_NVFP4_KERNELS.get(_platform_enum(), []):
+        try:
+            ok, reason = kernel.is_supported()
+        except Exception as exc:
+            ok, reason = False, f"raised {type(exc).__name__}: {exc}"
+        dense["candidates"].append({"name": kernel.__name__, "ok": bool(ok), "reason": reason or ""})
+    instance = lin.init_nvfp4_linear_kernel()
+    dense["kernel"] = type(instance).__name__
+    return instance
+
+
+def _dense_wna16(lin: Any, dense: dict[str, Any], fmt: WNA16, shape: tuple[int, ...], dtype: Any) -> Any:
+    """vLLM's weight-only linear choice (``choose_mp_linear_kernel``) for a GPTQ, AWQ or
+    compressed-tensors WNA16 layer of *shape* (out, in)."""
+    from vllm.scalar_type import scalar_types
+
+    bits, group, sym, zero_points = fmt
+    dense["scheme"] = f"w{bits}a16"
+    weight_type = getattr(scalar_types, {4: "uint4b8", 8: "uint8b128"}[bits] if sym else f"uint{bits}")
+    mp = importlib.import_module("vllm.model_executor.kernels.linear.mixed_precision.MPLinearKernel")
+    out_dim, in_dim = int(shape[0]), int(shape[1])
+    values = {
+        "full_weight_shape": (in_dim, out_dim),
+        "partition_weight_shape": (in_dim, out_dim),
+        "weight_type": weight_type,
+        "act_type": dtype,
+        "group_size": group,
+        "zero_points": zero_points,
+        "has_g_idx": False,
+    }
+    names = {f.name for f in dataclasses.fields(mp.MPLinearLayerConfig)}
+    config = mp.MPLinearLayerConfig(**{k: v for k, v in values.items() if k in names})
+    for kernel in lin._POSSIBLE_KERNELS.get(_platform_enum(), []):
+        try:
+            ok, reason = kernel.can_implement(config)
+        except Exception as exc:
+            ok, reason = False, f"raised {type(exc).__name__}: {exc}"
+        dense["candidates"].append({"name": kernel.__name__, "ok": bool(ok), "reason": reason or ""})
+    kernel = lin.choose_mp_linear_kernel(config)
+    dense["kernel"] = kernel.__name__
+    return None
+
+
+def _platform_enum() -> Any:
+    from vllm.platforms import current_platform
+
+    return current_platform._enum
+
+
 def _moe_config(vllm_config: Any) -> Any:
     import torch
 
@@ -258,6 +343,9 @@ def _moe_config(vllm_config: Any) -> Any:
     act_name = str(getattr(text, "hidden_act", "silu") or "silu").lower()
     if str(getattr(text, "model_type", "")) == "gpt_oss":
         act_name = "swigluoai"  # what vLLM's gpt-oss model passes to its FusedMoE layers
+    elif str(getattr(text, "model_type", "")) == "nemotron_h":
+        # Nemotron-H's experts are not gated: its model passes activation_without_mul(mlp_hidden_act)
+        act_name = str(getattr(text, "mlp_hidden_act", None) or act_name).lower() + "_no_mul"
     activation = next((m for m in act_mod.MoEActivation if m.value == act_name), act_mod.MoEActivation.SILU)
     values: dict[str, Any] = {
         "num_experts": experts,
@@ -468,6 +556,12 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
     dtype_name = str(req.get("router_dtype") or "float32")
     dtype = getattr(torch, dtype_name)
     gl = importlib.import_module("vllm.model_executor.layers.fused_moe.router.gate_linear")
+    extra: dict[str, Any] = {}
+    if (
+        str(getattr(text, "model_type", "")) == "nemotron_h"
+        and "force_fp32_compute" in inspect.signature(gl.GateLinear.__init__).parameters
+    ):
+        extra["force_fp32_compute"] = True  # what vLLM's Nemotron-H model asks of its gate
     gate = gl.GateLinear(
         int(text.hidden_size),
         int(experts),
@@ -475,6 +569,7 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
         out_dtype=torch.float32,
         params_dtype=dtype,
         prefix="probe.gate",
+        **extra,
     )
     router["cls"] = type(gate).__name__
     router["weight_dtype"] = str(gate.weight.dtype).removeprefix("torch.")
