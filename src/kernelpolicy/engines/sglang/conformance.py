@@ -255,8 +255,8 @@ def render_markdown(version: str, results: Sequence[CellResult], moe_ids: Mappin
         f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
         f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
         "",
-        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: SGLang's kernel for that "
-        f"layer, chosen per call; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
+        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: the quant method of a "
+        f"layer whose kernel is not named; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
         "",
         "| model | gpu | SGLang alone | decision | with the plugin | with the printed flags | result | reason |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -167,7 +167,7 @@ def _dense(quant: Any, hf_text: Any) -> dict[str, Any]:
     ``releases/sglang/_linears.py`` (copied beside this script as ``kp_linears.py``: the same
     code the plugin's layer hook runs, evaluating SGLang's own conditions)."""
     import torch
-    from kp_linears import linear_kernel
+    from kp_linears import linear_kernel  # type: ignore[import-not-found]  # copied beside this script
     from sglang.srt.layers.linear import LinearBase
 
     layer = LinearBase.__new__(LinearBase)
