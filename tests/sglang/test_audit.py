@@ -57,6 +57,18 @@ def test_a_kernel_chosen_per_call_differs_and_says_so(policy: kp.Policy, decisio
     assert "picks its kernel per call" in reason
 
 
+def test_a_named_per_call_linear_is_judged_by_its_kernel(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
+    """What ``apply_fp8_linear`` calls, named by ``_linears.py``, counts as the backend it is."""
+    run = SglangChoices(dense_method="CompressedTensorsLinearMethod", dense_function="fp8_scaled_mm")
+    assert judge_path(run, decision_sm120, "dense", _ids(policy)) == ("same", "")
+    run = SglangChoices(dense_method="Fp8LinearMethod", dense_function="triton_scaled_mm")
+    assert judge_path(run, decision_sm120, "dense", _ids(policy))[0] in ("differs", "conflict")
+    mix = SglangChoices(dense_method="Fp8LinearMethod", dense_function="fp8_scaled_mm+tuned_triton_scaled_mm")
+    result, reason = judge_path(mix, decision_sm120, "dense", _ids(policy))
+    assert result == "differs"
+    assert "`fp8_scaled_mm+tuned_triton_scaled_mm`, which no kernelpolicy backend is" in reason
+
+
 def test_the_moe_runner_is_read_through_the_vocabulary(policy: kp.Policy, decision_sm120: kp.Decision) -> None:
     moe = decision_sm120.paths["moe"].backend
     assert moe is not None

@@ -119,10 +119,12 @@ def test_registers_at_the_scanned_selection_points(fake_sglang: dict[str, Any]) 
         "sglang.srt.layers.quantization.fp8.Fp8Config.get_quant_method": HookType.AFTER,
         "sglang.srt.layers.moe.moe_runner.runner.MoeRunner.__init__": HookType.AFTER,
         "sglang.srt.models.deepseek_common.utils.tiny_router_gemm_max_tokens": HookType.AROUND,
+        # from 0.5.23: the quant configs whose linears pick their GEMM per call or by runner
+        **dict.fromkeys(plugin._LINEAR_CONFIGS, HookType.AFTER),
     }
     assert list(fake_sglang["resolution"]) == ["handle_model_specific_adjustments"]
     plugin.register()  # idempotent
-    assert len(HookRegistry.registered) == 4
+    assert len(HookRegistry.registered) == 4 + len(plugin._LINEAR_CONFIGS)
 
 
 def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: dict[str, Any]) -> None:
@@ -178,6 +180,8 @@ def test_release_0_5_12_sets_the_fields_after_post_init(fake_sglang: dict[str, A
     assert (args.fp8_gemm_runner_backend, args.moe_runner_backend) == ("cutlass", "triton")
     # its DeepSeek gate picks the router tier inside forward(): no point to hold it at
     assert not any(t.endswith("tiny_router_gemm_max_tokens") for t, _, _ in HookRegistry.registered)
+    # the per-call linears' configs are named from 0.5.23's wheel only
+    assert not set(plugin._LINEAR_CONFIGS) & {t for t, _, _ in HookRegistry.registered}
 
 
 def test_unknown_release_one_warning_nothing_patched(

@@ -7,9 +7,10 @@ sglang==X.Y.Z`` prints for the decision. Beside each cell kernelpolicy resolves 
 deployment through the one fact pipeline, as ``explain`` does. Per path (dense, MoE):
 
 - ``same``: the layer runs the decision's backend (with the plugin, and with the printed flags);
-- ``differs``: it runs another backend the decision does not reject, or a kernel the plugin
-  cannot name (a per-tensor FP8, FP4 or weight-only linear: SGLang picks its kernel per call), or
-  the plugin decided from other facts than ``explain`` (parity);
+- ``differs``: it runs another backend the decision does not reject, or a kernel no
+  kernelpolicy backend names (a linear whose quant method the naming does not model, or a
+  per-call mix such as a tuned Triton tile for some batch sizes), or the plugin decided from
+  other facts than ``explain`` (parity);
 - ``conflict``: it runs a backend the decision rejects;
 - ``unsupported``: the decision finds no backend for a path (a rule of ``unsupported``) and SGLang
   refuses the deployment too;
@@ -123,8 +124,13 @@ def judge_path(
         return "same", ""
     if name in _UNQUANTIZED:
         return "differs", f"{path}: SGLang dispatched no quantized {path} layer (the decision: `{p.backend}`)"
+    if not ids and path == "dense" and choices.dense_function:  # named, but a per-call mix or no backend id
+        return "differs", f"dense: the linear runs `{name}`, which no kernelpolicy backend is; no SGLang hook steers it"
     if not ids:
-        return "differs", f"{path}: `{name}` picks its kernel per call; the plugin cannot name or steer it"
+        return (
+            "differs",
+            f"{path}: `{name}` picks its kernel per call; kernelpolicy does not model it and no hook steers it",
+        )
     why = next((w for w in (p.rejection(i) for i in sorted(ids)) if w), None)
     if why:
         return "conflict", f"{path}: runs `{name}`; {why}"
@@ -250,8 +256,8 @@ def render_markdown(version: str, results: Sequence[CellResult], moe_ids: Mappin
         f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
         f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
         "",
-        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: SGLang's kernel for that "
-        f"layer, chosen per call; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
+        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: the quant method of a "
+        f"layer whose kernel is not named; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
         "",
         "| model | gpu | SGLang alone | decision | with the plugin | with the printed flags | result | reason |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -285,9 +291,11 @@ fingerprint `explain` prints for the same inputs.
 
 The router tier is read where SGLang's gate exposes it (the DeepSeek-V2/V3 module's
 `tiny_router_gemm_max_tokens`, 0.5.20 on; the plugin wraps it); other gates pick their kernel in
-their forward pass (`·`). Kernels SGLang picks per call (per-tensor FP8 and FP4 linears,
-weight-only layers) are shown as the quant method in brackets. `unsupported`: the decision finds no
-backend for a path and SGLang refuses the deployment too.
+their forward pass (`·`). A linear's kernel is named the way SGLang's own code picks it, also
+where that happens per call (per-tensor/per-channel FP8 through `apply_fp8_linear`, FP4 through the
+published runner, weight-only Marlin: `kernelpolicy/releases/sglang/_linears.py`, the code the
+plugin's layer hook runs); a quant method it does not model is shown in brackets. `unsupported`:
+the decision finds no backend for a path and SGLang refuses the deployment too.
 """
 
 

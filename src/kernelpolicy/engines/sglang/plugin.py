@@ -16,8 +16,13 @@ SGLang applies them. What each hook does:
 - scheduler, around ``Scheduler.init_moe_gemm_config``: resolves the decision of this rank,
   runs the multi-rank fingerprint agreement over ``torch.distributed`` (SGLang's world group),
   and after SGLang's own step checks the flags it resolved against the decision;
-- scheduler, after ``Fp8Config.get_quant_method``: names the block-FP8 linear each layer got
-  and warns, naming the layer, when it is not the decided dense backend (a silent fallback);
+- scheduler, after ``Fp8Config.get_quant_method`` (from 0.5.23 also the compressed-tensors,
+  ModelOpt FP8/FP4, GPTQ-Marlin and AWQ-Marlin configs' ``get_quant_method``): names the GEMM
+  each linear layer will call, evaluating what SGLang's own code tests for it (the dispatched
+  block-FP8 function; for a per-tensor/per-channel FP8 layer what ``apply_fp8_linear`` picks from
+  its scales' shape, the GPU and ``USE_TRITON_W8A8_FP8_KERNEL``; the FP4 runner; Marlin:
+  :mod:`kernelpolicy.releases.sglang._linears`), and warns, naming the layer, when it is not
+  the decided dense backend (a silent fallback);
 - scheduler, after ``MoeRunner.__init__``: the same for the MoE runner each layer got;
 - scheduler, around ``tiny_router_gemm_max_tokens`` (0.5.20+; SGLang has no flag for it): the
   router tier of the DeepSeek-family gate. Where the decision's router is not SGLang's tiny GEMM
@@ -294,9 +299,10 @@ def _resolved_field(server_args: Any, field: str) -> Any:
 
 
 def _layer_hook(result: Any, *args: Any, **kwargs: Any) -> None:
-    """After ``Fp8Config.get_quant_method(self, layer, prefix)``: the FP8 linear of a layer."""
+    """After ``<QuantConfig>.get_quant_method(self, layer, prefix)``: the GEMM a linear layer calls."""
     decision = _STATE.decision
-    name = linear_run_by(result)
+    layer = kwargs.get("layer", args[1] if len(args) > 1 else None)
+    name = linear_run_by(result, layer)
     backend = getattr(decision.paths.get("dense"), "backend", None) if decision is not None else None
     if name is None or name not in DENSE_FUNCTIONS or backend is None or backend in DENSE_FUNCTIONS[name]:
         return
@@ -356,6 +362,26 @@ def _router_hook(original: Callable[..., Any], *args: Any, **kwargs: Any) -> Any
     return -1
 
 
+#: The quant configs whose linear methods pick their GEMM per call or from a published runner
+#: (read from the 0.5.23 wheel, ``sglang/srt/layers/quantization/``); ``Fp8Config`` is the
+#: release table's ``dense_layer`` selection point.
+_LINEAR_CONFIGS: Final = (
+    "sglang.srt.layers.quantization.compressed_tensors.compressed_tensors.CompressedTensorsConfig.get_quant_method",
+    "sglang.srt.layers.quantization.modelopt_quant.ModelOptFp8Config.get_quant_method",
+    "sglang.srt.layers.quantization.modelopt_quant.ModelOptFp4Config.get_quant_method",
+    "sglang.srt.layers.quantization.gptq.gptq.GPTQMarlinConfig.get_quant_method",
+    "sglang.srt.layers.quantization.awq.awq.AWQMarlinConfig.get_quant_method",
+)
+_LINEAR_CONFIGS_SINCE: Final = "0.5.23"
+
+
+def _linear_config_targets(release: SglangRelease) -> tuple[str, ...]:
+    """The quant configs' ``get_quant_method`` the layer hook wraps beside ``Fp8Config``'s."""
+    from packaging.version import Version
+
+    return _LINEAR_CONFIGS if Version(release.version) >= Version(_LINEAR_CONFIGS_SINCE) else ()
+
+
 def _installed_sglang() -> str | None:
     version = getattr(sys.modules.get("sglang"), "__version__", None)
     if isinstance(version, str):
@@ -402,6 +428,7 @@ def register() -> None:
             (_target(release, "dense_layer"), _layer_hook, HookType.AFTER),
             (_target(release, "moe_runner"), _runner_hook, HookType.AFTER),
         ]
+        hooks.extend((target, _layer_hook, HookType.AFTER) for target in _linear_config_targets(release))
         if _target(release, "router_tier") is not None:  # 0.5.20+; before, the gate decides inline
             hooks.append((_target(release, "router_tier"), _router_hook, HookType.AROUND))
         if release.resolution == "hooks":

@@ -1,11 +1,15 @@
 """SGLang's names for what runs, per kernelpolicy backend (read from the 0.5.12.post1 and 0.5.23
 wheels: the functions ``dispatch_w8a8_block_fp8_linear`` in
-``sglang/srt/layers/quantization/fp8_utils.py`` returns), and the server-args field of each flag.
+``sglang/srt/layers/quantization/fp8_utils.py`` returns, and the kernels the per-call linears
+run, named by :func:`kernelpolicy.releases.sglang._linears.linear_kernel`), and the server-args
+field of each flag.
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+from . import _linears
 
 __all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of_name", "linear_run_by"]
 
@@ -21,6 +25,25 @@ DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
     # not a dispatched function: the kernel ``Fp8LinearMethod.apply`` calls when it took Marlin
     # (``SGLANG_FORCE_FP8_MARLIN=1``, or sm80-sm88), whatever the dispatch said
     "apply_fp8_marlin_linear": frozenset({"marlin"}),
+    # what ``apply_fp8_linear`` runs for a per-tensor/per-channel FP8 layer (0.5.23: its scales'
+    # shape, ``cutlass_fp8_supported()``, ``USE_TRITON_W8A8_FP8_KERNEL``)
+    _linears.CUTLASS: frozenset({"cutlass"}),  # sgl-kernel's CUTLASS scaled-mm
+    _linears.TRITON: frozenset({"triton"}),
+    _linears.TORCH: frozenset({"torch"}),
+    # a tuned Triton tile for some batch sizes, CUTLASS for the rest: a per-call choice
+    _linears.TUNED: frozenset(),
+    # FlashInfer's per-tensor FP8 GEMM (ModelOpt FP8); on sm12x SGLang's own GEMV may take a
+    # one-row step first (``try_sm120_fp8_linear``), bmm_fp8 runs every other batch
+    _linears.BMM: frozenset({"flashinfer_cutlass"}),
+    _linears.BMM_SM12X: frozenset({"flashinfer_cutlass"}),
+    # weight-only Marlin (GPTQ, AWQ, compressed-tensors WNA16) and Marlin's FP4 linear
+    _linears.MARLIN: frozenset({"marlin"}),
+    _linears.FP4_MARLIN: frozenset({"marlin"}),
+    # ModelOpt NVFP4 through the published ``--fp4-gemm-backend``
+    "fp4_gemm[flashinfer_cutlass]": frozenset({"flashinfer_cutlass"}),
+    "fp4_gemm[flashinfer_trtllm]": frozenset({"flashinfer_trtllm"}),
+    "fp4_gemm[flashinfer_cutedsl]": frozenset({"flashinfer_cutedsl"}),
+    "fp4_gemm[flashinfer_cudnn]": frozenset(),
 }
 
 #: SGLang flag -> the ``ServerArgs`` field it sets.
@@ -31,19 +54,13 @@ FLAG_FIELDS: Final = {
 }
 
 
-def linear_run_by(method: object) -> str | None:
-    """The FP8 linear function an ``Fp8LinearMethod`` runs, by name: Marlin's when it took
-    Marlin (``apply`` runs it whatever was dispatched), else the dispatched block-FP8 function;
-    ``None`` for a per-tensor linear (``apply_fp8_linear`` picks per call) or another method.
-    The simulated-GPU probe (``testing/sglang/_probe.py``, which cannot import kernelpolicy)
-    reads a layer the same way."""
-    if getattr(method, "use_marlin", False):
-        return "apply_fp8_marlin_linear"
-    fn = getattr(method, "w8a8_block_fp8_linear", None)
-    if fn is None or not getattr(method, "block_quant", True):
-        return None
-    name = getattr(getattr(fn, "func", fn), "__name__", None)  # functools.partial too
-    return name if isinstance(name, str) else None
+def linear_run_by(method: object, layer: object = None) -> str | None:
+    """The GEMM a linear layer runs through its quant *method*, by SGLang's name (Marlin's when it
+    took Marlin, the dispatched block-FP8 function, what ``apply_fp8_linear`` calls for a
+    per-tensor/per-channel layer, the FP4 runner, ...); ``None`` for a method this does not know.
+    The simulated-GPU probe (``engines/sglang/testing/_probe.py``, which cannot import
+    kernelpolicy) loads the same file (``_linears.py``) by its path."""
+    return _linears.linear_kernel(method, layer)
 
 
 def dense_ids_of_name(name: str) -> frozenset[str]:

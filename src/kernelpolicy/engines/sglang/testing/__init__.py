@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 _PROBE: Final = Path(__file__).with_name("_probe.py")
+#: The layer naming the probe loads beside itself (it does not import kernelpolicy).
+_LINEARS: Final = Path(__file__).resolve().parents[3] / "releases" / "sglang" / "_linears.py"
 _SRC_ROOT: Final = Path(__file__).resolve().parents[4]  # the folder holding `kernelpolicy/`
 #: The packages of an SGLang venv whose shared objects need driver symbols from the stub.
 _NATIVE_PACKAGES: Final = ("sgl_kernel", "deep_gemm", "flashinfer", "sgl_flash_mla", "deep_ep", "torch/lib")
@@ -179,6 +181,7 @@ def _run_group(
         _write_plugin_dist(tmp / "site")
         probe = tmp / "kp_probe.py"
         shutil.copyfile(_PROBE, probe)
+        shutil.copyfile(_LINEARS, tmp / "kp_linears.py")
         request = {
             "plugin": first.plugin,
             "cells": [

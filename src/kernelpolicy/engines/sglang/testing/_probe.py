@@ -13,7 +13,8 @@ extensions load). Per cell, what the main process and a scheduler would do:
 2. publish the record for a scheduler, re-read SGLang's DeepGEMM switch from the environment
    (a scheduler process imports it afresh: the plugin may have set it in the main process);
 3. ``Scheduler.init_moe_gemm_config`` (the plugin's scheduler hook wraps it);
-4. the quant method of one linear layer (the block-FP8 function it dispatched) and of one
+4. the quant method of one linear layer (the GEMM it will call: the block-FP8 function it
+   dispatched, or what its per-call path picks, named by ``kp_linears.py``) and of one
    MoE layer (the runner ``create_moe_runner`` chose, with the routing method the model's
    module declares; on 0.5.23 the backend its ``apply`` runs), as the model loader asks for them;
 5. for a model of SGLang's DeepSeek-V2/V3 module (its ``EntryClass``), the router tier its
@@ -77,6 +78,15 @@ def _set_env(env: dict[str, str]) -> None:
             del os.environ[key]
     os.environ.update(_BASE_ENV)
     os.environ.update(env)
+
+
+def _refresh_fp8_switch() -> None:
+    """What a scheduler process imports: ``USE_TRITON_W8A8_FP8_KERNEL`` read from the environment
+    now (``fp8_utils`` copies it into a module constant at import)."""
+    from sglang.srt.layers.quantization import fp8_utils
+
+    value = os.environ.get("USE_TRITON_W8A8_FP8_KERNEL", "false").strip().lower() in ("1", "true")
+    setattr(fp8_utils, "use_triton_w8a8_fp8_kernel", value)  # noqa: B010 (a module's constant)
 
 
 def _refresh_deep_gemm_switch() -> bool:
@@ -153,7 +163,11 @@ def _name(value: Any) -> str | None:
 
 
 def _dense(quant: Any, hf_text: Any) -> dict[str, Any]:
+    """The quant method of a linear layer and the GEMM it will call, named by kernelpolicy's
+    ``releases/sglang/_linears.py`` (copied beside this script as ``kp_linears.py``: the same
+    code the plugin's layer hook runs, evaluating SGLang's own conditions)."""
     import torch
+    from kp_linears import linear_kernel  # type: ignore[import-not-found]  # copied beside this script
     from sglang.srt.layers.linear import LinearBase
 
     layer = LinearBase.__new__(LinearBase)
@@ -165,11 +179,9 @@ def _dense(quant: Any, hf_text: Any) -> dict[str, Any]:
     layer.params_dtype = torch.bfloat16
     method = quant.get_quant_method(layer, prefix="model.layers.0.mlp.down_proj")
     out: dict[str, Any] = {"method": type(method).__name__}
-    fn = getattr(method, "w8a8_block_fp8_linear", None)
-    if getattr(method, "use_marlin", False):  # apply() runs Marlin whatever was dispatched
-        out["function"] = "apply_fp8_marlin_linear"
-    elif fn is not None and getattr(method, "block_quant", True):  # per-tensor: apply_fp8_linear
-        out["function"] = _name(fn)
+    function = linear_kernel(method, layer)
+    if function is not None:
+        out["function"] = function
     return out
 
 
@@ -300,6 +312,7 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
     try:
         _publish(server_args)
         result["deep_gemm"] = _refresh_deep_gemm_switch()
+        _refresh_fp8_switch()
         model_config = _model_config(server_args)
         from sglang.srt.managers.scheduler import Scheduler
 
