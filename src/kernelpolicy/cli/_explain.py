@@ -85,12 +85,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _unmodelled(values: Mapping[str, Any]) -> str | None:
-    """The warning for the deployment's engine release when it is older than the modelled ones."""
+    """The warning for the deployment's engine release when it is older than the modelled ones
+    (the release data is read only when a release is stated)."""
+    from ..releases import DEFAULT, NAMES
+
+    engine = str(values.get("deploy.engine") or DEFAULT)
+    version = values.get(f"{engine}.version")
+    if version is None or engine not in NAMES:
+        return None
     from ..releases.range import unmodelled_warning
 
-    engine = str(values.get("deploy.engine") or "vllm")
-    version = values.get(f"{engine}.version")
-    return unmodelled_warning(engine, str(version)) if version is not None and engine in ("vllm", "sglang") else None
+    return unmodelled_warning(engine, str(version))
 
 
 def _startup_line(decision: Decision) -> str:

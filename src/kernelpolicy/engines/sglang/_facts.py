@@ -71,7 +71,7 @@ def facts_from_sglang(
     if model:
         found = locate_model(model, catalog)
         values.update(facts_from_config(found.config))
-        values.update(found.facts)
+        values.update(found.facts or _served_catalog_facts(server_args, catalog))
     values.update(facts_of(config_values(server_args, FLAGS), engine))  # the one flag table
     method = getattr(server_args, "quantization", None)
     if isinstance(method, str) and method:  # online FP8 of an unquantized checkpoint, as explain applies it
@@ -79,3 +79,17 @@ def facts_from_sglang(
 
         values = engine_quantized({k: v for k, v in values.items() if lookup_key(k) is not None}, method, "sglang")
     return {k: v for k, v in values.items() if lookup_key(k) is not None}
+
+
+def _served_catalog_facts(server_args: Any, catalog: Sequence[CatalogModel]) -> Mapping[str, object]:
+    """The catalog's extra facts for a model served from a folder under a catalog id
+    (``--served-model-name ID``), as vLLM's plugin looks them up: ``explain --model ID`` reads
+    them, so the plugin must too."""
+    served = getattr(server_args, "served_model_name", None)
+    names = served if isinstance(served, (list, tuple)) else (served,)
+    by_id = {m.id.lower(): m for m in catalog}
+    for name in names:
+        hit = by_id.get(str(name).strip().lower()) if isinstance(name, str) else None
+        if hit is not None:
+            return hit.facts
+    return {}

@@ -98,7 +98,8 @@ FLAGS: Final = (
         "page_size",
         "tokens per KV-cache page (`deploy.block_size`)",
         flag_int,
-        config="page_size",
+        # no config path: SGLang sets `page_size` itself for the attention backend it picks
+        # (FlashMLA 64, TRT-LLM 32 or 64), a consequence of the decision, not a fact of it
         sample="64",
     ),
     # --- end of attention ------------------------------------------------------------------

@@ -187,7 +187,9 @@ FLAGS: Final = (
         flag_int,
         native=False,
         metavar="N",
-        config="cache_config.block_size",
+        # no config path: vLLM fills `cache_config.block_size` itself from the attention backend
+        # it picks (16, 64 for the MLA kernels), so the running value is a consequence of the
+        # decision, not a fact of the deployment; the plugin reads a stated block size only
         sample="32",
     ),
     # --- end of attention ------------------------------------------------------------------
