@@ -25,6 +25,7 @@ WRITERS: dict[str, list[str] | None] = {
     "venvs": None,  # tests/hostile/test_round4.py (R1): `vllm venv`, `vllm audit`
     "simgpu": None,  # the engine harness (tests/vllm, tests/sglang)
     "wheels": None,  # the release scan's downloads
+    "packages": None,  # the kernel packages' archives `releases/packages/_scan` reads for fixes
 }
 
 

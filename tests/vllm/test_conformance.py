@@ -72,12 +72,21 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
         # what the simulation cannot be (its host) travels as operator facts, on both sides
         operator = {k: spec[k] for k in ("host.machine", "gpu.unified_memory") if k in spec}
         operator |= dict(given.get("facts") or {})
+        # a case's facts that are vLLM flags are served as those flags: stated beside a running
+        # config that says otherwise they are a conflict the engine's value wins
+        serve = dict(SWEEP_SERVE)
+        if "deploy.kv_cache_dtype" in operator:
+            serve["kv_cache_dtype"] = operator.pop("deploy.kv_cache_dtype")
+        if operator.get("deploy.cuda_graphs") is False:
+            operator.pop("deploy.cuda_graphs")
+            serve["enforce_eager"] = True
         env = {k: str(v) for k, v in (given.get("env") or {}).items()}
         derived = derived_facts(gpu=str(given["gpu"]), model=given["model"], policy=policy)
         derived = derived.merged(Facts.from_values(target, source="metadata"))
         derived = derived.merged(Facts.from_values({"gpu.name": name, "host.machine": platform.machine()}, "spec"))
-        # served as every sweep cell is (SWEEP_SERVE, read as from a serve line); the case's own facts win
-        served = {**sweep_serve_facts(), **operator}
+        # served as every sweep cell is (SWEEP_SERVE, read as from a serve line), with the case's own
+        # flags; the case's own facts win
+        served = {**sweep_serve_facts(serve), **operator}
         facts = build_facts(policy, derived=derived, facts=served, env=env, moe_backend=given.get("moe_backend"))
         decision = kp.resolve(facts.facts, policy)
         plugin_env = dict(env)
@@ -94,7 +103,7 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
             facts=operator,
             router_dtype=str(dtype) if dtype in ("bfloat16", "float16", "float32") else None,
             model_id=given["model"],
-            serve=SWEEP_SERVE,
+            serve=serve,
         )
         out.append(GoldenCell(file.stem, deployment, decision))
     return out

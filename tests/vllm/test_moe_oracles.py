@@ -28,7 +28,10 @@ def test_034_sm121_dsv4_mxfp4_experts_natively_run_deep_gemm(sim: Any) -> None:
 def test_034_sm121_dsv4_mxfp4_experts_follow_the_decision_with_plugin(sim: Any) -> None:
     r = sim("0.34.0", "sm121", DSV4, plugin=True)
     assert r.ok, _detail(r)
-    assert r.plugin is not None and not r.plugin["warnings"]
+    assert r.plugin is not None
+    # the experts follow the decision: no warning of the MoE path (the router's own fallback, from
+    # the decision's cuBLAS to the plain linear vLLM enables for this FP32 gate, is said apart)
+    assert not [w for w in r.plugin["warnings"] if "router" not in w and "GateLinear" not in w], r.plugin["warnings"]
     assert "moe.mxfp4:select_deepseek_v4_mxfp4_moe_backend" in r.plugin["patched"]
     (decision,) = r.plugin["decisions"]
     assert decision["paths"]["moe"]["backend"] == "marlin"

@@ -142,6 +142,7 @@ def _reported_machine(args: argparse.Namespace) -> EnvReport | None:
     if args.gpu is None:
         raise UsageError(
             "no GPU given: --gpu SPEC (sm121, GB10, H200, ...), `--gpu auto`, or --from-env-report FILE with a GPU line"
+            " (see `kernelpolicy explain --help`)"
         )
     return report
 

@@ -124,12 +124,12 @@ def matrix_cells(
 # ----------------------------------------------------------------------------- running
 
 
-def sweep_serve_facts() -> dict[str, Any]:
-    """The facts of :data:`SWEEP_SERVE` as ``explain`` reads them from a whole serve line (vLLM's
-    defaults for the flags it leaves out)."""
+def sweep_serve_facts(serve: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The facts of *serve* (flag values by ``dest``; :data:`SWEEP_SERVE` when None) as
+    ``explain`` reads them from a whole serve line (vLLM's defaults for the flags it leaves out)."""
     from ...releases.vllm.flags import SERVE_DEFAULTS, facts_of
 
-    return facts_of({**SERVE_DEFAULTS, **SWEEP_SERVE})
+    return facts_of({**SERVE_DEFAULTS, **(SWEEP_SERVE if serve is None else serve)})
 
 
 def deployment_facts(

@@ -176,8 +176,9 @@ FLAGS: Final = (
         "attention_backend",
         "vLLM `--attention-backend` (`deploy.attention_backend`; vLLM's enum names, e.g. `FLASHINFER`)",
         native=False,
-        config="attention_config.backend",
-        from_config=lambda b: None if b is None else getattr(b, "name", b),
+        # no config path: vLLM's own model code sets `attention_config.backend` (gemma-4 on sm12x:
+        # TRITON_ATTN), which the plugin could not tell from the operator's choice; read from the
+        # launch line only, as the block size
         sample="FLASHINFER",
     ),
     Flag(
