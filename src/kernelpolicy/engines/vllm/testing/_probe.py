@@ -176,6 +176,10 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
     )
     if serve.get("max_num_batched_tokens"):  # `--max-num-batched-tokens N`, as the plugin reads it
         vllm_config.scheduler_config.max_num_batched_tokens = int(serve["max_num_batched_tokens"])
+    if serve.get("kv_cache_dtype"):  # `--kv-cache-dtype D`, where the plugin reads it
+        vllm_config.cache_config.cache_dtype = str(serve["kv_cache_dtype"])
+    if serve.get("enforce_eager"):  # `--enforce-eager`
+        vllm_config.model_config.enforce_eager = True
     warnings = [m for m in capture.messages[before:] if "auto-disabled deepgemm" in m.lower()]
     result["auto_disable_warning"] = warnings[0] if warnings else None
     quant_config = vllm_config.quant_config
