@@ -85,14 +85,6 @@ class LaunchLine:
     rest: tuple[str, ...]  #: the model and every flag after the command, as given
 
 
-def _dashes(token: str) -> str:
-    """``--tensor_parallel_size`` as ``--tensor-parallel-size`` (how a given flag is matched)."""
-    if not token.startswith("--"):
-        return token
-    name, eq, value = token.partition("=")
-    return name.replace("_", "-") + eq + value
-
-
 def launch_line(args: argparse.Namespace) -> LaunchLine | None:
     """The launch line after ``--`` in *args* (``explain``'s), or one built from the default
     engine's flags given as ``explain`` options (``vllm serve MODEL -tp 8 ...``); None when
@@ -105,7 +97,7 @@ def launch_line(args: argparse.Namespace) -> LaunchLine | None:
         engine, taken = command_of(rest)
         after = rest[taken:]
         command = tuple(rest[:taken]) or default.commands[0]
-        given = {_dashes(t).partition("=")[0] for t in after}
+        given = {default.spelled_flag(t).partition("=")[0] for t in after}
         extra = _option_tokens(args, given) if engine is default else []
         return LaunchLine(engine.name, env, command, (*after, *extra))
     options = _option_tokens(args, set())

@@ -56,7 +56,13 @@ class EngineSpec:
     #: ``--quantization`` of an unquantized checkpoint: method -> the quantization facts it sets
     online: ClassVar[Mapping[str, Mapping[str, object]]]
     #: a checkpoint's ``quant_method`` -> the ``--quantization`` values the engine accepts for it
-    compatible: ClassVar[Mapping[str, tuple[str, ...]]]
+    #: (vLLM's names; SGLang takes the checkpoint's method under the same ones)
+    compatible: ClassVar[Mapping[str, tuple[str, ...]]] = {
+        "gptq": ("gptq", "gptq_marlin", "marlin"),
+        "awq": ("awq", "awq_marlin", "marlin"),
+        "modelopt": ("modelopt", "modelopt_fp4", "modelopt_mxfp8"),
+        "fp8": ("fp8", "ptpc_fp8"),
+    }
     #: the pip requirement of one release (``vllm=={version}``)
     requirement: ClassVar[str]
 
@@ -72,6 +78,11 @@ class EngineSpec:
             return None
         name = str(value).lower().replace("-", "_")
         return None if name == "auto" else name
+
+    def spelled_flag(self, token: str) -> str:
+        """*token* as the engine's parser reads a long flag's name before matching it (as written;
+        vLLM reads ``_`` as ``-``)."""
+        return token
 
     def read_line(
         self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None

@@ -65,13 +65,6 @@ class SglangSpec(EngineSpec):
             "quant.scale_fmt": "fp32",
         },
     }
-    #: SGLang takes the checkpoint's method under the names vLLM's table lists
-    compatible: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "gptq": ("gptq", "gptq_marlin", "marlin"),
-        "awq": ("awq", "awq_marlin", "marlin"),
-        "modelopt": ("modelopt", "modelopt_fp4", "modelopt_mxfp8"),
-        "fp8": ("fp8", "ptpc_fp8"),
-    }
 
     def read_line(
         self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None

@@ -99,12 +99,6 @@ class VllmSpec(EngineSpec):
         "ptpc_fp8": {"quant.scheme": "fp8_channel", "quant.activation_scheme": "dynamic", "quant.scale_fmt": "fp32"},
         "mxfp8": {"quant.scheme": "mxfp8", "quant.scale_fmt": "ue8m0"},
     }
-    compatible: ClassVar[Mapping[str, tuple[str, ...]]] = {
-        "gptq": ("gptq", "gptq_marlin", "marlin"),
-        "awq": ("awq", "awq_marlin", "marlin"),
-        "modelopt": ("modelopt", "modelopt_fp4", "modelopt_mxfp8"),
-        "fp8": ("fp8", "ptpc_fp8"),
-    }
 
     def read_line(
         self, rest: list[str], positional: str | None, env: dict[str, str], release: str | None
@@ -127,6 +121,9 @@ class VllmSpec(EngineSpec):
         _refuse_config_flags(unknown)
         ignored = tuple(t for t in unknown if t.startswith("-") and t.partition("=")[0] not in _CONFIG_FLAGS)
         return LineValues(values, env, ignored, self.name)
+
+    def spelled_flag(self, token: str) -> str:
+        return _dashes(token)
 
     def spelled(self, tokens: list[str], release: str | None) -> list[str]:
         """*tokens* with each abbreviated option written out as *release*'s parser reads it
