@@ -150,7 +150,7 @@ def unknown_release_bounds(policy: Policy) -> Iterator[Finding]:
                     origin.line,
                     1,
                     rid,
-                    help="bound it at the release that has the change (the scanned data lists them: "
-                    "src/kernelpolicy/releases/*/releases.json)",
+                    help="bound it at the release that has the change (`kernelpolicy knowledge stale` prints the "
+                    "scanned releases)",
                     field=field_,
                 )

@@ -14,8 +14,9 @@ def add_parser(sub: Any) -> None:
     p: argparse.ArgumentParser = sub.add_parser(
         "knowledge",
         help="reports on the rules' knowledge against the scanned engine releases",
-        description="Reports on the rules against the releases scanned from the engines' wheels "
-        "(src/kernelpolicy/releases/*/releases.json).",
+        description="Reports on the rules against the releases scanned from the engines' and kernel "
+        "packages' wheels (the release data installed with kernelpolicy, `kernelpolicy.releases`; "
+        "`python -m kernelpolicy.tools.refresh` scans them again).",
     )
     reports = p.add_subparsers(dest="report", metavar="REPORT")
     reports.required = True
@@ -26,13 +27,47 @@ def add_parser(sub: Any) -> None:
         "`fixed in SGLang 0.5.17`) in a release that a scanned engine release is or pins, and that still "
         "acts on those releases: no `when` bound, `until` or met requirement retires it there. A rule that "
         "names how its fix shows in released code (`fix`: a file and a signature) is checked against every "
-        "scanned release of the package (src/kernelpolicy/releases/packages/contents.json): a release it "
-        "treats as fixed whose code lacks the fix, or one whose code has it where the rule still acts, is "
-        "listed too. Exit status: 0 none, 1 some, 2 bad input.",
+        "scanned release of the package: a release it treats as fixed whose code lacks the fix, or one whose "
+        "code has it where the rule still acts, is listed too. The last line says the horizon: the newest "
+        "release of each engine and package the data was scanned from; a release after it is not read. "
+        "Exit status: 0 none, 1 some, 2 bad input.",
     )
     stale.add_argument("--policy", action="append", default=[], metavar="FILE", help="an operator policy file")
     stale.add_argument("--json", action="store_true", help="print JSON (`kernelpolicy.stale/1`)")
     stale.set_defaults(run=run)
+
+
+def _span(versions: list[str]) -> str:
+    from packaging.version import Version
+
+    ordered = sorted(versions, key=Version)
+    return ordered[0] if len(ordered) == 1 else f"{ordered[0]}-{ordered[-1]}"
+
+
+def horizon() -> dict[str, dict[str, str]]:
+    """The oldest and newest scanned release of each engine (``engines``) and of each package whose
+    released code the fix signatures were read in (``code``): what `knowledge stale` can see."""
+    from ..releases.packages import CONTENTS_FILE
+    from ..releases.sglang.versions import release_records as sglang_records
+    from ..releases.vllm.versions import release_records as vllm_records
+
+    engines = {name: _span(list(records)) for name, records in (("vllm", vllm_records()), ("sglang", sglang_records()))}
+    code: dict[str, str] = {}
+    if CONTENTS_FILE.is_file():
+        packages = json.loads(CONTENTS_FILE.read_text(encoding="utf-8")).get("packages", {})
+        code = {name: _span(list(versions)) for name, versions in sorted(packages.items()) if versions}
+    return {"engines": {k: v for k, v in engines.items() if v}, "code": code}
+
+
+def _horizon_line(h: dict[str, dict[str, str]]) -> str:
+    from ..releases import spec
+
+    engines = ", ".join(f"{spec(name).title} {span}" for name, span in h["engines"].items())
+    code = ", ".join(f"`{name}` {span}" for name, span in h["code"].items()) or "none"
+    return (
+        f"horizon: engine releases {engines}; released code read of {code}; "
+        "a later release is not read (`python -m kernelpolicy.tools.refresh` scans the index again)\n"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
                 for c in against
             ],
         }
+        doc["horizon"] = horizon()
         sys.stdout.write(json.dumps(doc, indent=1) + "\n")
     else:
         for s in found:
@@ -90,4 +126,5 @@ def run(args: argparse.Namespace) -> int:
             f"({len(policy.rules) + len(policy.unsupported)} rules and unsupported entries read); "
             f"{len(against)} of {checked} windows contradicted by the released code\n"
         )
+        sys.stdout.write(_horizon_line(horizon()))
     return 1 if found or against else 0
