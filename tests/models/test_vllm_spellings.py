@@ -15,13 +15,13 @@ spelling does, and each one it refuses must be refused in one line naming the re
 
 from __future__ import annotations
 
-import argparse
 import json
 from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
+from argparse_oracle import spellings
 from kernelpolicy.cli import main
 from kernelpolicy.releases.table import Flag
 from kernelpolicy.releases.vllm.flags import FLAGS
@@ -39,50 +39,10 @@ def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[
     return code, (json.loads(out.out) if out.out.strip() else {}), out.err
 
 
-class _Refused(Exception):
-    pass
-
-
-class _Argparse(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Refused(message)
-
-
-def _oracle(options: Mapping[str, str]) -> argparse.ArgumentParser:
-    parser = _Argparse(add_help=False, exit_on_error=False)
-    by_dest: dict[str, list[str]] = {}
-    for option, dest in options.items():
-        by_dest.setdefault(dest, []).append(option)
-    for dest, names in by_dest.items():
-        parser.add_argument(*names, dest=dest, nargs="?")
-    return parser
-
-
-def _reads(parser: argparse.ArgumentParser, token: str) -> str | None:
-    try:
-        ns, _ = parser.parse_known_args([token, "VALUE"])
-    except argparse.ArgumentError as exc:  # Python 3.13+: raised, not passed to error()
-        raise _Refused(str(exc)) from None
-    return next((d for d, v in vars(ns).items() if v == "VALUE"), None)
-
-
 def _spellings(flag: Flag, options: Mapping[str, str]) -> tuple[list[str], list[str]]:
     """Every prefix of the flag's long names vLLM's parser reads as the flag, and every one it
     refuses as ambiguous."""
-    parser = _oracle(options)
-    dest = options[flag.names[0]]
-    accepted, refused = [], []
-    for name in (n for n in flag.names if n.startswith("--")):
-        for end in range(3, len(name) + 1):
-            prefix = name[:end]
-            try:
-                read = _reads(parser, prefix)
-            except _Refused:
-                refused.append(prefix)
-                continue
-            if read == dest:
-                accepted.append(prefix)
-    return list(dict.fromkeys(accepted)), list(dict.fromkeys(refused))
+    return spellings([n for n in flag.names if n.startswith("--")], options)
 
 
 def _tokens(flag: Flag, name: str) -> list[list[str]]:

@@ -13,13 +13,12 @@ as the canonical spelling does, and each one it refuses must be refused in one l
 
 from __future__ import annotations
 
-import argparse
 import json
-from collections.abc import Mapping
-from typing import Any, NoReturn
+from typing import Any
 
 import pytest
 
+from argparse_oracle import spellings
 from kernelpolicy.cli import main
 from kernelpolicy.releases.sglang.flags import FLAGS
 from kernelpolicy.releases.sglang.versions import SglangRelease, known_releases, latest_release
@@ -37,36 +36,6 @@ def _explain(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[
     return code, (json.loads(out.out) if out.out.strip() else {}), out.err
 
 
-class _Refused(Exception):
-    pass
-
-
-class _Argparse(argparse.ArgumentParser):
-    def error(self, message: str) -> NoReturn:
-        raise _Refused(message)
-
-
-def _oracle(options: Mapping[str, str]) -> argparse.ArgumentParser:
-    """Python's argparse over every option string of a release's launch parser, each dest one
-    action, as SGLang declares them (abbreviations allowed: argparse's default, and SGLang's)."""
-    parser = _Argparse(add_help=False, exit_on_error=False)
-    by_dest: dict[str, list[str]] = {}
-    for option, dest in options.items():
-        by_dest.setdefault(dest, []).append(option)
-    for dest, names in by_dest.items():
-        parser.add_argument(*names, dest=dest, nargs="?")
-    return parser
-
-
-def _argparse_reads(parser: argparse.ArgumentParser, token: str) -> str | None:
-    """The dest argparse sets from ``token VALUE``; None: no option; raises _Refused: ambiguous."""
-    try:
-        ns, _ = parser.parse_known_args([token, "VALUE"])
-    except argparse.ArgumentError as exc:  # Python 3.13+: raised, not passed to error()
-        raise _Refused(str(exc)) from None
-    return next((d for d, v in vars(ns).items() if v == "VALUE"), None)
-
-
 def _value(flag: Flag, release: SglangRelease) -> str:
     if flag.dest == "model_path":
         return MODEL
@@ -78,20 +47,7 @@ def _value(flag: Flag, release: SglangRelease) -> str:
 def _spellings(flag: Flag, release: SglangRelease) -> tuple[list[str], list[str]]:
     """Every prefix of the flag's names that SGLang's parser reads as the flag, and every one
     it refuses as ambiguous."""
-    parser = _oracle(release.options)
-    dest = release.options[flag.names[0]]
-    accepted, refused = [], []
-    for name in flag.names:
-        for end in range(3, len(name) + 1):
-            prefix = name[:end]
-            try:
-                read = _argparse_reads(parser, prefix)
-            except _Refused:
-                refused.append(prefix)
-                continue
-            if read == dest:
-                accepted.append(prefix)
-    return list(dict.fromkeys(accepted)), list(dict.fromkeys(refused))
+    return spellings(flag.names, release.options)
 
 
 def _line(flag: Flag, spelled: list[str]) -> list[str]:
