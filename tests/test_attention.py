@@ -4,6 +4,7 @@ its decision, as a user reaches them through the command line."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -16,13 +17,6 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def decide(capsys: pytest.CaptureFixture[str], *argv: str) -> dict[str, Any]:
-    cut = argv.index("--") if "--" in argv else len(argv)  # what follows `--` is the serve line
-    code, out, err = run(capsys, "explain", "--no-env", "--json", *argv[:cut], *argv[cut:])
-    assert code in (0, 3, 5), err
-    return json.loads(out)  # type: ignore[no-any-return]
 
 
 # -- facts from config.json
@@ -69,178 +63,160 @@ def test_a_bad_attention_size_names_the_field() -> None:
         config_facts({"kv_lora_rank": 0})
 
 
-# -- facts from the serve line
+# -- through the command line: one case per row
 
 
-def test_vllm_attention_flags_are_facts(capsys: pytest.CaptureFixture[str]) -> None:
-    d = decide(
-        capsys,
-        "--gpu",
+@dataclass(frozen=True)
+class Case:
+    """``explain --gpu GPU`` of a launch line (or ``--model``), and what it must print."""
+
+    id: str
+    gpu: str
+    line: str  #: the launch line after ``--``, or ``--model ID``
+    code: int = 0
+    facts: dict[str, Any] = field(default_factory=dict)  #: in ``--json``
+    sources: dict[str, str] = field(default_factory=dict)  #: in ``--json``
+    backend: str | tuple[str, ...] | None = None  #: the attention path's backend, or one of these
+    explicit: str | None = None  #: the attention path's ``explicit``
+    args_end: tuple[str, ...] | None = None  #: the end of the rendered vLLM line's args
+    args_lack: str | None = None  #: a flag the rendered vLLM line must not carry
+    out: tuple[str, ...] = ()  #: in the text output
+    err: tuple[str, ...] = ()  #: in the text run's stderr
+    one_line_error: bool = False
+
+
+VLLM = "vllm serve"
+SGLANG = "python -m sglang.launch_server --model-path"
+CASES = [
+    Case(
+        "vllm attention flags are facts",
         "H100",
-        "--",
-        "vllm",
-        "serve",
-        "Qwen/Qwen3-32B-FP8",
-        "--attention-backend",
-        "FLASHINFER",
-        "--block-size",
-        "32",
-    )
-    assert d["facts"]["deploy.attention_backend"] == "flashinfer" and d["facts"]["deploy.block_size"] == 32
-    attention = d["paths"]["attention"]
-    assert attention["backend"] == "flashinfer" and attention["explicit"] == "--attention-backend flashinfer"
-
-
-def test_an_explicit_backend_a_crash_rule_blocks_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    """FlashInfer over an FP8 cache on Hopper does not compile (vllm#27604): asked for, it is
-    refused (exit 5) and the path runs the next valid backend."""
-    code, out, err = run(
-        capsys,
-        "explain",
-        "--no-env",
-        "--gpu",
+        f"{VLLM} Qwen/Qwen3-32B-FP8 --attention-backend FLASHINFER --block-size 32",
+        facts={"deploy.attention_backend": "flashinfer", "deploy.block_size": 32},
+        backend="flashinfer",
+        explicit="--attention-backend flashinfer",
+    ),
+    # FlashInfer over an FP8 cache on Hopper does not compile (vllm#27604): asked for, it is
+    # refused (exit 5) and the path runs the next valid backend
+    Case(
+        "an explicit backend a crash rule blocks is refused",
         "H100",
-        "--",
-        "vllm",
-        "serve",
-        "Qwen/Qwen3-32B-FP8",
-        "--attention-backend",
-        "FLASHINFER",
-        "--kv-cache-dtype",
-        "fp8",
-    )
-    assert code == 5
-    assert "attention triton_attn   (`--attention-backend flashinfer` REFUSED)" in out
-    assert "(attention: flashinfer-attn-fp8-kv-hopper-jit)" in err
-
-
-def test_a_vllm_mla_backend_name_is_its_family(capsys: pytest.CaptureFixture[str]) -> None:
-    d = decide(
-        capsys,
-        "--gpu",
+        f"{VLLM} Qwen/Qwen3-32B-FP8 --attention-backend FLASHINFER --kv-cache-dtype fp8",
+        code=5,
+        out=("attention triton_attn   (`--attention-backend flashinfer` REFUSED)",),
+        err=("(attention: flashinfer-attn-fp8-kv-hopper-jit)",),
+    ),
+    Case(
+        "a vllm mla backend name is its family",
         "H100",
-        "--",
-        "vllm",
-        "serve",
-        "deepseek-ai/DeepSeek-V3",
-        "--attention-backend",
-        "FLASH_ATTN_MLA",
-    )
-    assert d["facts"]["deploy.attention_backend"] == "flash_attn"
-    assert d["paths"]["attention"]["backend"] == "flash_attn"
-
-
-def test_an_unknown_attention_backend_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(
-        capsys,
-        "explain",
-        "--no-env",
-        "--gpu",
+        f"{VLLM} deepseek-ai/DeepSeek-V3 --attention-backend FLASH_ATTN_MLA",
+        facts={"deploy.attention_backend": "flash_attn"},
+        backend="flash_attn",
+    ),
+    Case(
+        "an unknown attention backend is one line",
         "H100",
-        "--",
-        "vllm",
-        "serve",
-        "Qwen/Qwen3-32B-FP8",
-        "--attention-backend",
-        "FLASHINFERR",
-    )
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and "`flashinferr` is not an attention backend" in err
-    assert "did you mean `flashinfer`" in err
-
-
-def test_a_bad_block_size_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(
-        capsys, "explain", "--no-env", "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B-FP8", "--block-size", "0"
-    )
-    assert code == 2 and "--block-size `0`: expected a positive size" in err
-
-
-def test_sglang_attention_flags_are_facts(capsys: pytest.CaptureFixture[str]) -> None:
-    d = decide(
-        capsys,
-        "--gpu",
+        f"{VLLM} Qwen/Qwen3-32B-FP8 --attention-backend FLASHINFERR",
+        code=2,
+        err=("`flashinferr` is not an attention backend", "did you mean `flashinfer`"),
+        one_line_error=True,
+    ),
+    Case(
+        "a bad block size is refused",
         "H100",
-        "--",
-        "python",
-        "-m",
-        "sglang.launch_server",
-        "--model-path",
-        "Qwen/Qwen3-32B-FP8",
-        "--attention-backend",
-        "fa3",
-        "--page-size",
-        "64",
-    )
-    assert d["facts"]["deploy.attention_backend"] == "flash_attn" and d["facts"]["deploy.block_size"] == 64
-    assert d["paths"]["attention"]["backend"] == "flash_attn"
-
-
-# -- the decision
-
-
-def test_every_decision_has_the_attention_path(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys, "explain", "--no-env", "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", "--summary"
-    )
-    assert code == 0 and " attention=" in out
-    d = decide(capsys, "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3.1")  # its catalog config omits MLA
-    assert d["facts"]["model.mla"] is True and d["sources"]["model.mla"] == "implied:mla-model-types"
-    assert d["paths"]["attention"]["backend"] == "flashinfer"  # vLLM's FLASHINFER_MLA on sm100
-
-
-def test_a_sparse_mla_model_runs_a_sparse_kernel(capsys: pytest.CaptureFixture[str]) -> None:
-    d = decide(capsys, "--gpu", "H100", "--model", "deepseek-ai/DeepSeek-V3.2-Exp")
-    assert d["paths"]["attention"]["backend"] in ("flashmla_sparse", "flashinfer_mla_sparse")
-
-
-def test_no_mla_kernel_reads_an_e5m2_cache(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
-        "explain",
-        "--no-env",
-        "--gpu",
+        f"{VLLM} Qwen/Qwen3-32B-FP8 --block-size 0",
+        code=2,
+        err=("--block-size `0`: expected a positive size",),
+        one_line_error=True,
+    ),
+    Case(
+        "sglang attention flags are facts",
         "H100",
-        "--",
-        "vllm",
-        "serve",
-        "deepseek-ai/DeepSeek-V3",
-        "--kv-cache-dtype",
-        "fp8_e5m2",
-    )
-    assert code == 3
-    assert "attention-mla-kv-cache-dtype" in out
-
-
-# -- the engine line
-
-
-def test_the_vllm_line_names_the_attention_backend_only_where_a_rule_moved_it(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    d = decide(capsys, "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B-FP8", "--kv-cache-dtype", "fp8")
-    assert d["paths"]["attention"]["backend"] == "triton_attn"
-    assert d["engine"]["vllm"]["args"][-2:] == ["--attention-backend", "TRITON_ATTN"]
-    plain = decide(capsys, "--gpu", "H100", "--", "vllm", "serve", "Qwen/Qwen3-32B-FP8")
-    assert plain["paths"]["attention"]["backend"] == "flash_attn"
-    assert "--attention-backend" not in plain["engine"]["vllm"]["args"]  # vLLM picks it itself
-
-
-def test_an_explicit_attention_backend_that_stands_stays_in_the_users_line(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(
-        capsys,
-        "explain",
-        "--no-env",
-        "--gpu",
+        f"{SGLANG} Qwen/Qwen3-32B-FP8 --attention-backend fa3 --page-size 64",
+        facts={"deploy.attention_backend": "flash_attn", "deploy.block_size": 64},
+        backend="flash_attn",
+    ),
+    Case("every decision has the attention path", "sm121", "--model Qwen/Qwen3.6-35B-A3B-FP8", out=("attention ",)),
+    # its catalog config omits MLA; vLLM runs FLASHINFER_MLA on sm100
+    Case(
+        "an mla model's catalog config without mla fields",
         "B200",
-        "--",
-        "vllm",
-        "serve",
-        "deepseek-ai/DeepSeek-V3.2-Exp",
-        "--kv-cache-dtype",
-        "fp8",
-        "--attention-backend",
-        "FLASHMLA_SPARSE",
-    )
-    assert code == 0, out  # FlashMLA's sparse kernel runs V3.2 on B200: the choice stands
-    assert "--attention-backend FLASHMLA_SPARSE" in out.replace("\\\n   ", "").replace("  ", " ")
+        "--model deepseek-ai/DeepSeek-V3.1",
+        facts={"model.mla": True},
+        sources={"model.mla": "implied:mla-model-types"},
+        backend="flashinfer",
+    ),
+    Case(
+        "a sparse mla model runs a sparse kernel",
+        "H100",
+        "--model deepseek-ai/DeepSeek-V3.2-Exp",
+        backend=("flashmla_sparse", "flashinfer_mla_sparse"),
+    ),
+    Case(
+        "no mla kernel reads an e5m2 cache",
+        "H100",
+        f"{VLLM} deepseek-ai/DeepSeek-V3 --kv-cache-dtype fp8_e5m2",
+        code=3,
+        out=("attention-mla-kv-cache-dtype",),
+    ),
+    # the vLLM line names the attention backend only where a rule moved it
+    Case(
+        "a rule moved it: the vllm line names it",
+        "H100",
+        f"{VLLM} Qwen/Qwen3-32B-FP8 --kv-cache-dtype fp8",
+        backend="triton_attn",
+        args_end=("--attention-backend", "TRITON_ATTN"),
+    ),
+    Case(
+        "vllm picks it itself: the line leaves it out",
+        "H100",
+        f"{VLLM} Qwen/Qwen3-32B-FP8",
+        backend="flash_attn",
+        args_lack="--attention-backend",
+    ),
+    # FlashMLA's sparse kernel runs V3.2 on B200: the choice stands and stays in the user's line
+    Case(
+        "an explicit attention backend that stands stays in the user's line",
+        "B200",
+        f"{VLLM} deepseek-ai/DeepSeek-V3.2-Exp --kv-cache-dtype fp8 --attention-backend FLASHMLA_SPARSE",
+        out=("--attention-backend FLASHMLA_SPARSE",),
+    ),
+]
+
+
+def _argv(case: Case, *options: str) -> list[str]:
+    line = case.line.split()
+    return ["explain", "--no-env", "--gpu", case.gpu, *options, *(line if line[0] == "--model" else ["--", *line])]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id.replace(" ", "-"))
+def test_attention_through_the_command_line(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *_argv(case))
+    assert code == case.code, err
+    flat = out.replace("\\\n   ", "").replace("  ", " ")
+    for text in case.out:
+        assert text in out or text in flat, out
+    for text in case.err:
+        assert text in err
+    if case.one_line_error:
+        assert out == "" and err.count("\n") == 1
+    if code == 2:
+        return
+    code, out, err = run(capsys, *_argv(case, "--json"))
+    assert code == case.code, err
+    d = json.loads(out)
+    for key, value in case.facts.items():
+        assert d["facts"][key] == value, key
+    for key, source in case.sources.items():
+        assert d["sources"][key] == source, key
+    attention = d["paths"]["attention"]
+    if isinstance(case.backend, tuple):
+        assert attention["backend"] in case.backend
+    elif case.backend is not None:
+        assert attention["backend"] == case.backend
+    if case.explicit is not None:
+        assert attention["explicit"] == case.explicit
+    if case.args_end is not None:
+        assert tuple(d["engine"]["vllm"]["args"][-len(case.args_end) :]) == case.args_end
+    if case.args_lack is not None:
+        assert case.args_lack not in d["engine"]["vllm"]["args"]
