@@ -111,7 +111,10 @@ class _Parser(argparse.ArgumentParser):
         return parsed
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; with *only* (a subcommand's name), the top level with that one
+    subcommand alone: a run reads one subcommand, and building all of them cost a third of
+    ``explain``'s start-up (their modules, and every option of every one)."""
     parser = _Parser(
         prog="kernelpolicy",
         description="Decide, check and explain the kernel backend of every code path.",
@@ -119,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"kernelpolicy {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None or f"_{only}" not in SUBCOMMANDS else (f"_{only}",):
         try:
             module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
@@ -206,9 +209,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     _encodable(sys.stdout)
     _encodable(sys.stderr)
     _one_line_warnings()
-    parser = _parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser(argv[0] if argv and not argv[0].startswith("-") else None)
     try:
-        args = parse_argv(parser, sys.argv[1:] if argv is None else argv)  # 20,000 `--fact`: linear, not quadratic
+        args = parse_argv(parser, argv)  # 20,000 `--fact`: linear, not quadratic
     except SystemExit as exc:  # argparse printed its one-line usage error (or --help)
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     real_stdout = sys.stdout
