@@ -14,7 +14,6 @@ published) is a ``check`` warning (:func:`unknown_release_bounds`).
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
@@ -71,8 +70,7 @@ def known_releases() -> Mapping[str, tuple[Version, ...]]:
     out: dict[str, set[Version]] = {}
     for spec in specs():
         engine, records = spec.name, spec.records()
-        data = json.loads(spec.data_file.read_text(encoding="utf-8"))
-        for package, versions in data.get("published", {}).items():
+        for package, versions in spec.published().items():
             out.setdefault(package, set()).update(Version(v) for v in versions)
         out.setdefault(engine, set()).update(Version(v) for v in records)
         for record in records.values():

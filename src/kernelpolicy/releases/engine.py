@@ -9,6 +9,8 @@ parser reads the rest, its environment prefix, how it quantizes an unquantized c
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
@@ -136,6 +138,11 @@ class EngineSpec:
         """The generated file of its scanned releases (``<engine>/releases.json``)."""
         return Path(__file__).with_name(self.name) / "releases.json"
 
+    def published(self) -> Mapping[str, tuple[str, ...]]:
+        """Package -> the releases the package index listed when :attr:`data_file` was written
+        (the engine's own and the kernel packages it pins), as the index wrote them."""
+        return _published(self.data_file)
+
     def known(self, version: str) -> str | None:
         """The release kernelpolicy knows that *version* names (``0.34`` is ``0.34.0``), as the
         release data writes it; None when it knows none."""
@@ -149,6 +156,12 @@ class EngineSpec:
         except ValueError:  # not a version (InvalidVersion), or one of 5,000 digits
             return None
         return next((r for r in releases if Version(r) == wanted), None)
+
+
+@functools.cache
+def _published(path: Path) -> Mapping[str, tuple[str, ...]]:
+    data = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return {package: tuple(versions) for package, versions in data.get("published", {}).items()}
 
 
 def deep_gemm_use(paths: Mapping[str, PathDecision]) -> tuple[bool, bool, bool]:
