@@ -1,6 +1,6 @@
 """``kernelpolicy check`` and ``diff`` as the compiled proof runs them, then a growth series.
 
-    python benchmarks/bench_check.py [--repeat R] [--no-growth]
+    python benchmarks/bench_check.py [--repeat R] [--no-growth] [--record]
 
 Prints, with the machine and the date (figures, not assertions; the median of R runs, default 3):
 
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from _figures import Recorder, add_record_option
 
 from kernelpolicy.analysis.coverage import verify
 from kernelpolicy.analysis.domain import build_domain
@@ -86,7 +87,10 @@ def _cli(args: list[str], cache: Path) -> tuple[float, float, int]:
     return seconds, usage.ru_maxrss / 1024, proc.returncode
 
 
-def _median(args: list[str], repeat: int, warm: bool = False) -> str:
+FIG: Recorder = Recorder("benchmarks/bench_check.py", record=False)
+
+
+def _median(args: list[str], repeat: int, warm: bool = False, key: str = "", what: str = "") -> str:
     times, peaks, codes = [], [], set()
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(repeat + (1 if warm else 0)):
@@ -97,6 +101,9 @@ def _median(args: list[str], repeat: int, warm: bool = False) -> str:
             times.append(seconds)
             peaks.append(peak)
             codes.add(rc)
+    if key:
+        FIG.add(f"{key}", statistics.median(times), "s", what)
+        FIG.add(f"{key}.peak", max(peaks), "MB", f"{what} (peak memory)")
     return f"{statistics.median(times):6.2f} s  peak {max(peaks):5.0f} MB  exit {sorted(codes)}"
 
 
@@ -116,8 +123,10 @@ def _write(into: Path, name: str, rules: list[dict[str, Any]]) -> Path:
 def end_to_end(repeat: int) -> None:
     rules = yaml.safe_load(EXAMPLE.read_text())["rules"]
     fleet = ["check", "--strict", "--all-findings", str(EXAMPLE)]
-    print(f"check --strict --all-findings fleet.yaml, cold: {_median(fleet, repeat)}", flush=True)
-    print(f"check --strict --all-findings fleet.yaml, warm: {_median(fleet, repeat, warm=True)}", flush=True)
+    what = "check --strict --all-findings fleet.yaml, cold:"
+    print(f"{what} {_median(fleet, repeat, key='check.fleet.cold', what=what)}", flush=True)
+    what = "check --strict --all-findings fleet.yaml, warm:"
+    print(f"{what} {_median(fleet, repeat, warm=True, key='check.fleet.warm', what=what)}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
         files = {
             "one-rule.yaml": _write(Path(tmp), "one-rule.yaml", rules[:1]),
@@ -125,10 +134,13 @@ def end_to_end(repeat: int) -> None:
             "four-holes.yaml": _write(Path(tmp), "four-holes.yaml", HOLES),
         }
         for name, path in files.items():
-            print(f"check {name}, cold: {_median(['check', str(path)], repeat)}", flush=True)
+            what = f"check {name}, cold:"
+            key = f"check.{name.removesuffix('.yaml')}.cold"
+            print(f"{what} {_median(['check', str(path)], repeat, key=key, what=what)}", flush=True)
         two = _write(Path(tmp), "two-rules.yaml", rules[:2])
         diff = ["diff", str(files["one-rule.yaml"]), str(two)]
-        print(f"diff one-rule.yaml two-rules.yaml: {_median(diff, repeat)}", flush=True)
+        what = "diff one-rule.yaml two-rules.yaml:"
+        print(f"{what} {_median(diff, repeat, key='diff.two-rules', what=what)}", flush=True)
 
 
 # --------------------------------------------------------------------------- growth
@@ -226,6 +238,7 @@ def growth(repeat: int) -> None:
                 times.append(time.perf_counter() - t)
             assert cov is not None
             nodes = ", ".join(f"{p} {n:,}" for p, n in cov.nodes.items())
+            FIG.add(f"check.growth.x{rounds + 1}", statistics.median(times), "s", f"{name} (the proof in process)")
             print(
                 f"{name:<22} rules {len(policy.rules):4}  dimensions {len(cov.domain.dims):3}"
                 f"  cells ~10^{len(str(cov.cells)) - 1}"
@@ -238,7 +251,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-growth", action="store_true", help="leave out the growth series")
+    add_record_option(ap)
     args = ap.parse_args()
+    FIG.record = args.record
     load = os.getloadavg() if hasattr(os, "getloadavg") else (0.0, 0.0, 0.0)
     print(
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}: "
@@ -248,6 +263,7 @@ def main() -> None:
     end_to_end(args.repeat)
     if not args.no_growth:
         growth(args.repeat)
+    FIG.save()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Print the design-target figures of docs/design.md (no assertions: figures, not tests).
 
-    python benchmarks/bench_core.py
+    python benchmarks/bench_core.py [--record]
 
 - ``import kernelpolicy`` in a fresh interpreter;
 - shipped rules loaded, validated and compiled (``load_policy``);
@@ -15,6 +15,7 @@ from source in every fresh process, while pydantic and yaml load their bytecode)
 
 from __future__ import annotations
 
+import argparse
 import compileall
 import statistics
 import subprocess
@@ -22,6 +23,8 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+
+from _figures import Recorder, add_record_option
 
 import kernelpolicy as kp
 from kernelpolicy import resolver
@@ -75,6 +78,9 @@ def alternate(a: list[str], b: list[str], repeat: int = 15) -> tuple[float, floa
 
 
 def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_record_option(ap)
+    args = ap.parse_args()
     py = sys.executable
     compileall.compile_dir(str(Path(kp.__file__).parent), quiet=1)
     imp = subprocess_time([py, "-c", "import kernelpolicy"])
@@ -112,16 +118,36 @@ def main() -> None:
         [py, "-m", "kernelpolicy", *SEED], [py, "-c", "import pydantic, yaml, packaging.version"]
     )
 
-    print(f"import kernelpolicy (fresh process, minus bare startup): {1e3 * (imp - bare):7.1f} ms   target < 60 ms")
-    print(f"load_policy (shipped rules + policy/, cached compile): {1e3 * load:7.1f} ms   target < 30 ms")
-    print(f"rules compiled from YAML (no cache: first run, or after an edit): {1e3 * compile_:5.1f} ms")
-    print(f"rules ready in a fresh process (JSON cache, checked): {1e3 * fresh_cached:7.1f} ms   target < 30 ms")
-    print(f"rules ready in a fresh process (no cache: compiled):  {1e3 * fresh_cold:7.1f} ms")
-    print(f"resolve, not cached (median over 5 deployments):        {1e6 * cold_t:7.1f} us   target ~ 20 us")
-    print(f"resolve, cached:                                        {1e6 * warm_t:7.2f} us   target < 2 us")
-    print(f"explain --json end to end:                              {1e3 * explain:7.1f} ms")
-    print(f"python -c 'import pydantic, yaml, packaging.version':   {1e3 * baseline:7.1f} ms")
-    print(f"ratio explain / bare imports (median per pair):         {ratio:7.2f} x   target <= 1.5x")
+    fig = Recorder("benchmarks/bench_core.py", record=args.record)
+    rows = [
+        (
+            "core.import",
+            "import kernelpolicy (fresh process, minus bare startup):",
+            1e3 * (imp - bare),
+            "ms",
+            "target < 60 ms",
+        ),
+        ("core.load", "load_policy (shipped rules + policy/, cached compile):", 1e3 * load, "ms", "target < 30 ms"),
+        ("core.compile", "rules compiled from YAML (no cache: first run, or after an edit):", 1e3 * compile_, "ms", ""),
+        (
+            "core.fresh_cached",
+            "rules ready in a fresh process (JSON cache, checked):",
+            1e3 * fresh_cached,
+            "ms",
+            "target < 30 ms",
+        ),
+        ("core.fresh_cold", "rules ready in a fresh process (no cache: compiled):", 1e3 * fresh_cold, "ms", ""),
+        ("core.resolve_cold", "resolve, not cached (median over 5 deployments):", 1e6 * cold_t, "us", "target ~ 20 us"),
+        ("core.resolve_warm", "resolve, cached:", 1e6 * warm_t, "us", "target < 2 us"),
+        ("core.explain", "explain --json end to end:", 1e3 * explain, "ms", ""),
+        ("core.bare_imports", "python -c 'import pydantic, yaml, packaging.version':", 1e3 * baseline, "ms", ""),
+        ("core.explain_ratio", "ratio explain / bare imports (median per pair):", ratio, "x", "target <= 1.5x"),
+    ]
+    for key, what, value, unit, target in rows:
+        fig.add(key, value, unit, what)
+        digits = 2 if value < 10 else 1
+        print(f"{what:<56} {value:8.{digits}f} {unit:<2}   {target}".rstrip())
+    fig.save()
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What kernelpolicy's plugin adds to a model's start-up inside vLLM, and that it adds nothing
 per forward pass (issue #11, target 5).
 
-    python benchmarks/bench_vllm.py [--vllm VERSION] [--model ID] [--gpu SM] [--layers N] [--rounds R]
+    python benchmarks/bench_vllm.py [--vllm VERSION] [--model ID] [--gpu SM] [--layers N] [--rounds R] [--record]
 
 Runs in a vLLM venv of ``scripts/vllm-venv.sh VERSION`` (default: the newest release of
 ``tests/vllm/releases.txt`` whose venv exists) on a simulated GPU
@@ -23,6 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from _figures import Recorder, add_record_option
+
 import kernelpolicy as kp
 from kernelpolicy.engines.vllm.testing import default_venv_python, plugin_cost
 
@@ -41,6 +43,7 @@ def main() -> None:
     parser.add_argument("--gpu", default="sm90")
     parser.add_argument("--layers", type=int, default=60)
     parser.add_argument("--rounds", type=int, default=7)
+    add_record_option(parser)
     args = parser.parse_args()
     version = args.vllm or next((v for v in reversed(_releases()) if default_venv_python(v).exists()), None)
     if version is None or not default_venv_python(version).exists():
@@ -76,6 +79,13 @@ def main() -> None:
         print(f"  {name}: {', '.join(reach) if reach else 'no kernelpolicy code'}")
     print(f"plugin's added time per process: {once * 1e3:.1f} ms = {once / off:.1%} of the start-up without it")
     print(f"  of which per round (facts, rules, decision, wrappers): {per_round * 1e3:.1f} ms = {per_round / off:.1%}")
+    print(f"plugin's added time against the vLLM import alone: {once / cost.setup_s:.1%}")
+    fig = Recorder("benchmarks/bench_vllm.py", record=args.record)
+    fig.add("vllm.added", once * 1e3, "ms", f"plugin's added time per process (vLLM {cost.vllm_version}, {args.model})")
+    fig.add("vllm.added_of_startup", 100 * once / off, "%", "plugin's added time, of the start-up without it")
+    fig.add("vllm.added_of_import", 100 * once / cost.setup_s, "%", "plugin's added time, of the vLLM import alone")
+    fig.add("vllm.per_point", cost.per_point_s * 1e6, "us", "one selection point once decided")
+    fig.save()
 
 
 if __name__ == "__main__":
