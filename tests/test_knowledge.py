@@ -333,3 +333,59 @@ def test_the_scanner_reads_wheels_and_source_archives(tmp_path: Path) -> None:
     assert got[("symbol", "Runner.autotune")] == (["1.0"], ["0.9"], [])
     assert got[("matches", r"^TILES = \[128, 256\]")] == (["1.0"], ["0.9"], [])
     assert got[("contains", "x")] == ([], [], ["0.9", "1.0"])
+
+
+# -- SGLang's pins as implications (rules/implies/sglang_releases.yaml), from one generator with vLLM's
+
+_ROOT = Path(__file__).resolve().parents[1]
+_SGLANG_RELEASES = _ROOT / "src" / "kernelpolicy" / "releases" / "sglang" / "releases.json"
+
+
+def test_the_sglang_pin_file_is_in_sync_with_the_release_data() -> None:
+    from kernelpolicy.releases.packages.pins import SGLANG_GENERATED, sglang_generated_files
+
+    want = sglang_generated_files(_ROOT)[_ROOT / SGLANG_GENERATED]
+    have = (_ROOT / SGLANG_GENERATED).read_text(encoding="utf-8")
+    assert have == want, f"{SGLANG_GENERATED} is out of date: run `python -m kernelpolicy._docs`"
+
+
+def test_every_sglang_release_implies_what_its_wheel_pins(tmp_path: Path) -> None:
+    from kernelpolicy import resolve
+    from kernelpolicy.facts.record import Facts
+
+    policy = load_policy(environ=False)
+    records = json.loads(_SGLANG_RELEASES.read_text(encoding="utf-8"))["releases"]
+    for version, record in records.items():
+        pins = record["requires"]
+        d = resolve(Facts.from_values({"deploy.engine": "sglang", "sglang.version": version, "gpu.sm": "sm90"}), policy)
+        assert d.facts.values["flashinfer.version"] == pins["flashinfer-python"], version
+        assert d.facts.values["torch.version"] == pins["torch"], version
+        assert d.facts.values["deep_gemm.version"] == pins["sgl-deep-gemm"], version
+        assert d.facts.values["deep_gemm.dist"] == "sgl-deep-gemm", version
+        assert d.facts.sources["flashinfer.version"].startswith("implied:sglang-"), version
+    # what the user states wins, and vLLM's pins stay off an SGLang deployment (and the reverse)
+    stated = {"deploy.engine": "sglang", "sglang.version": "0.5.18", "flashinfer.version": "0.6.18"}
+    assert resolve(Facts.from_values(stated), policy).facts.values["flashinfer.version"] == "0.6.18"
+    both = {"deploy.engine": "sglang", "sglang.version": "0.5.18", "vllm.version": "0.34.0"}
+    assert resolve(Facts.from_values(both), policy).facts.values["flashinfer.version"] == "0.6.17"
+    on_vllm = {"deploy.engine": "vllm", "sglang.version": "0.5.18", "vllm.version": "0.34.0"}
+    assert resolve(Facts.from_values(on_vllm), policy).facts.values["flashinfer.version"] == "0.7.3"
+
+
+def test_the_engines_pins_come_from_one_generator() -> None:
+    from kernelpolicy.releases.packages.pins import sglang_pin_implications
+    from kernelpolicy.releases.vllm.generate import release_implications
+    from kernelpolicy.releases.vllm.versions import release_records
+
+    # a post release that moves a pin gets its own window; releases that agree share one
+    records = json.loads(_SGLANG_RELEASES.read_text(encoding="utf-8"))["releases"]
+    few = {v: records[v] for v in ("0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1")}
+    got = {e["id"]: e["when"]["sglang.version"] for e in sglang_pin_implications(few)["implies"]}
+    assert got == {
+        "sglang-0.5.12-pins": ">=0.5.12,<0.5.12.post1",
+        "sglang-0.5.12.post1-pins": ">=0.5.12.post1,<0.5.13",
+        "sglang-0.5.13-0.5.13.post1-pins": ">=0.5.13,<0.5.14",
+    }
+    vllm = [e for e in release_implications(release_records())["implies"] if e["id"].endswith("-pins")]
+    assert vllm[-1]["set"] == {"torch.version": "2.14.0", "flashinfer.version": "0.7.3", "cutlass_dsl.version": "4.8.0"}
+    assert all(e["because"].endswith("(wheel METADATA `Requires-Dist`)") for e in vllm)

@@ -19,13 +19,14 @@ something changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 from packaging.version import Version
 
+from ..packages.pins import pin_implications, release_runs
 from .names import DENSE_BLOCK_KERNELS, DENSE_LINEAR_KERNELS, DENSE_TENSOR_KERNELS, UNMODELLED_DENSE_KERNELS
 
 __all__ = [
@@ -45,12 +46,6 @@ _HEADER: Final = (
 GENERATED: Final[Mapping[str, str]] = {
     "rules/implies/vllm_releases.yaml": "release_implications",
     "rules/backends/dense.vllm.yaml": "dense_orders",
-}
-#: ``Requires-Dist`` name -> the fact its pin sets
-_PIN_FACTS: Final = {
-    "torch": "torch.version",
-    "flashinfer-python": "flashinfer.version",
-    "nvidia-cutlass-dsl": "cutlass_dsl.version",
 }
 #: vLLM's table (``_scan.DENSE_TABLES``) -> the weight formats whose dense order it is. (For NVFP4
 #: and MXFP4 vLLM forces a kernel before it walks the table only for weight-only layers and an
@@ -79,20 +74,6 @@ def _label(versions: list[str]) -> str:
     return first if first == last else f"{first}-{last}"
 
 
-def _runs(records: Mapping[str, Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Hashable]) -> list[list[str]]:
-    """The releases in order, grouped into runs of consecutive ones with equal ``key``."""
-    runs: list[list[str]] = []
-    last: Hashable = object()
-    for v, r in records.items():
-        k = key(r)
-        if runs and k == last:
-            runs[-1].append(v)
-        else:
-            runs.append([v])
-        last = k
-    return runs
-
-
 def _short(commit: str) -> str:
     return commit[:8]
 
@@ -104,7 +85,7 @@ def _vendoring(records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
 
     commits = sorted({_short(c) for r in records.values() if (c := r["deep_gemm"].get("commit"))})
     out: list[dict[str, Any]] = []
-    for run in _runs(records, key):
+    for run in release_runs(records, key):
         dg = records[run[0]]["deep_gemm"]
         if dg["version"] is None:
             continue
@@ -151,26 +132,14 @@ def _releases(run: list[str]) -> str:
 
 
 def _pins(records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    def key(r: Mapping[str, Any]) -> Hashable:
-        return tuple(sorted((k, v) for k, v in r["requires"].items() if k in _PIN_FACTS))
-
-    out: list[dict[str, Any]] = []
-    for run in _runs(records, key):
-        pins = records[run[0]]["requires"]
-        sets = {fact: pins[dist] for dist, fact in _PIN_FACTS.items() if dist in pins}
-        if not sets:
-            continue
-        out.append(
-            {
-                "id": f"vllm-{_label(run)}-pins",
-                "when": {"vllm.version": _span(run)},
-                "unless": {"deploy.engine": "sglang"},  # SGLang pins its own
-                "set": sets,
-                "because": f"vLLM {_releases(run)} requires exactly these releases (wheel METADATA `Requires-Dist`)",
-                "refs": [f"vllm@v{run[0]}:vllm-{run[0]}.dist-info/METADATA"],
-            }
-        )
-    return out
+    return pin_implications(
+        "vllm",
+        records,
+        span=lambda run, _following: _span(run),
+        label=_label,
+        scope={"unless": {"deploy.engine": "sglang"}},  # SGLang pins its own (sglang_releases.yaml)
+        metadata_ref=lambda v: f"vllm@v{v}:vllm-{v}.dist-info/METADATA",
+    )
 
 
 def release_implications(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -221,7 +190,7 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         def key(r: Mapping[str, Any], ids: Mapping[str, list[str]] = ids) -> Hashable:
             return tuple(ids[r["version"]])
 
-        for run in _runs(listed, key):
+        for run in release_runs(listed, key):
             out.append(
                 {
                     "id": f"{stem}-{_label(run)}",
