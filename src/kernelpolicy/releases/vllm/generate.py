@@ -20,6 +20,7 @@ something changed.
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -57,6 +58,34 @@ _DENSE_SCHEMES: Final = {
     "nvfp4": ("nvfp4",),
     "mxfp4": ("mxfp4",),
 }
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A kernel vLLM's own code takes before it walks a table, where the checkpoint asks for it."""
+
+    table: str  #: the table it goes ahead of
+    backend: str  #: its kernelpolicy id
+    since: str  #: the first scanned release that has it (read in that release's code)
+    when: Mapping[str, str]  #: what the checkpoint has (a fact that must be known to hold)
+    name: str  #: the entry id's part
+    ref: str
+
+
+#: Kernels ahead of vLLM's tables. vLLM 0.34's compressed-tensors transform method swaps in
+#: Humming's NVFP4 kernel with the input Hadamard fused (``HummingHadamardNvFp4LinearKernel``)
+#: for a W4A4 NVFP4 layer whose inputs carry Sylvester Hadamard transforms, under
+#: ``--linear-backend auto`` or ``humming``; where Humming cannot run it keeps the table's kernel.
+_AHEAD: Final = (
+    _Ahead(
+        "nvfp4",
+        "humming_hadamard",
+        "0.34.0",
+        {"quant.input_transform": "hadamard"},
+        "hadamard",
+        "vllm@v0.34.0:vllm/model_executor/layers/quantization/compressed_tensors/transform/schemes/linear_humming_nvfp4.py",
+    ),
+)
 
 
 def _minor(v: str) -> Version:
@@ -190,6 +219,8 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         def key(r: Mapping[str, Any], ids: Mapping[str, list[str]] = ids) -> Hashable:
             return tuple(ids[r["version"]])
 
+        aheads = [_ahead_orders(a, listed, ids, schemes, stem, newest["version"]) for a in _AHEAD if a.table == table]
+        out += [e for windows, _ in aheads for e in windows]
         for run in release_runs(listed, key):
             out.append(
                 {
@@ -201,6 +232,7 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                     "refs": [f"vllm@v{run[-1]}:vllm/model_executor/kernels/linear/__init__.py"],
                 }
             )
+        out += [e for _, unstated in aheads for e in unstated]  # after every stated window
         if ids[newest["version"]]:
             out.append(
                 {
@@ -217,6 +249,47 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                 }
             )
     return {"order": out}
+
+
+def _ahead_orders(
+    ahead: _Ahead,
+    listed: Mapping[str, Mapping[str, Any]],
+    ids: Mapping[str, list[str]],
+    schemes: tuple[str, ...],
+    stem: str,
+    newest: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The order entries of the releases that take *ahead* first: per window (they precede the
+    table's own windows), and for a release not stated when the newest has it (it follows every
+    stated window, so an older stated release keeps its table). Their condition holds only where
+    the checkpoint's fact is known, so an unknown keeps the table's order."""
+    having = {v: r for v, r in listed.items() if Version(v) >= Version(ahead.since)}
+    windows: list[dict[str, Any]] = []
+    unstated: list[dict[str, Any]] = []
+
+    def key(r: Mapping[str, Any]) -> Hashable:
+        return tuple(ids[r["version"]])
+
+    def entry(ident: str, span: str | None, table: list[str], because: str) -> dict[str, Any]:
+        return {
+            "id": ident,
+            "path": "dense",
+            "when": {**_dense_when(schemes, span), **ahead.when},
+            "backends": [ahead.backend, *(b for b in table if b != ahead.backend)],
+            "because": because,
+            "refs": [ahead.ref],
+        }
+
+    for run in release_runs(having, key):
+        why = (
+            f"vLLM {_releases(run)} takes `{ahead.backend}` ahead of its {ahead.table} table where the "
+            "checkpoint asks for it"
+        )
+        windows.append(entry(f"{stem}-{ahead.name}-{_label(run)}", _span(run), ids[run[0]], why))
+    if newest in having:
+        why = f"where the vLLM release is not stated, the newest scanned release's ({newest}) `{ahead.backend}` first"
+        unstated.append(entry(f"{stem}-{ahead.name}", None, ids[newest], why))
+    return windows, unstated
 
 
 def generated_files(records: Mapping[str, Mapping[str, Any]], root: Path) -> dict[Path, str]:
