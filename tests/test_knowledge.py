@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from packaging.version import Version
@@ -272,7 +273,7 @@ def test_the_release_table_covers_every_shipped_fix_and_every_scanned_release() 
 
     policy = load_policy(environ=False)
     table = scanned_contents()
-    wanted = {r.fix.key for r in policy.rules if r.fix is not None}
+    wanted = {ev.key for r in policy.rules for ev in (r.fix or ())}
     assert wanted and wanted <= set(table), "regenerate: python -m kernelpolicy.releases.packages._scan"
     doc = json.loads(CONTENTS_FILE.read_text(encoding="utf-8"))
     for key in wanted:
@@ -333,3 +334,184 @@ def test_the_scanner_reads_wheels_and_source_archives(tmp_path: Path) -> None:
     assert got[("symbol", "Runner.autotune")] == (["1.0"], ["0.9"], [])
     assert got[("matches", r"^TILES = \[128, 256\]")] == (["1.0"], ["0.9"], [])
     assert got[("contains", "x")] == ([], [], ["0.9", "1.0"])
+
+
+# -- SGLang's pins as implications (rules/implies/sglang_releases.yaml), from one generator with vLLM's
+
+_ROOT = Path(__file__).resolve().parents[1]
+_SGLANG_RELEASES = _ROOT / "src" / "kernelpolicy" / "releases" / "sglang" / "releases.json"
+
+
+def test_the_sglang_pin_file_is_in_sync_with_the_release_data() -> None:
+    from kernelpolicy.releases.packages.pins import SGLANG_GENERATED, sglang_generated_files
+
+    want = sglang_generated_files(_ROOT)[_ROOT / SGLANG_GENERATED]
+    have = (_ROOT / SGLANG_GENERATED).read_text(encoding="utf-8")
+    assert have == want, f"{SGLANG_GENERATED} is out of date: run `python -m kernelpolicy._docs`"
+
+
+def test_every_sglang_release_implies_what_its_wheel_pins(tmp_path: Path) -> None:
+    from kernelpolicy import resolve
+    from kernelpolicy.facts.record import Facts
+
+    policy = load_policy(environ=False)
+    records = json.loads(_SGLANG_RELEASES.read_text(encoding="utf-8"))["releases"]
+    for version, record in records.items():
+        pins = record["requires"]
+        d = resolve(Facts.from_values({"deploy.engine": "sglang", "sglang.version": version, "gpu.sm": "sm90"}), policy)
+        assert d.facts.values["flashinfer.version"] == pins["flashinfer-python"], version
+        assert d.facts.values["torch.version"] == pins["torch"], version
+        assert d.facts.values["deep_gemm.version"] == pins["sgl-deep-gemm"], version
+        assert d.facts.values["deep_gemm.dist"] == "sgl-deep-gemm", version
+        assert d.facts.sources["flashinfer.version"].startswith("implied:sglang-"), version
+    # what the user states wins, and vLLM's pins stay off an SGLang deployment (and the reverse)
+    stated = {"deploy.engine": "sglang", "sglang.version": "0.5.18", "flashinfer.version": "0.6.18"}
+    assert resolve(Facts.from_values(stated), policy).facts.values["flashinfer.version"] == "0.6.18"
+    both = {"deploy.engine": "sglang", "sglang.version": "0.5.18", "vllm.version": "0.34.0"}
+    assert resolve(Facts.from_values(both), policy).facts.values["flashinfer.version"] == "0.6.17"
+    on_vllm = {"deploy.engine": "vllm", "sglang.version": "0.5.18", "vllm.version": "0.34.0"}
+    assert resolve(Facts.from_values(on_vllm), policy).facts.values["flashinfer.version"] == "0.7.3"
+
+
+def test_the_engines_pins_come_from_one_generator() -> None:
+    from kernelpolicy.releases.packages.pins import sglang_pin_implications
+    from kernelpolicy.releases.vllm.generate import release_implications
+    from kernelpolicy.releases.vllm.versions import release_records
+
+    # a post release that moves a pin gets its own window; releases that agree share one
+    records = json.loads(_SGLANG_RELEASES.read_text(encoding="utf-8"))["releases"]
+    few = {v: records[v] for v in ("0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1")}
+    got = {e["id"]: e["when"]["sglang.version"] for e in sglang_pin_implications(few)["implies"]}
+    assert got == {
+        "sglang-0.5.12-pins": ">=0.5.12,<0.5.12.post1",
+        "sglang-0.5.12.post1-pins": ">=0.5.12.post1,<0.5.13",
+        "sglang-0.5.13-0.5.13.post1-pins": ">=0.5.13,<0.5.14",
+    }
+    vllm = [e for e in release_implications(release_records())["implies"] if e["id"].endswith("-pins")]
+    assert vllm[-1]["set"] == {"torch.version": "2.14.0", "flashinfer.version": "0.7.3", "cutlass_dsl.version": "4.8.0"}
+    assert all(e["because"].endswith("(wheel METADATA `Requires-Dist`)") for e in vllm)
+
+
+# -- a fix that shows as any of several signatures (`fix:` a list of alternatives)
+
+_ALT_RULE = """
+rules:
+  - id: fix-moved-on-the-release-branch
+    when: {gpu.sm: sm90, quant.moe_scheme: mxfp4}
+    backend: flashinfer_cutlass
+    paths: [moe]
+    require:
+      not: {flashinfer.version: "<0.6.16"}
+    severity: accuracy
+    because: the W4A16 collective races on its TMA descriptor
+    help: fixed in FlashInfer 0.6.16
+    refs: [flashinfer-ai/flashinfer#5438]
+    fix:
+FIX
+"""
+_MAIN = "      - {package: flashinfer-python, file: flashinfer/old.hpp, contains: Fixed}"
+_MOVED = "      - {package: flashinfer-python, file: flashinfer/moved.hpp, symbol: Fixed.acquire}"
+
+
+def _alt_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A release table where the fix shows in one file up to 0.6.16 and from 0.6.18, and the
+    release branch carries it in another file (0.6.16.post3, 0.6.17): scanned code, made up."""
+    from kernelpolicy.releases import packages
+
+    releases = ["0.6.15.post1", "0.6.16", "0.6.16.post3", "0.6.17", "0.6.18"]
+    doc = {
+        "generated_by": "test",
+        "packages": {"flashinfer-python": releases},
+        "fixes": [
+            {
+                "package": "flashinfer-python",
+                "file": "flashinfer/old.hpp",
+                "kind": "contains",
+                "pattern": "Fixed",
+                "has": ["0.6.16", "0.6.18"],
+                "lacks": ["0.6.15.post1", "0.6.16.post3", "0.6.17"],
+                "no_file": [],
+            },
+            {
+                "package": "flashinfer-python",
+                "file": "flashinfer/moved.hpp",
+                "kind": "symbol",
+                "pattern": "Fixed.acquire",
+                "has": ["0.6.16.post3", "0.6.17"],
+                "lacks": [],
+                "no_file": ["0.6.15.post1", "0.6.16", "0.6.18"],
+            },
+        ],
+    }
+    table = tmp_path / "contents.json"
+    table.write_text(json.dumps(doc), encoding="utf-8")
+    read = packages.scanned_contents
+    monkeypatch.setattr(packages, "scanned_contents", lambda path=table: read(path))
+
+
+def _mine(found: list[Any]) -> list[Any]:
+    """The findings of the test's rule (the made-up table has not scanned the shipped rules' fixes)."""
+    return [c for c in found if (c["rule"] if isinstance(c, dict) else c.rule) == "fix-moved-on-the-release-branch"]
+
+
+def test_a_fix_shows_where_any_of_its_alternatives_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernelpolicy.releases.packages import contents_of_any
+
+    _alt_table(tmp_path, monkeypatch)
+    one = tmp_path / "one.yaml"
+    one.write_text(_ALT_RULE.replace("FIX", _MAIN), encoding="utf-8")
+    both = tmp_path / "both.yaml"
+    both.write_text(_ALT_RULE.replace("FIX", f"{_MAIN}\n{_MOVED}"), encoding="utf-8")
+    # the first signature alone: the release branch looks reverted
+    [c] = _mine(contradicted_windows(load_policy([one], environ=False)))
+    assert c.lacking == ("0.6.16.post3", "0.6.17")
+    # with the moved file as an alternative, every release from 0.6.16 shows the fix
+    policy = load_policy([both], environ=False)
+    [rule] = [r for r in policy.rules if r.id == "fix-moved-on-the-release-branch"]
+    assert rule.fix is not None and [ev.file for ev in rule.fix] == ["flashinfer/old.hpp", "flashinfer/moved.hpp"]
+    seen = contents_of_any(rule.fix)
+    assert seen is not None and seen.has == ("0.6.16", "0.6.16.post3", "0.6.17", "0.6.18")
+    assert seen.lacks == ("0.6.15.post1",) and seen.no_file == ()
+    assert _mine(contradicted_windows(policy)) == []
+
+
+def test_knowledge_stale_names_every_alternative(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _alt_table(tmp_path, monkeypatch)
+    f = tmp_path / "policy.yaml"
+    f.write_text(_ALT_RULE.replace("FIX", f"{_MAIN}\n{_MOVED}").replace('"<0.6.16"', '"<0.6.17"'), encoding="utf-8")
+    assert main(["knowledge", "stale", "--policy", str(f), "--json"]) == 1
+    [c] = _mine(json.loads(capsys.readouterr().out)["contradicted"])
+    assert (c["rule"], c["package"], c["acting"]) == (
+        "fix-moved-on-the-release-branch",
+        "flashinfer-python",
+        ["0.6.16", "0.6.16.post3"],
+    )
+    assert "`flashinfer/old.hpp` (contains `Fixed`) or `flashinfer/moved.hpp` (symbol `Fixed.acquire`)" in c["message"]
+    # an alternative the table has not scanned is a finding, as a single signature is
+    f.write_text(_ALT_RULE.replace("FIX", f"{_MAIN}\n{_MOVED.replace('acquire', 'release')}"), encoding="utf-8")
+    assert main(["knowledge", "stale", "--policy", str(f), "--json"]) == 1
+    [c] = _mine(json.loads(capsys.readouterr().out)["contradicted"])
+    assert c["unscanned"] is True and "`flashinfer/old.hpp` or `flashinfer/moved.hpp`" in c["message"]
+
+
+@pytest.mark.parametrize(
+    ("fix", "error"),
+    [
+        ("      []", "`fix: []` names no signature"),
+        (f"{_MAIN}\n      - {{package: torch, file: torch/x.py, contains: y}}", "these name flashinfer-python, torch"),
+        (f"{_MAIN}\n      - {{package: flashinfer-python, file: a.py}}", "a fix names exactly one signature"),
+    ],
+)
+def test_malformed_alternatives_are_one_line_naming_the_rule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], fix: str, error: str
+) -> None:
+    f = tmp_path / "policy.yaml"
+    f.write_text(
+        _ALT_RULE.replace("    fix:\nFIX", f"    fix:\n{fix}" if not fix.strip().startswith("[") else "    fix: []"),
+        encoding="utf-8",
+    )
+    assert main(["knowledge", "stale", "--policy", str(f)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and error in err[0] and "(rule `fix-moved-on-the-release-branch`)" in err[0], err

@@ -1,7 +1,8 @@
 """Regenerate the generated documentation of a source checkout: ``python -m kernelpolicy._docs``.
 
 Writes the rule files generated from vLLM's and SGLang's per-release data
-(``releases/vllm/generate.py``, ``releases/sglang/generate.py``),
+(``releases/vllm/generate.py``, ``releases/sglang/generate.py``, and both engines' pins:
+``releases/packages/pins.py``),
 then the README's environment table, ``docs/matrix.md`` and ``schemas/*.schema.json`` from
 the code and the shipped rules; the tests in ``tests/tools/`` fail until this has been run
 after a change to any of them.
@@ -27,9 +28,11 @@ def main(root: Path | None = None) -> int:
     if not (root / "pyproject.toml").is_file():
         print(f"kernelpolicy: `{root}` is not a source checkout", file=sys.stderr)
         return 2
+    from .releases.packages.pins import sglang_generated_files as sglang_pin_files
     from .releases.sglang.generate import generated_files as sglang_generated_files
 
-    for path, text in {**generated_files(release_records(), root), **sglang_generated_files(root)}.items():
+    generated = {**generated_files(release_records(), root), **sglang_generated_files(root), **sglang_pin_files(root)}
+    for path, text in generated.items():
         path.write_text(text, encoding="utf-8")
     policy = load_policy(environ=False)
     readme = root / "README.md"

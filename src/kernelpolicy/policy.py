@@ -107,7 +107,8 @@ class Rule:
     refs: tuple[str, ...] = ()
     until: Condition | None = None
     overrides: tuple[str, ...] = ()
-    fix: FixEvidence | None = None  #: how its cited fix shows in released code
+    #: how its cited fix shows in released code: the alternatives, any of which shows it (one package)
+    fix: tuple[FixEvidence, ...] | None = None
 
     @property
     def layer(self) -> Layer:

@@ -47,8 +47,17 @@ def test_each_window_of_releases_that_agree_is_one_entry_naming_vllm_and_its_win
     assert block[-1]["id"] == "vllm-order-dense-fp8-block"
     assert block[-1]["backends"] == block[-2]["backends"]
     # NVFP4 and MXFP4 come from the data too; 0.32 adds only a class of an id 0.30 lists (b12x): one window
-    nvfp4 = [o["when"].get("vllm.version") for o in orders if o["when"]["quant.scheme"] == "nvfp4"]
+    table = [o for o in orders if o["when"]["quant.scheme"] == "nvfp4" and "quant.input_transform" not in o["when"]]
+    nvfp4 = [o["when"].get("vllm.version") for o in table]
     assert nvfp4 == [">=0.24,<0.25", ">=0.25,<0.28", ">=0.28,<0.30", ">=0.30,<0.35", None]
+    # 0.34 takes Humming's fused-Hadamard NVFP4 GEMM ahead of the table for a Hadamard checkpoint: its
+    # window comes before the table's, its not-stated entry after every stated window
+    ids = [o["id"] for o in orders if o["when"]["quant.scheme"] == "nvfp4"]
+    assert ids.index("vllm-order-dense-nvfp4-hadamard-0.34") < ids.index("vllm-order-dense-nvfp4-0.24")
+    assert ids.index("vllm-order-dense-nvfp4-0.30-0.34") < ids.index("vllm-order-dense-nvfp4-hadamard")
+    assert ids.index("vllm-order-dense-nvfp4-hadamard") < ids.index("vllm-order-dense-nvfp4")
+    ahead = next(o for o in orders if o["id"] == "vllm-order-dense-nvfp4-hadamard-0.34")
+    assert ahead["backends"] == ["humming_hadamard", *table[-2]["backends"]]
     assert any(o["when"]["quant.scheme"] == "mxfp4" for o in orders)
 
 

@@ -36,7 +36,7 @@ from packaging.version import Version
 from ..dsl.conditions import TRUE, Condition, evaluate, tests_of
 from ..facts.record import Facts
 from ..policy import FixEvidence, Origin, Policy
-from ..releases.packages import ReleaseContents, contents_of
+from ..releases.packages import ReleaseContents, contents_of_any
 from ..releases.sglang.versions import release_records as sglang_records
 from ..releases.vllm.versions import release_records as vllm_records
 from ..resolver import apply_implications
@@ -185,7 +185,7 @@ def stale_bounds(policy: Policy) -> list[StaleBound]:
         for fix in cited_fixes(*texts):
             mine = _engines_of(when, until, require)
             ev = evidence.get(rid)
-            seen = contents_of(ev) if ev is not None and ev.package == fix.package else None
+            seen = contents_of_any(ev) if ev is not None and ev[0].package == fix.package else None
             bringing = [(e, v, pins) for e, v, pins in engines if e in mine and _brings(e, v, pins, fix, seen)]
             if not bringing:
                 continue  # the fix is in no scanned release: nothing to bound yet
@@ -230,7 +230,7 @@ class ContradictedWindow:
 
     rule: str
     origin: Origin
-    evidence: FixEvidence
+    evidence: tuple[FixEvidence, ...]  #: the fix's alternatives (one package), any of which shows it
     fix: CitedFix | None  #: the cited fix the evidence is of (``None``: the rule cites none of that package)
     #: releases the rule treats as fixed whose code lacks the fix
     lacking: tuple[str, ...] = ()
@@ -241,11 +241,17 @@ class ContradictedWindow:
     #: the checked-in table has not scanned this evidence
     unscanned: bool = False
 
+    @property
+    def package(self) -> str:
+        """The package the fix is in (every alternative's)."""
+        return self.evidence[0].package
+
     def message(self) -> str:
-        pkg = self.evidence.package
+        pkg = self.package
         if self.unscanned:
+            files = " or ".join(f"`{f}`" for f in dict.fromkeys(e.file for e in self.evidence))
             return (
-                f"rule `{self.rule}` names its fix in `{self.evidence.file}` of {pkg}, which the release table "
+                f"rule `{self.rule}` names its fix in {files} of {pkg}, which the release table "
                 "has not scanned: run `python -m kernelpolicy.releases.packages._scan`"
             )
         if self.fix is None:
@@ -257,7 +263,7 @@ class ContradictedWindow:
             parts.append(f"still acts on {_list(self.acting)}, whose code has the fix")
         if self.early:
             parts.append(f"cites {pkg} {self.fix.version}, but {_list(self.early)} already have the fix")
-        where = f"`{self.evidence.file}` ({self.evidence.kind} `{self.evidence.pattern}`)"
+        where = " or ".join(f"`{e.file}` ({e.kind} `{e.pattern}`)" for e in self.evidence)
         return f"rule `{self.rule}` {'; '.join(parts)} (the released {pkg} checked for {where})"
 
 
@@ -275,8 +281,8 @@ def contradicted_windows(policy: Policy) -> list[ContradictedWindow]:
         ev = r.fix
         if ev is None:
             continue
-        fix = next((f for f in cited_fixes(r.because, r.help) if f.package == ev.package), None)
-        seen = contents_of(ev)
+        fix = next((f for f in cited_fixes(r.because, r.help) if f.package == ev[0].package), None)
+        seen = contents_of_any(ev)
         if seen is None:
             out.append(ContradictedWindow(r.id, r.origin, ev, fix, unscanned=True))
             continue
@@ -284,14 +290,14 @@ def contradicted_windows(policy: Policy) -> list[ContradictedWindow]:
             out.append(ContradictedWindow(r.id, r.origin, ev, None))
             continue
         require = r.require if r.kind == "require" and r.require is not TRUE else None
-        key = keys.get(ev.package, fix.key)
+        key = keys.get(ev[0].package, fix.key)
         lacking: list[str] = []
         acting: list[str] = []
         early: list[str] = []
         cited = Version(fix.version)
         for release in seen.releases:
             has = release in seen.has
-            values = {key: release, **_DIST_FACTS.get(ev.package, {})}
+            values = {key: release, **_DIST_FACTS.get(ev[0].package, {})}
             facts = apply_implications(Facts.from_values(values, source="user"), policy)
             acts = _acts(r.when, r.until, require, facts)
             if Version(release) < cited:

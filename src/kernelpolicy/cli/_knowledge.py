@@ -103,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                     "rule": c.rule,
                     "file": c.origin.file,
                     "line": c.origin.line,
-                    "package": c.evidence.package,
+                    "package": c.package,
                     "fixed_in": None if c.fix is None else c.fix.version,
                     "lacking": list(c.lacking),
                     "acting": list(c.acting),

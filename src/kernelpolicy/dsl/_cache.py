@@ -49,7 +49,7 @@ __all__ = [
     "write_entry",
 ]
 
-FORMAT: Final = "kernelpolicy.policy-cache/3"
+FORMAT: Final = "kernelpolicy.policy-cache/4"
 #: The largest cache entry read (the shipped tables take about a tenth of this).
 MAX_ENTRY_BYTES: Final = 4_000_000
 #: The most compiled policies kept (each edit of a rule file makes a new one).
@@ -167,7 +167,7 @@ def encode_policy(policy: Policy) -> dict[str, Any]:
                 "refs": list(r.refs),
                 "until": None if r.until is None else _enc_cond(r.until),
                 "overrides": list(r.overrides),
-                "fix": None if r.fix is None else [r.fix.package, r.fix.file, r.fix.kind, r.fix.pattern],
+                "fix": None if r.fix is None else [[f.package, f.file, f.kind, f.pattern] for f in r.fix],
             }
             for r in policy.rules
         ],
@@ -345,14 +345,19 @@ def _dec_rule(d: dict[str, Any]) -> Rule:
     )
 
 
-def _dec_fix(d: Any) -> FixEvidence | None:
+def _dec_fix(d: Any) -> tuple[FixEvidence, ...] | None:
     if d is None:
         return None
-    if not isinstance(d, list) or len(d) != 4 or not all(isinstance(x, str) for x in d):
+    if not isinstance(d, list) or not d:
         raise _bad("rule fix")
-    if d[2] not in ("contains", "matches", "symbol"):
-        raise _bad("rule fix kind")
-    return FixEvidence(d[0], d[1], d[2], d[3])
+    out = []
+    for one in d:
+        if not isinstance(one, list) or len(one) != 4 or not all(isinstance(x, str) for x in one):
+            raise _bad("rule fix")
+        if one[2] not in ("contains", "matches", "symbol"):
+            raise _bad("rule fix kind")
+        out.append(FixEvidence(one[0], one[1], one[2], one[3]))
+    return tuple(out)
 
 
 def _dec_implication(d: dict[str, Any]) -> Implication:

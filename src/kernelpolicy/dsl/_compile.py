@@ -91,15 +91,20 @@ class _File:
         return list(zip(index, items, strict=True)) if index is not None else list(enumerate(items))
 
 
-def _fix_evidence(r: RuleSpec) -> FixEvidence | None:
-    """A rule's ``fix`` (its schema checked one signature is named) as the policy holds it."""
+def _fix_evidence(r: RuleSpec) -> tuple[FixEvidence, ...] | None:
+    """A rule's ``fix`` (its schema checked each alternative names one signature, all of one
+    package) as the policy holds it: the alternatives in order."""
     if r.fix is None:
         return None
-    for kind in ("contains", "matches", "symbol"):
-        pattern = getattr(r.fix, kind)
-        if pattern is not None:
-            return FixEvidence(r.fix.package, r.fix.file, kind, pattern)
-    return None
+    out: list[FixEvidence] = []
+    for spec in r.fix:
+        for kind in ("contains", "matches", "symbol"):
+            pattern = getattr(spec, kind)
+            if pattern is not None:
+                ev = FixEvidence(spec.package, spec.file, kind, pattern)
+                if ev not in out:
+                    out.append(ev)
+    return tuple(out) or None
 
 
 def _rule_id_at(loc: Located, path: Where) -> str | None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
     "SEVERITIES",
@@ -110,7 +110,27 @@ class RuleSpec(_Strict):
     help: str | None = None
     refs: list[str] = []
     until: dict[str, Any] | None = None
-    fix: FixSpec | None = None  #: how the cited fix shows in released code
+    #: how the cited fix shows in released code: one signature, or a list of alternatives (the fix
+    #: shows in a release where any of them does: a file moved, a symbol renamed between releases)
+    fix: list[FixSpec] | None = None
+
+    @field_validator("fix", mode="before", json_schema_input_type=FixSpec | list[FixSpec] | None)
+    @classmethod
+    def _alternatives(cls, fix: Any) -> Any:
+        """One signature is a list of one (so each alternative's error names its place)."""
+        return [fix] if isinstance(fix, dict) else fix
+
+    @field_validator("fix")
+    @classmethod
+    def _one_fixed_package(cls, fix: list[FixSpec] | None) -> list[FixSpec] | None:
+        # a field validator, so a bad `fix` is dropped from the rule it is reported on
+        if fix is not None:
+            if not fix:
+                raise ValueError("`fix: []` names no signature: give one, or a list of alternatives")
+            packages = sorted({f.package for f in fix})
+            if len(packages) > 1:
+                raise ValueError(f"a fix's alternatives show one fix in one package; these name {', '.join(packages)}")
+        return fix
 
 
 class ImplySpec(_Strict):

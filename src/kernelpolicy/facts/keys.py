@@ -125,6 +125,7 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
         "b12x",
         "marlin",
         "humming",
+        "humming_hadamard",
         "triton",
         "torch",
         "emulation",
@@ -135,7 +136,9 @@ BACKENDS: Final[dict[str, tuple[str, ...]]] = {
         "flashinfer_cutlass",
         "flashinfer_cutedsl",
         "flashinfer_b12x",
+        "flashinfer_megamoe",
         "deep_gemm",
+        "deep_gemm_mega_moe",
         "vllm_cutlass",
         "triton",
         "marlin",
@@ -634,6 +637,16 @@ _ALL += [
         " FP8 per token, its default; `a4w4` MXFP4; `a16w4` BF16)",
         ("a8w4", "a4w4", "a16w4"),
         "a8w4",
+    ),
+    FactKey(
+        "quant.input_transform",
+        _E,
+        "a transform the checkpoint applies to the linear layers' inputs before quantising them:"
+        " `hadamard` for a compressed-tensors `transform_config` of Sylvester Hadamard input"
+        " transforms of one block size in 16, 32, 64, 128 (none on the outputs), which vLLM 0.34"
+        " fuses into Humming's NVFP4 input quantisation; `none` for a checkpoint without one",
+        ("none", "hadamard"),
+        "hadamard",
     ),
 ]
 # --- end of format variants ------------------------------------------------------------------

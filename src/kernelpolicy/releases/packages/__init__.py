@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -25,7 +25,7 @@ from packaging.version import Version
 
 from ...policy import FixEvidence
 
-__all__ = ["CONTENTS_FILE", "ReleaseContents", "contents_of", "scanned_contents"]
+__all__ = ["CONTENTS_FILE", "ReleaseContents", "contents_of", "contents_of_any", "scanned_contents"]
 
 #: Written by :mod:`._scan`, never edited.
 CONTENTS_FILE: Final = Path(__file__).with_name("contents.json")
@@ -79,3 +79,20 @@ def scanned_contents(path: Path = CONTENTS_FILE) -> Mapping[str, ReleaseContents
 def contents_of(evidence: FixEvidence) -> ReleaseContents | None:
     """What the scanned releases hold of *evidence*, or ``None`` when the table lacks it."""
     return scanned_contents().get(evidence.key)
+
+
+def contents_of_any(alternatives: Sequence[FixEvidence]) -> ReleaseContents | None:
+    """What the scanned releases hold of a fix that shows as any of *alternatives* (one package):
+    a release has it where one alternative shows, lacks the file where every alternative does, and
+    lacks it otherwise. ``None`` when the table lacks one of them (it must be scanned first)."""
+    seen = [contents_of(ev) for ev in alternatives]
+    if not seen or any(c is None for c in seen):
+        return None
+    found = [c for c in seen if c is not None]
+    if len(found) == 1:
+        return found[0]
+    releases = sorted({r for c in found for r in c.releases}, key=Version)
+    has = tuple(r for r in releases if any(r in c.has for c in found))
+    no_file = tuple(r for r in releases if r not in has and all(r in c.no_file for c in found))
+    lacks = tuple(r for r in releases if r not in has and r not in no_file)
+    return ReleaseContents(found[0].evidence, has, lacks, no_file)

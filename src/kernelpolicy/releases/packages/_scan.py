@@ -198,14 +198,15 @@ def shows(evidence: FixEvidence, content: bytes) -> bool:
 
 
 def wanted_evidence(policy_files: list[Path]) -> list[FixEvidence]:
-    """The ``fix`` entries of the shipped rules (and *policy_files*), once each, in order."""
+    """The ``fix`` signatures of the shipped rules (and *policy_files*), every alternative, once each, in order."""
     from ...dsl.loader import load_policy
 
     policy = load_policy(policy_files, environ=False)
     out: list[FixEvidence] = []
     for r in policy.rules:
-        if r.fix is not None and r.fix not in out:
-            out.append(r.fix)
+        for ev in r.fix or ():
+            if ev not in out:
+                out.append(ev)
     return out
 
 

@@ -19,13 +19,15 @@ something changed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
 import yaml
 from packaging.version import Version
 
+from ..packages.pins import pin_implications, release_runs
 from .names import DENSE_BLOCK_KERNELS, DENSE_LINEAR_KERNELS, DENSE_TENSOR_KERNELS, UNMODELLED_DENSE_KERNELS
 
 __all__ = [
@@ -46,12 +48,6 @@ GENERATED: Final[Mapping[str, str]] = {
     "rules/implies/vllm_releases.yaml": "release_implications",
     "rules/backends/dense.vllm.yaml": "dense_orders",
 }
-#: ``Requires-Dist`` name -> the fact its pin sets
-_PIN_FACTS: Final = {
-    "torch": "torch.version",
-    "flashinfer-python": "flashinfer.version",
-    "nvidia-cutlass-dsl": "cutlass_dsl.version",
-}
 #: vLLM's table (``_scan.DENSE_TABLES``) -> the weight formats whose dense order it is. (For NVFP4
 #: and MXFP4 vLLM forces a kernel before it walks the table only for weight-only layers and an
 #: explicit ``--linear-backend``, which is an explicit choice here too.)
@@ -62,6 +58,34 @@ _DENSE_SCHEMES: Final = {
     "nvfp4": ("nvfp4",),
     "mxfp4": ("mxfp4",),
 }
+
+
+@dataclass(frozen=True)
+class _Ahead:
+    """A kernel vLLM's own code takes before it walks a table, where the checkpoint asks for it."""
+
+    table: str  #: the table it goes ahead of
+    backend: str  #: its kernelpolicy id
+    since: str  #: the first scanned release that has it (read in that release's code)
+    when: Mapping[str, str]  #: what the checkpoint has (a fact that must be known to hold)
+    name: str  #: the entry id's part
+    ref: str
+
+
+#: Kernels ahead of vLLM's tables. vLLM 0.34's compressed-tensors transform method swaps in
+#: Humming's NVFP4 kernel with the input Hadamard fused (``HummingHadamardNvFp4LinearKernel``)
+#: for a W4A4 NVFP4 layer whose inputs carry Sylvester Hadamard transforms, under
+#: ``--linear-backend auto`` or ``humming``; where Humming cannot run it keeps the table's kernel.
+_AHEAD: Final = (
+    _Ahead(
+        "nvfp4",
+        "humming_hadamard",
+        "0.34.0",
+        {"quant.input_transform": "hadamard"},
+        "hadamard",
+        "vllm@v0.34.0:vllm/model_executor/layers/quantization/compressed_tensors/transform/schemes/linear_humming_nvfp4.py",
+    ),
+)
 
 
 def _minor(v: str) -> Version:
@@ -79,20 +103,6 @@ def _label(versions: list[str]) -> str:
     return first if first == last else f"{first}-{last}"
 
 
-def _runs(records: Mapping[str, Mapping[str, Any]], key: Callable[[Mapping[str, Any]], Hashable]) -> list[list[str]]:
-    """The releases in order, grouped into runs of consecutive ones with equal ``key``."""
-    runs: list[list[str]] = []
-    last: Hashable = object()
-    for v, r in records.items():
-        k = key(r)
-        if runs and k == last:
-            runs[-1].append(v)
-        else:
-            runs.append([v])
-        last = k
-    return runs
-
-
 def _short(commit: str) -> str:
     return commit[:8]
 
@@ -104,7 +114,7 @@ def _vendoring(records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]
 
     commits = sorted({_short(c) for r in records.values() if (c := r["deep_gemm"].get("commit"))})
     out: list[dict[str, Any]] = []
-    for run in _runs(records, key):
+    for run in release_runs(records, key):
         dg = records[run[0]]["deep_gemm"]
         if dg["version"] is None:
             continue
@@ -151,26 +161,14 @@ def _releases(run: list[str]) -> str:
 
 
 def _pins(records: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    def key(r: Mapping[str, Any]) -> Hashable:
-        return tuple(sorted((k, v) for k, v in r["requires"].items() if k in _PIN_FACTS))
-
-    out: list[dict[str, Any]] = []
-    for run in _runs(records, key):
-        pins = records[run[0]]["requires"]
-        sets = {fact: pins[dist] for dist, fact in _PIN_FACTS.items() if dist in pins}
-        if not sets:
-            continue
-        out.append(
-            {
-                "id": f"vllm-{_label(run)}-pins",
-                "when": {"vllm.version": _span(run)},
-                "unless": {"deploy.engine": "sglang"},  # SGLang pins its own
-                "set": sets,
-                "because": f"vLLM {_releases(run)} requires exactly these releases (wheel METADATA `Requires-Dist`)",
-                "refs": [f"vllm@v{run[0]}:vllm-{run[0]}.dist-info/METADATA"],
-            }
-        )
-    return out
+    return pin_implications(
+        "vllm",
+        records,
+        span=lambda run, _following: _span(run),
+        label=_label,
+        scope={"unless": {"deploy.engine": "sglang"}},  # SGLang pins its own (sglang_releases.yaml)
+        metadata_ref=lambda v: f"vllm@v{v}:vllm-{v}.dist-info/METADATA",
+    )
 
 
 def release_implications(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
@@ -221,7 +219,9 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
         def key(r: Mapping[str, Any], ids: Mapping[str, list[str]] = ids) -> Hashable:
             return tuple(ids[r["version"]])
 
-        for run in _runs(listed, key):
+        aheads = [_ahead_orders(a, listed, ids, schemes, stem, newest["version"]) for a in _AHEAD if a.table == table]
+        out += [e for windows, _ in aheads for e in windows]
+        for run in release_runs(listed, key):
             out.append(
                 {
                     "id": f"{stem}-{_label(run)}",
@@ -232,6 +232,7 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                     "refs": [f"vllm@v{run[-1]}:vllm/model_executor/kernels/linear/__init__.py"],
                 }
             )
+        out += [e for _, unstated in aheads for e in unstated]  # after every stated window
         if ids[newest["version"]]:
             out.append(
                 {
@@ -248,6 +249,47 @@ def dense_orders(records: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
                 }
             )
     return {"order": out}
+
+
+def _ahead_orders(
+    ahead: _Ahead,
+    listed: Mapping[str, Mapping[str, Any]],
+    ids: Mapping[str, list[str]],
+    schemes: tuple[str, ...],
+    stem: str,
+    newest: str,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The order entries of the releases that take *ahead* first: per window (they precede the
+    table's own windows), and for a release not stated when the newest has it (it follows every
+    stated window, so an older stated release keeps its table). Their condition holds only where
+    the checkpoint's fact is known, so an unknown keeps the table's order."""
+    having = {v: r for v, r in listed.items() if Version(v) >= Version(ahead.since)}
+    windows: list[dict[str, Any]] = []
+    unstated: list[dict[str, Any]] = []
+
+    def key(r: Mapping[str, Any]) -> Hashable:
+        return tuple(ids[r["version"]])
+
+    def entry(ident: str, span: str | None, table: list[str], because: str) -> dict[str, Any]:
+        return {
+            "id": ident,
+            "path": "dense",
+            "when": {**_dense_when(schemes, span), **ahead.when},
+            "backends": [ahead.backend, *(b for b in table if b != ahead.backend)],
+            "because": because,
+            "refs": [ahead.ref],
+        }
+
+    for run in release_runs(having, key):
+        why = (
+            f"vLLM {_releases(run)} takes `{ahead.backend}` ahead of its {ahead.table} table where the "
+            "checkpoint asks for it"
+        )
+        windows.append(entry(f"{stem}-{ahead.name}-{_label(run)}", _span(run), ids[run[0]], why))
+    if newest in having:
+        why = f"where the vLLM release is not stated, the newest scanned release's ({newest}) `{ahead.backend}` first"
+        unstated.append(entry(f"{stem}-{ahead.name}", None, ids[newest], why))
+    return windows, unstated
 
 
 def generated_files(records: Mapping[str, Mapping[str, Any]], root: Path) -> dict[Path, str]:

@@ -102,7 +102,9 @@ MOE_CLI_NAMES: Final[dict[str, str]] = {
     "flashinfer_cutlass": "flashinfer_cutlass",
     "flashinfer_cutedsl": "flashinfer_cutedsl",
     "flashinfer_b12x": "flashinfer_b12x",
+    "flashinfer_megamoe": "flashinfer_moe_ep_mega_deep_gemm",  # 0.32+: FlashInfer's MoE-EP layer, DeepGEMM megakernel
     "deep_gemm": "deep_gemm",
+    "deep_gemm_mega_moe": "deep_gemm_mega_moe",  # the model's own MegaMoE layer, not an oracle backend
     "vllm_cutlass": "cutlass",
     "triton": "triton",
     "marlin": "marlin",
