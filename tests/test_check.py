@@ -500,3 +500,27 @@ def test_every_class_of_the_shipped_domain_holds_values_its_facts_take() -> None
                 except kernel_policy.KernelPolicyError as exc:
                     bad.append(f"{dim.name}={cls.label}: {exc}")
     assert bad == []
+
+
+def _stale_ids(tmp_path: Path, pins: dict[str, str]) -> list[str]:
+    from kernelpolicy.analysis.static import stale
+    from kernelpolicy.dsl.loader import load_policy
+
+    implies = "".join(
+        f'  - id: vllm-{v}-pins-triton\n    when: {{vllm.version: ">={v},<{v[:-1]}{int(v[-1]) + 1}"}}\n'
+        f'    set: {{triton.version: "{t}"}}\n    refs: [test#1]\n'
+        for v, t in pins.items()
+    )
+    body = (HERE / "stale-until.yaml").read_text(encoding="utf-8").split("rules:", 1)[1]
+    f = tmp_path / "rules.yaml"
+    f.write_text(f"implies:\n{implies}\nrules:{body}", encoding="utf-8")
+    catalog = HERE / "base" / "catalog.yaml"
+    policy = load_policy([catalog, f], shipped=False, default_policy=False, environ=False)
+    return [finding.rule for finding in stale(policy)]
+
+
+def test_a_fix_within_the_modelled_releases_is_not_stale(tmp_path: Path) -> None:
+    """Found as: SGLang's pins, once implied, made every SGLang rule whose fix shipped in 0.5.15
+    or 0.5.17 "stale" (the newest release has the fix), though 0.5.12-0.5.16 still need them."""
+    assert _stale_ids(tmp_path, {"0.30": "3.6.0", "0.31": "3.7.1"}) == []
+    assert _stale_ids(tmp_path, {"0.30": "3.7.0", "0.31": "3.7.1"}) == ["triton-crashes-before-3.7"]

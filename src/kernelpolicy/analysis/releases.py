@@ -28,27 +28,30 @@ from ..resolver import apply_implications
 from .domain import _version_points
 from .findings import Finding
 
-__all__ = ["PACKAGE_OF", "known_releases", "newest_release", "unknown_release", "unknown_release_bounds"]
+__all__ = [
+    "PACKAGE_OF",
+    "known_releases",
+    "release_points",
+    "unknown_release",
+    "unknown_release_bounds",
+]
 
 
-def newest_release(policy: Policy) -> tuple[dict[str, Version], Mapping[str, Any]]:
-    """``(release versions, typed facts)`` of the newest release *policy*'s implications know.
-
-    Both are empty when no implication reads a release key.
-    """
+def release_points(policy: Policy) -> list[tuple[str, Version, Mapping[str, Any]]]:
+    """``(key, version, typed facts)`` of every release *policy*'s implications tell apart: per
+    release key an implication reads (``vllm.version``, ``sglang.version``), each version point of
+    its bounds that some implication matches, with what the implications then set. Oldest first
+    per key; empty when no implication reads a release key."""
     set_keys = {k for imp in policy.implications for k in imp.sets}
     tests = [t for imp in policy.implications for t in tests_of(imp.when)]
-    releases: dict[str, Version] = {}
+    out: list[tuple[str, Version, Mapping[str, Any]]] = []
     for key in sorted({t.key for t in tests if t.kind is Kind.VERSION} - set_keys):
         mine = [t for t in tests if t.key == key]
-        for point in reversed(_version_points(mine)):
+        for point in _version_points(mine):
             if any(t.match(point) for t in mine):
-                releases[key] = point
-                break
-    if not releases:
-        return {}, {}
-    values: dict[str, Any] = {k: str(v) for k, v in releases.items()}
-    return releases, apply_implications(Facts.from_values(values, source="user"), policy).typed()
+                facts = Facts.from_values({key: str(point)}, source="user")
+                out.append((key, point, apply_implications(facts, policy).typed()))
+    return out
 
 
 # -- the releases the scanned data knows, and the rules' bounds checked against them

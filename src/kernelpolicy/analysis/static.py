@@ -14,13 +14,15 @@ import itertools
 from collections.abc import Iterable
 from typing import Any, Final
 
+from packaging.version import Version
+
 from ..dsl.conditions import TRUE, All, Condition, evaluate, tests_of
 from ..policy import Policy, Rule
 from .coverage import Coverage
 from .domain import Domain, build_domain, rule_paths
 from .findings import Finding
 from .locate import Locator
-from .releases import newest_release
+from .releases import release_points
 
 __all__ = ["analyse", "satisfiable", "stale"]
 
@@ -207,25 +209,33 @@ def _conflict(a: tuple[str, ...], b: tuple[str, ...]) -> bool:
 
 
 def stale(policy: Policy) -> Iterable[Finding]:
-    """Rules whose ``until`` already holds for the newest release the implications know."""
-    releases, typed = newest_release(policy)
-    if not releases:
+    """Rules whose ``until`` holds for every release the implications tell apart (of the
+    releases where it is decided at all): the fix shipped before the oldest of them, so the rule
+    acts on none. A rule whose fix came within the modelled releases still guards the older ones."""
+    points = release_points(policy)
+    if not points:
         return
-    named = ", ".join(f"`{k}` {v}" for k, v in releases.items())
     for r in policy.rules:
-        if r.until is None or evaluate(r.until, typed) is not True:
+        if r.until is None:
             continue
-        met = "; ".join(f"{t.describe()} (is `{typed[t.key]}`)" for t in tests_of(r.until) if t.key in typed)
+        decided = [(key, version, typed) for key, version, typed in points if evaluate(r.until, typed) is not None]
+        if not decided or any(evaluate(r.until, typed) is not True for _, _, typed in decided):
+            continue
+        spans: dict[str, list[Version]] = {}
+        for key, version, _ in decided:
+            spans.setdefault(key, []).append(version)
+        named = ", ".join(f"`{k}` {min(v)}" + (f"-{max(v)}" if len(v) > 1 else "") for k, v in spans.items())
+        oldest = decided[0][2]
+        met = "; ".join(f"{t.describe()} (is `{oldest[t.key]}`)" for t in tests_of(r.until) if t.key in oldest)
         yield Finding(
             "stale-rule",
-            f"rule `{r.id}` is stale: its `until` already holds for the newest release "
-            f"the catalog knows ({named}): {met}",
+            f"rule `{r.id}` is stale: its `until` already holds for every release the catalog knows ({named}): {met}",
             "warning",
             r.origin.file,
             r.origin.line,
             1,
             r.id,
-            help="the fix has shipped; remove the rule once older releases no longer matter",
+            help="the fix shipped before every modelled release; remove the rule once older releases no longer matter",
             field="until",
         )
 
