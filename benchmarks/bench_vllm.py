@@ -82,7 +82,12 @@ def main() -> None:
     print(f"plugin's added time against the vLLM import alone: {once / cost.setup_s:.1%}")
     fig = Recorder("benchmarks/bench_vllm.py", record=args.record)
     fig.add("vllm.added", once * 1e3, "ms", f"plugin's added time per process (vLLM {cost.vllm_version}, {args.model})")
-    fig.add("vllm.added_of_startup", 100 * once / off, "%", "plugin's added time, of the start-up without it")
+    fig.add(
+        "vllm.round_of_selection",
+        100 * per_round / off,
+        "%",
+        "per start-up (facts, rules, decision, wrappers), of the selection calls without the plugin",
+    )
     fig.add("vllm.added_of_import", 100 * once / cost.setup_s, "%", "plugin's added time, of the vLLM import alone")
     fig.add("vllm.per_point", cost.per_point_s * 1e6, "us", "one selection point once decided")
     fig.save()
