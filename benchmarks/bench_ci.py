@@ -47,7 +47,9 @@ def main() -> int:
     print(f"running .ci/run in {clone} (log: {log})", flush=True)
     t = time.perf_counter()
     with log.open("wb") as out:
-        rc = subprocess.run([str(clone / ".ci" / "run")], cwd=clone, stdout=out, stderr=subprocess.STDOUT).returncode
+        rc = subprocess.run(
+            [str(clone / ".ci" / "run")], check=False, cwd=clone, stdout=out, stderr=subprocess.STDOUT
+        ).returncode
     seconds = time.perf_counter() - t
     tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-3:]
     print(f"fresh-clone .ci/run: {seconds / 60:.1f} min ({seconds:.0f} s), exit {rc}")
