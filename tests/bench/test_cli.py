@@ -33,7 +33,7 @@ def test_all_lists_the_ruled_out_candidates_with_their_rule(capsys: pytest.Captu
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--paths", "dense,mlp"], "--paths `dense,mlp`: expected some of dense, moe, router"),
+        (["--paths", "dense,mlp"], "--paths `dense,mlp`: expected some of dense, moe, router, attention"),
         (["--m", "1,zero"], "--m `1,zero`: expected comma-separated positive integers"),
         (["--only", "nope"], "--only `nope`: none of these is a candidate here"),
         (["--report", "/no/such.json"], "`/no/such.json`: cannot be read"),

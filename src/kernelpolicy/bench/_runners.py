@@ -210,6 +210,21 @@ class _Runner:
         return self.make(self.env, cell)
 
 
+@dataclass
+class _AttnRunner:
+    backend: str
+    path: str
+    libs: Any
+    make: Callable[[Any, Cell], Prepared]
+    needs: Callable[[Any], str | None]
+
+    def unavailable(self) -> str | None:
+        return self.needs(self.libs)
+
+    def prepare(self, cell: Cell) -> Prepared:
+        return self.make(self.libs, cell)
+
+
 Gemm = Callable[[Any, Any, Any, Any], Callable[[], Any]]
 
 
@@ -455,10 +470,17 @@ _TABLE: Final[dict[tuple[str, str], tuple[Callable[[Env, Cell], Prepared], Calla
 }
 
 
-def registry(env: Env) -> Callable[[str, str], _Runner | None]:
+def registry(env: Env) -> Callable[[str, str], _Runner | _AttnRunner | None]:
     """The runner lookup over *env* (path, backend -> runner or None)."""
 
-    def lookup(path: str, backend: str) -> _Runner | None:
+    from ._attn_runners import ATTN_TABLE, AttnLibs
+
+    libs = AttnLibs(env.torch)
+
+    def lookup(path: str, backend: str) -> _Runner | _AttnRunner | None:
+        if path == "attention":
+            found = ATTN_TABLE.get(backend)
+            return None if found is None else _AttnRunner(backend, path, libs, found[0], found[1])
         entry = _TABLE.get((path, backend))
         if entry is None:
             return None

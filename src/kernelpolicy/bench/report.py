@@ -185,6 +185,10 @@ class Report:
                 c.get("note", ""),
                 int(c.get("topk", 0)),
                 int(c.get("total_experts", 0)),
+                kv_heads=int(c.get("kv_heads", 0)),
+                phase=str(c.get("phase", "")),
+                context=int(c.get("context", 0)),
+                kv_dtype=str(c.get("kv_dtype", "")),
             )
             outcomes = {
                 o["backend"]: Outcome(
@@ -229,6 +233,16 @@ class Report:
                     "experts": layer.experts,
                     "note": layer.note,
                     **({"topk": layer.topk, "total_experts": layer.total_experts} if layer.path == "moe" else {}),
+                    **(
+                        {
+                            "kv_heads": layer.kv_heads,
+                            "phase": layer.phase,
+                            "context": layer.context,
+                            "kv_dtype": layer.kv_dtype,
+                        }
+                        if layer.path == "attention"
+                        else {}
+                    ),
                     "m": cr.cell.m,
                     "choice": cr.choice,
                     "fastest": best.backend if best else None,
