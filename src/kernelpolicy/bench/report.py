@@ -65,10 +65,17 @@ class Failure:
         """A shipped rule calls it valid here, and it failed."""
         return self.candidate.valid and self.candidate.layer == "shipped"
 
-    def line(self) -> str:
+    def line(self, *, saved: bool = False) -> str:
+        """The failure on one line; *saved*: read from a saved report, whose failure this process did
+        not see (a bench of that day may have been at fault: re-run before acting on it)."""
         c = self.candidate
         verdict = f"valid by {c.cite()}" if c.valid else f"ruled out by {c.cite()}"
-        tag = "  CONTRADICTS A SHIPPED RULE" if self.contradicts_shipped else ""
+        if not self.contradicts_shipped:
+            tag = ""
+        elif saved:
+            tag = "  failed where a shipped rule calls it valid (a saved report: re-run bench to confirm it)"
+        else:
+            tag = "  CONTRADICTS A SHIPPED RULE"
         return f"{c.backend} {self.outcome.status}: {self.outcome.detail} [{verdict}]{tag}"
 
 
@@ -476,14 +483,14 @@ def _path_tables(path: str, cands: Sequence[Candidate], cells: list[CellReport])
     return lines
 
 
-def _failures(report: Report) -> list[str]:
+def _failures(report: Report, saved: bool) -> list[str]:
     failures = report.failures()
     if not failures:
         return []
     lines = ["", "failures (a failure is not a time):"]
     seen: dict[tuple[str, str, str], list[str]] = {}
     for f in failures:
-        key = (f.cell.layer.path, f.outcome.backend, f.line())
+        key = (f.cell.layer.path, f.outcome.backend, f.line(saved=saved))
         seen.setdefault(key, []).append(f"{f.cell.layer.name}@M={f.cell.m}")
     for (path, _, text), where in seen.items():
         lines.append(f"  x {path} {text}")
@@ -514,11 +521,12 @@ def _summary(report: Report) -> list[str]:
     return lines
 
 
-def render_text(report: Report) -> str:
-    """The report for a terminal: per path and layer a table of M rows, then the failures."""
+def render_text(report: Report, *, saved: bool = False) -> str:
+    """The report for a terminal: per path and layer a table of M rows, then the failures (*saved*:
+    re-rendered from a saved report, see :meth:`Failure.line`)."""
     lines = _header(report)
     for path, cands in report.candidates.items():
         cells = [c for c in report.cells if c.cell.layer.path == path]
         if cells:
             lines += _path_tables(path, cands, cells)
-    return "\n".join(lines + _failures(report) + _summary(report))
+    return "\n".join(lines + _failures(report, saved) + _summary(report))

@@ -181,16 +181,31 @@ def run(args: argparse.Namespace) -> int:
     return _output(report, args)
 
 
-def _output(report: Any, args: argparse.Namespace) -> int:
+def _schema_ref(target: Path) -> str | None:
+    """The rules schema as a path relative to *target*'s folder, where a ``schemas/`` folder above it
+    has one (a repository's ``policy/``), else None: a path valid only in another tree is not written."""
+    from ..tools.fmt import find_schema
+
+    found = find_schema(target)
+    return None if found is None else Path(os.path.relpath(found, target.resolve().parent)).as_posix()
+
+
+def _output(report: Any, args: argparse.Namespace, *, replay: bool = False) -> int:
+    """Print *report*; 1 when a measured candidate a shipped rule calls valid failed (0 when *replay*:
+    re-rendering a saved report measures nothing, its failures are in the text)."""
     from ..bench.emit import render_policy
     from ..bench.report import render_text
 
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1) + "\n")
     else:
-        sys.stdout.write(render_text(report) + "\n")
+        sys.stdout.write(render_text(report, saved=replay) + "\n")
     if args.emit_policy is not None:  # whole or not at all: an old file is kept when the write fails
-        write_output("--emit-policy", Path(args.emit_policy), render_policy(report, threshold=args.threshold))
+        target = Path(args.emit_policy)
+        text = render_policy(report, threshold=args.threshold, schema=_schema_ref(target))
+        write_output("--emit-policy", target, text)
+    if replay:
+        return 0
     return 1 if any(f.contradicts_shipped for f in report.failures()) else 0
 
 
@@ -216,7 +231,7 @@ def _replay(args: argparse.Namespace) -> int:
         report = combine(reports)
     except ValueError as exc:
         raise UsageError(f"--report: {exc}") from None
-    return _output(report, args)
+    return _output(report, args, replay=True)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:
