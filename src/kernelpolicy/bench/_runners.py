@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._first_use import announce_first_use
 from ._moe_runners import MOE_TABLE, load_fused_moe_kernel
 from ._torch import FP8_MAX, GROUP, Lab, rel_error
 from .protocol import Cell, NotRunnable, Prepared
@@ -207,7 +208,8 @@ class _Runner:
         return self.needs(self.env)
 
     def prepare(self, cell: Cell) -> Prepared:
-        return self.make(self.env, cell)
+        prepared = self.make(self.env, cell)
+        return announce_first_use("FlashInfer", prepared) if self.backend.startswith("flashinfer") else prepared
 
 
 @dataclass
@@ -222,7 +224,8 @@ class _AttnRunner:
         return self.needs(self.libs)
 
     def prepare(self, cell: Cell) -> Prepared:
-        return self.make(self.libs, cell)
+        prepared = self.make(self.libs, cell)
+        return announce_first_use("FlashInfer", prepared) if self.backend.startswith("flashinfer") else prepared
 
 
 Gemm = Callable[[Any, Any, Any, Any], Callable[[], Any]]
