@@ -1,6 +1,6 @@
 """kernelpolicy's decision against the policy engines people would otherwise reach for.
 
-    python benchmarks/peers.py            # agreement check, then timings (pip install -e '.[bench]')
+    python benchmarks/peers.py            # agreement check, then timings (pip install -e '.[peers]')
 
 One real question, the FP8/FP4 MoE backend of a deployment, is encoded from the shipped rules
 (loaded with ``load_policy(environ=False)``) for

@@ -63,7 +63,7 @@ def test_a_decision_from_the_compiled_rules_never_imports_pydantic() -> None:
 def _peers():  # type: ignore[no-untyped-def]
     missing = [m for m in ("cedarpy", "cel") if importlib.util.find_spec(m) is None]
     if missing:
-        pytest.skip(f"{' and '.join(missing)} not installed (pip install -e '.[bench]')")
+        pytest.skip(f"{' and '.join(missing)} not installed (pip install -e '.[peers]')")
     sys.path.insert(0, str(ROOT / "benchmarks"))
     try:
         import peers

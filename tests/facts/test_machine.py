@@ -125,6 +125,20 @@ def test_probe_results_added_to_cache_later(
     assert m.providers["deep_gemm_probe"]["cached"] is False
 
 
+def test_a_plain_gather_keeps_the_probes_a_probing_one_cached(
+    monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, replay_h200: ReplayRunner, tmp_path: Path
+) -> None:
+    # issue #36: `facts --probe`, then `facts`, then `facts --probe` ran every probe again: the plain
+    # call found the probes' entries "unknown", called the cache invalid and rewrote it without them
+    script_nvml(monkeypatch, pynvml_mod, [h200_gpu()])
+    _gather(tmp_path, replay_h200, probe=True)
+    plain = _gather(tmp_path, replay_h200)
+    assert plain.providers["torch"]["cached"] is True
+    assert not any(n.startswith("cache: ignored") for n in plain.notes)
+    again = _gather(tmp_path, replay_h200, probe=True)
+    assert again.providers["deep_gemm_probe"]["cached"] is True
+
+
 @pytest.mark.usefixtures("h200_packages")
 def test_crashing_probe_does_not_crash_gather(monkeypatch: pytest.MonkeyPatch, pynvml_mod: Any, tmp_path: Path) -> None:
     script_nvml(monkeypatch, pynvml_mod, [gb10_gpu()])

@@ -40,6 +40,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ._first_use import announce_first_use
 from ._moe_runners import MOE_TABLE, load_fused_moe_kernel
 from ._torch import FP8_MAX, GROUP, Lab, rel_error
 from .protocol import Cell, NotRunnable, Prepared
@@ -207,7 +208,24 @@ class _Runner:
         return self.needs(self.env)
 
     def prepare(self, cell: Cell) -> Prepared:
-        return self.make(self.env, cell)
+        prepared = self.make(self.env, cell)
+        return announce_first_use("FlashInfer", prepared) if self.backend.startswith("flashinfer") else prepared
+
+
+@dataclass
+class _AttnRunner:
+    backend: str
+    path: str
+    libs: Any
+    make: Callable[[Any, Cell], Prepared]
+    needs: Callable[[Any], str | None]
+
+    def unavailable(self) -> str | None:
+        return self.needs(self.libs)
+
+    def prepare(self, cell: Cell) -> Prepared:
+        prepared = self.make(self.libs, cell)
+        return announce_first_use("FlashInfer", prepared) if self.backend.startswith("flashinfer") else prepared
 
 
 Gemm = Callable[[Any, Any, Any, Any], Callable[[], Any]]
@@ -455,10 +473,17 @@ _TABLE: Final[dict[tuple[str, str], tuple[Callable[[Env, Cell], Prepared], Calla
 }
 
 
-def registry(env: Env) -> Callable[[str, str], _Runner | None]:
+def registry(env: Env) -> Callable[[str, str], _Runner | _AttnRunner | None]:
     """The runner lookup over *env* (path, backend -> runner or None)."""
 
-    def lookup(path: str, backend: str) -> _Runner | None:
+    from ._attn_runners import ATTN_TABLE, AttnLibs
+
+    libs = AttnLibs(env.torch)
+
+    def lookup(path: str, backend: str) -> _Runner | _AttnRunner | None:
+        if path == "attention":
+            found = ATTN_TABLE.get(backend)
+            return None if found is None else _AttnRunner(backend, path, libs, found[0], found[1])
         entry = _TABLE.get((path, backend))
         if entry is None:
             return None

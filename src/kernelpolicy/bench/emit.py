@@ -121,14 +121,19 @@ def policy_layer(report: Report, *, threshold: float = 0.03) -> dict[str, Any]:
     return {"rules": _deny_rules(report) + _prefer_rules(report, threshold)}
 
 
-def render_policy(report: Report, *, threshold: float = 0.03) -> str:
-    """:func:`policy_layer` as the text of a policy file."""
+def render_policy(report: Report, *, threshold: float = 0.03, schema: str | None = None) -> str:
+    """:func:`policy_layer` as the text of a policy file; *schema* the ``$schema`` reference valid
+    where the file is written (None: no reference, and the line that says how to get one)."""
     import yaml
 
     layer = policy_layer(report, threshold=threshold)
+    ref = (
+        f"# yaml-language-server: $schema={schema}\n"
+        if schema
+        else "# editors: `kernelpolicy schema --write DIR` writes rules.schema.json; name it in a $schema line\n"
+    )
     head = (
-        "# yaml-language-server: $schema=../schemas/rules.schema.json\n"
-        f"# Written by `kernelpolicy bench --emit-policy` for {_comment(report.model)} on"
+        ref + f"# Written by `kernelpolicy bench --emit-policy` for {_comment(report.model)} on"
         f" {_comment(report.context.get('machine', '?'))} ({_comment(report.context.get('date', '?'))}).\n"
         "# An operator policy layer: pass it with --policy or put it in policy/; `kernelpolicy check` proves it.\n"
     )

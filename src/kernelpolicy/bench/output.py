@@ -42,7 +42,7 @@ class BenchOutcome(_Open):
 
 
 class BenchCell(_Open):
-    path: Literal["dense", "moe", "router"]
+    path: Literal["dense", "moe", "router", "attention"]
     layer: str
     n: int
     k: int
@@ -50,6 +50,10 @@ class BenchCell(_Open):
     note: str = Field(default="", description="what the shape stands for when it is not plain (replicated, ...)")
     topk: int | None = Field(default=None, description="moe: experts each token is routed to (n, k: w13's)")
     total_experts: int | None = Field(default=None, description="moe: experts over all ranks")
+    kv_heads: int | None = Field(default=None, description="attention: KV heads per rank (n: q heads, k: head size)")
+    phase: str | None = Field(default=None, description="attention: decode (m sequences) or prefill (m new tokens)")
+    context: int | None = Field(default=None, description="attention, decode: tokens in each sequence's KV cache")
+    kv_dtype: str | None = Field(default=None, description="attention: the KV cache's dtype (bf16, fp8)")
     m: int
     choice: str | None = Field(description="the decision's backend on this path")
     fastest: str | None = Field(description="the fastest correct candidate the decision calls valid")

@@ -65,10 +65,17 @@ class Failure:
         """A shipped rule calls it valid here, and it failed."""
         return self.candidate.valid and self.candidate.layer == "shipped"
 
-    def line(self) -> str:
+    def line(self, *, saved: bool = False) -> str:
+        """The failure on one line; *saved*: read from a saved report, whose failure this process did
+        not see (a bench of that day may have been at fault: re-run before acting on it)."""
         c = self.candidate
         verdict = f"valid by {c.cite()}" if c.valid else f"ruled out by {c.cite()}"
-        tag = "  CONTRADICTS A SHIPPED RULE" if self.contradicts_shipped else ""
+        if not self.contradicts_shipped:
+            tag = ""
+        elif saved:
+            tag = "  failed where a shipped rule calls it valid (a saved report: re-run bench to confirm it)"
+        else:
+            tag = "  CONTRADICTS A SHIPPED RULE"
         return f"{c.backend} {self.outcome.status}: {self.outcome.detail} [{verdict}]{tag}"
 
 
@@ -185,6 +192,10 @@ class Report:
                 c.get("note", ""),
                 int(c.get("topk", 0)),
                 int(c.get("total_experts", 0)),
+                kv_heads=int(c.get("kv_heads", 0)),
+                phase=str(c.get("phase", "")),
+                context=int(c.get("context", 0)),
+                kv_dtype=str(c.get("kv_dtype", "")),
             )
             outcomes = {
                 o["backend"]: Outcome(
@@ -229,6 +240,16 @@ class Report:
                     "experts": layer.experts,
                     "note": layer.note,
                     **({"topk": layer.topk, "total_experts": layer.total_experts} if layer.path == "moe" else {}),
+                    **(
+                        {
+                            "kv_heads": layer.kv_heads,
+                            "phase": layer.phase,
+                            "context": layer.context,
+                            "kv_dtype": layer.kv_dtype,
+                        }
+                        if layer.path == "attention"
+                        else {}
+                    ),
                     "m": cr.cell.m,
                     "choice": cr.choice,
                     "fastest": best.backend if best else None,
@@ -462,14 +483,14 @@ def _path_tables(path: str, cands: Sequence[Candidate], cells: list[CellReport])
     return lines
 
 
-def _failures(report: Report) -> list[str]:
+def _failures(report: Report, saved: bool) -> list[str]:
     failures = report.failures()
     if not failures:
         return []
     lines = ["", "failures (a failure is not a time):"]
     seen: dict[tuple[str, str, str], list[str]] = {}
     for f in failures:
-        key = (f.cell.layer.path, f.outcome.backend, f.line())
+        key = (f.cell.layer.path, f.outcome.backend, f.line(saved=saved))
         seen.setdefault(key, []).append(f"{f.cell.layer.name}@M={f.cell.m}")
     for (path, _, text), where in seen.items():
         lines.append(f"  x {path} {text}")
@@ -500,11 +521,12 @@ def _summary(report: Report) -> list[str]:
     return lines
 
 
-def render_text(report: Report) -> str:
-    """The report for a terminal: per path and layer a table of M rows, then the failures."""
+def render_text(report: Report, *, saved: bool = False) -> str:
+    """The report for a terminal: per path and layer a table of M rows, then the failures (*saved*:
+    re-rendered from a saved report, see :meth:`Failure.line`)."""
     lines = _header(report)
     for path, cands in report.candidates.items():
         cells = [c for c in report.cells if c.cell.layer.path == path]
         if cells:
             lines += _path_tables(path, cands, cells)
-    return "\n".join(lines + _failures(report) + _summary(report))
+    return "\n".join(lines + _failures(report, saved) + _summary(report))

@@ -83,7 +83,7 @@ def run_cells(  # noqa: PLR0913 (the run's inputs)
             continue
         runners: list[Runner] = [registry(layer.path, c.backend) or _NoRunner(c.backend, layer.path) for c in cands]
         valid = frozenset(c.backend for c in cands if c.valid)
-        for m in ms:
+        for m in layer.ms or ms:
             cell = Cell(model, layer, m)
             outcomes: dict[str, Outcome] = measure_cell(cell, runners, clock, settings or Settings())
             report = CellReport(cell, outcomes, choices.get(layer.path), valid)

@@ -17,10 +17,16 @@ from typing import Any, Final
 
 from ..errors import UsageError
 
-__all__ = ["BLOCK", "Layer", "layer_shapes"]
+__all__ = ["ATTENTION_CONTEXTS", "BLOCK", "Layer", "attention_layers", "layer_shapes"]
 
 #: The block of block-FP8 checkpoints: a sharded N or K must stay a multiple of it.
 BLOCK: Final = 128
+
+#: Decode context lengths (tokens already in the KV cache) measured per attention layer.
+ATTENTION_CONTEXTS: Final = (1024, 8192, 32768)
+#: Decode batches (sequences) and prefill lengths (new tokens of one sequence) measured.
+ATTENTION_DECODE_MS: Final = (1, 16, 64)
+ATTENTION_PREFILL_MS: Final = (1024, 8192, 32768)
 
 #: config.json keys naming the text model's settings inside a multimodal config.
 _TEXT_KEYS: Final = ("text_config", "language_config", "llm_config")
@@ -45,6 +51,14 @@ class Layer:
     note: str = ""
     topk: int = 0  #: MoE: experts each token is routed to (all ranks)
     total_experts: int = 0  #: MoE: experts over all ranks (the rank holds the first *experts*)
+    #: attention (*n* query heads, *k* the head size): KV heads per rank, the phase (``decode``:
+    #: M sequences of *context* tokens, one new token each; ``prefill``: one sequence of M new
+    #: tokens, causal), the KV-cache dtype (``bf16`` or ``fp8``)
+    kv_heads: int = 0
+    phase: str = ""
+    context: int = 0
+    kv_dtype: str = ""
+    ms: tuple[int, ...] = ()  #: the token counts this layer is measured at (empty: the run's)
 
     @property
     def block_aligned(self) -> bool:
@@ -52,6 +66,9 @@ class Layer:
         return self.k % BLOCK == 0
 
     def label(self) -> str:
+        if self.path == "attention":
+            ctx = f", context {self.context}" if self.phase == "decode" else ""
+            return f"{self.name} ({self.n}q/{self.kv_heads}kv heads x {self.k}, {self.kv_dtype} cache{ctx})"
         if self.path == "moe":  # the whole expert computation: w13 (2I x H), then w2 (H x I)
             e = self.experts
             return f"{self.name} ({e}x{self.n}x{self.k} + {e}x{self.k}x{self.n // 2}, top-{self.topk})"
@@ -175,3 +192,34 @@ def layer_shapes(config: Mapping[str, Any], *, model: str, tp: int = 1, ep: int 
         raise UsageError(f"`{model}`: TP ({tp}) and EP ({ep}) must be at least 1")
     cfg = _text(config)
     return tuple(_attention(cfg, model, tp) + _mlp(cfg, model, tp, ep))
+
+
+def attention_layers(config: Mapping[str, Any], *, model: str = "", tp: int = 1, kv_dtype: str = "bf16") -> list[Layer]:
+    """The attention of one rank as cells: decode at each of :data:`ATTENTION_CONTEXTS` (batches of
+    :data:`ATTENTION_DECODE_MS` sequences) and prefill (:data:`ATTENTION_PREFILL_MS` new tokens).
+    MLA models (their latent cache needs the MLA kernels) have none: bench runs MHA/GQA only.
+
+    :raises UsageError: a config without the head counts.
+    """
+    cfg = _text(config)
+    if "kv_lora_rank" in cfg:
+        return []
+    try:
+        heads = int(cfg["num_attention_heads"])
+        kv = int(cfg.get("num_key_value_heads") or heads)
+        head = int(cfg.get("head_dim") or int(cfg["hidden_size"]) // heads)
+    except (KeyError, TypeError, ValueError):
+        raise UsageError(f"`{model or 'the model'}`: config.json has no attention head counts") from None
+    if heads % tp:
+        raise UsageError(f"`{model or 'the model'}`: {heads} attention heads do not split over TP {tp}")
+    hq, hkv = heads // tp, max(1, kv // tp)
+    out = [
+        Layer("attention", f"attn.decode.{ctx // 1024}k", hq, head, kv_heads=hkv, phase="decode", context=ctx,
+              kv_dtype=kv_dtype, ms=ATTENTION_DECODE_MS)
+        for ctx in ATTENTION_CONTEXTS
+    ]  # fmt: skip
+    out.append(
+        Layer("attention", "attn.prefill", hq, head, kv_heads=hkv, phase="prefill", kv_dtype=kv_dtype,
+              ms=ATTENTION_PREFILL_MS)
+    )  # fmt: skip
+    return out

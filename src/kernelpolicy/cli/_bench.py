@@ -19,7 +19,9 @@ from ._common import add_fact_options, facts_from_args, load_policy_from_args, o
 
 __all__ = ["add_parser", "run"]
 
-_PATHS = tuple(p for p in DECIDED_PATHS if p != "attention")  # issue #39: attention is not measured yet
+_PATHS = tuple(DECIDED_PATHS)
+#: The KV-cache dtypes the attention runners hold (`--kv-cache-dtype`); others are not measured.
+_KV_DTYPES: Final = {"auto": "bf16", "bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8"}
 #: The largest report ``--report`` reads (the H200 reports are 20-60 kB).
 MAX_REPORT_BYTES: Final = 16_000_000
 
@@ -47,7 +49,12 @@ def add_parser(sub: Any) -> None:
         if action.dest == "gpu":
             action.required, action.default = False, "auto"
     add_vllm_options(p)
-    p.add_argument("--paths", default="dense,moe,router", help="paths to measure (default: dense,moe,router)")
+    p.add_argument(
+        "--paths",
+        default="dense,moe,router",
+        help="paths to measure (default: dense,moe,router; attention: decode at 1k, 8k, 32k tokens of context and"
+        " prefill, in the --kv-cache-dtype of the deployment)",
+    )
     p.add_argument(
         "--m", default="1,16,128,1024,4096", metavar="M,...", help="token counts (default: 1,16,128,1024,4096)"
     )
@@ -103,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     from ..bench.gpu import parallel_size
     from ..bench.protocol import Settings
     from ..bench.run import candidates_of
-    from ..bench.shapes import layer_shapes
+    from ..bench.shapes import attention_layers, layer_shapes
     from ..decision import with_provenance
     from ..deployment.serve import hub_options
     from ..facts.model import locate_model
@@ -129,6 +136,11 @@ def run(args: argparse.Namespace) -> int:
     config = locate_model(args.model, policy.models, hub_options(args)).config
     tp, ep = parallel_size(facts.values.get("deploy.tp")), parallel_size(facts.values.get("deploy.ep"))
     layers = [x for x in layer_shapes(config, model=args.model, tp=tp, ep=ep) if x.path in paths]
+    if "attention" in paths:
+        kv = str(facts.values.get("deploy.kv_cache_dtype") or "auto")
+        if kv not in _KV_DTYPES:
+            raise UsageError(f"--kv-cache-dtype `{kv}`: bench measures attention with a BF16 or FP8 (e4m3) cache")
+        layers += attention_layers(config, model=args.model, tp=tp, kv_dtype=_KV_DTYPES[kv])
     if args.layers:
         wanted = {x.strip() for x in args.layers.split(",")}
         layers = [x for x in layers if x.name in wanted]
@@ -169,16 +181,31 @@ def run(args: argparse.Namespace) -> int:
     return _output(report, args)
 
 
-def _output(report: Any, args: argparse.Namespace) -> int:
+def _schema_ref(target: Path) -> str | None:
+    """The rules schema as a path relative to *target*'s folder, where a ``schemas/`` folder above it
+    has one (a repository's ``policy/``), else None: a path valid only in another tree is not written."""
+    from ..tools.fmt import find_schema
+
+    found = find_schema(target)
+    return None if found is None else Path(os.path.relpath(found, target.resolve().parent)).as_posix()
+
+
+def _output(report: Any, args: argparse.Namespace, *, replay: bool = False) -> int:
+    """Print *report*; 1 when a measured candidate a shipped rule calls valid failed (0 when *replay*:
+    re-rendering a saved report measures nothing, its failures are in the text)."""
     from ..bench.emit import render_policy
     from ..bench.report import render_text
 
     if args.json:
         sys.stdout.write(json.dumps(report.to_json(), indent=1) + "\n")
     else:
-        sys.stdout.write(render_text(report) + "\n")
+        sys.stdout.write(render_text(report, saved=replay) + "\n")
     if args.emit_policy is not None:  # whole or not at all: an old file is kept when the write fails
-        write_output("--emit-policy", Path(args.emit_policy), render_policy(report, threshold=args.threshold))
+        target = Path(args.emit_policy)
+        text = render_policy(report, threshold=args.threshold, schema=_schema_ref(target))
+        write_output("--emit-policy", target, text)
+    if replay:
+        return 0
     return 1 if any(f.contradicts_shipped for f in report.failures()) else 0
 
 
@@ -204,7 +231,7 @@ def _replay(args: argparse.Namespace) -> int:
         report = combine(reports)
     except ValueError as exc:
         raise UsageError(f"--report: {exc}") from None
-    return _output(report, args)
+    return _output(report, args, replay=True)
 
 
 def _check_outputs(args: argparse.Namespace) -> None:

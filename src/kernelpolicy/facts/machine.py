@@ -216,7 +216,10 @@ def gather(  # noqa: PLR0915 (predates the lint; split in a follow-up)
     elif refresh:
         status = "refresh"
     else:
-        read = read_cache(directory, key, {p.name: tuple(p.provides) for p in costly})
+        # every cached provider's entries are valid here, the probes' too when this run does not probe:
+        # they are kept (written back below) for the next `--probe`, not discarded (issue #36)
+        cached = [p for p in chosen if p.cost in _CACHED_COSTS]
+        read = read_cache(directory, key, {p.name: tuple(p.provides) for p in cached})
         stored, status = read.results, read.status
         devices = parts.get("devices")
         problem = read.problem or _contradiction(stored, values, devices if isinstance(devices, list) else ())
