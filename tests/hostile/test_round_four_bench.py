@@ -19,6 +19,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _bench() -> ModuleType:
+    if "bench_hostile" in sys.modules:
+        return sys.modules["bench_hostile"]
     spec = importlib.util.spec_from_file_location("bench_hostile", ROOT / "benchmarks" / "bench_hostile.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -55,8 +57,9 @@ _COSTLY = ("5,000", "SIG", "cold", "two checks", "stopped", "saved while", "20,0
 
 def _sample(inputs: list[object]) -> list[object]:
     chosen = [inp for inp in inputs if not any(word in inp.label for word in _COSTLY)]  # type: ignore[attr-defined]
-    step = max(1, len(chosen) // PER_CLASS)
-    return chosen[::step][:PER_CLASS]
+    per = 1 if chosen and chosen[0].warm else PER_CLASS  # type: ignore[attr-defined]  # a check: one
+    step = max(1, len(chosen) // per)
+    return chosen[::step][:per]
 
 
 def _id(name: str, label: str) -> str:
