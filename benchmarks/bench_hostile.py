@@ -46,6 +46,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+from _figures import Recorder, add_record_option
+
 from kernelpolicy.deployment.serve import _parse_serve, ignored_note
 
 
@@ -62,6 +64,7 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2, help="inputs run at once (default 2)")
     ap.add_argument("--only", metavar="WORDS", help="only the classes whose name holds WORDS")
     ap.add_argument("--label", metavar="WORDS", help="only the inputs whose label holds WORDS")
+    add_record_option(ap)
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(
@@ -70,15 +73,18 @@ def main() -> None:
     )
     if args.round_four:
         sys.exit(1 if round_four(args.jobs, args.only, args.label) else 0)
-    scale()
+    fig = Recorder("benchmarks/bench_hostile.py", record=args.record)
+    scale(fig)
+    fig.save()
 
 
-def scale() -> None:
+def scale(fig: Recorder) -> None:
     for pairs in (4_000, 16_000, 50_000):
         tokens = ["vllm", "serve", "m", *["--foo", "1"] * pairs]
         t = time.perf_counter()
         serve = _parse_serve(tokens)
         took = time.perf_counter() - t
+        fig.add(f"hostile.serve_{pairs}", took, "s", f"serve line, {pairs} ignored pairs")
         print(f"serve line, {pairs:>6} ignored pairs: {took:6.2f} s, warning {len(ignored_note(serve.ignored))} chars")
     with tempfile.TemporaryDirectory() as tmp:
         rules = Path(tmp) / "r3000.yaml"
@@ -91,7 +97,8 @@ def scale() -> None:
             ),
             encoding="utf-8",
         )
-        print(f"fmt, 1,500 rules: {_cli('fmt', str(rules)):6.2f} s")
+        took = fig.add("hostile.fmt_1500", _cli("fmt", str(rules)), "s", "fmt, 1,500 rules")
+        print(f"fmt, 1,500 rules: {took:6.2f} s")
         print(f"fmt --check, 1,500 rules (laid out): {_cli('fmt', '--check', str(rules)):6.2f} s")
         policy = Path(tmp) / "r7000.yaml"
         policy.write_text(
@@ -103,7 +110,8 @@ def scale() -> None:
             encoding="utf-8",
         )
         seed = ("explain", "--gpu", "H100", "--model", "deepseek-ai/DeepSeek-V3", "--no-env")
-        print(f"explain, 7,000-rule policy, uncached: {_cli(*seed, '--policy', str(policy)):6.2f} s")
+        took = fig.add("hostile.policy_7000", _cli(*seed, "--policy", str(policy)), "s", "explain, 7,000-rule policy")
+        print(f"explain, 7,000-rule policy, uncached: {took:6.2f} s")
 
 
 # -- round four: the inputs of each class, generated --------------------------------------------
