@@ -237,7 +237,7 @@ def test_code_lens_on_an_operator_file_shows_its_diff_against_disk(server: Clien
     [lens] = server.request("textDocument/codeLens", {"textDocument": {"uri": uri}}, timeout=60)
     assert lens["command"]["command"] == "kernelpolicy.diff" and lens["range"]["start"]["line"] == 0
     same = server.request("workspace/executeCommand", lens["command"], timeout=120)
-    assert same.endswith("no path decisions change") or same.endswith(": 0 path decisions change"), same
+    assert same.endswith(("no path decisions change", ": 0 path decisions change")), same
     server.change(uri, FINE.replace("sm121", "sm90"), version=2)
     changed = server.request("workspace/executeCommand", lens["command"], timeout=120)
     assert "moe: marlin -> " in changed and "sm90" in changed, changed
