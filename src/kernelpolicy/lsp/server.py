@@ -45,6 +45,8 @@ class _Server(LanguageServer):
         #: ``workspace/didChangeConfiguration``: ``{"kernelpolicy": {"policy": [...]}}``)
         self.policy: tuple[Path, ...] = ()
         self.root: Path | None = None
+        #: the code lenses of each document's last text (a case's lens resolves the case)
+        self.lenses: dict[str, tuple[str, list[act.Lens]]] = {}
 
     def configure(self, settings: object) -> bool:
         """Take the policy files of *settings* (``{"policy": [...]}``, or that under a
@@ -177,6 +179,7 @@ def _build() -> _Server:  # noqa: PLR0915 (one registration per feature)
         task = ls.pending.pop(params.text_document.uri, None)
         if task is not None:
             task.cancel()
+        ls.lenses.pop(params.text_document.uri, None)
         ls.publish_diagnostics(params.text_document.uri, [])
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -291,7 +294,12 @@ def _build() -> _Server:  # noqa: PLR0915 (one registration per feature)
         loop = asyncio.get_running_loop()
 
         def lenses() -> list[act.Lens]:
-            return [x for x in (act.case_lens(text, path, uri), act.diff_lens(text, path, uri)) if x is not None]
+            cached = ls.lenses.get(uri)
+            if cached is not None and cached[0] == text:  # editors ask again on every change and scroll
+                return cached[1]
+            found = [x for x in (act.case_lens(text, path, uri), act.diff_lens(text, path, uri)) if x is not None]
+            ls.lenses[uri] = (text, found)
+            return found
 
         return [
             lsp.CodeLens(
