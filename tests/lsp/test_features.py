@@ -259,3 +259,17 @@ def test_the_configured_policy_files_are_layered_under_the_buffer(tmp_path: Path
         assert client.diagnostics(uri, version=2) == []
     finally:
         client.close()
+
+
+def test_half_typed_files_get_no_action_and_no_lens_and_the_server_lives(server: Client, tmp_path: Path) -> None:
+    half = "name: x\ngiven: {gpu: H100, model: [\n"
+    uri = server.open(tmp_path / "half.yaml", half)
+    assert server.request("textDocument/codeLens", {"textDocument": {"uri": uri}}) == []
+    assert _actions(server, uri, []) == []
+    shown = server.request("workspace/executeCommand", {"command": "kernelpolicy.explain", "arguments": [uri]})
+    assert shown == "not a case file: `explain` needs a `given`"
+    # a diagnostic whose cells are not the proof's: no narrowing, no error
+    bogus = [{"range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 1}}, "message": "m",
+              "data": {"rule": "nope", "cell": "sm90 x"}}]  # fmt: skip
+    assert _actions(server, uri, bogus) == []
+    assert server.request("textDocument/hover", _at(uri, 1, 14))["contents"]["value"].startswith("**NVIDIA H100**")
