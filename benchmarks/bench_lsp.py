@@ -11,8 +11,12 @@ default 5) the time from sending ``didChange`` to receiving ``publishDiagnostics
 - a schema error (a rule without ``because``): 50 ms debounce included (target: <= 100 ms);
 - a YAML syntax error (a half-typed ``{...}``);
 
-and the server's resident memory after the edits; with ``--soak N``, after N more one-rule edits
-(each a new text, each proven), and how many megabytes it grew by per 100 edits.
+the first hover on a shipped rule id (where it fires, from the compiled diagrams: the index's
+diagrams are built then) and a later one; and the server's resident memory after the edits. With
+``--soak N`` (an hour-like edit loop: the issue's "server left open on the project's own
+``rules/``"), N more rounds, each a one-rule edit of the operator file (proven), an edit of the
+shipped ``rules/known/marlin.yaml`` as a buffer (a new comment: proven too), a hover and a
+completion; the memory after them, and how many megabytes it grew by per 100 rounds.
 """
 
 from __future__ import annotations
@@ -41,9 +45,17 @@ rules:
     severity: accuracy
     because: not yet validated on our GB10 fleet
     refs: [vllm#49546]
+# see marlin-nvfp4-gpt_oss-topk-weights
 """
 NO_BECAUSE = RULE.replace("    because: not yet validated on our GB10 fleet\n", "")
 HALF_TYPED = RULE.split("deploy.lora", maxsplit=1)[0]
+
+
+def _at(uri: str, line: int, character: int, *, hover: bool = False) -> dict[str, object]:
+    """A position of the operator file (``hover``: its comment naming a shipped rule id)."""
+    if hover:
+        line, character = RULE.count("\n") - 1, 8
+    return {"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}
 
 
 def _rss_mb(pid: int) -> float:
@@ -84,11 +96,32 @@ def main() -> None:
                 if kind != "rule":
                     assert found, kind
                     assert found[0]["severity"] == 1, found
+        version += 1
+        client.change(uri, RULE.format(extra=""), version)
+        client.diagnostics(uri, version=version, timeout=300)
+        hovers = []
+        for _ in range(3):
+            t = time.perf_counter()
+            shown = client.request("textDocument/hover", _at(uri, 0, 0, hover=True), timeout=300)
+            hovers.append(time.perf_counter() - t)
+            assert shown is not None, "no hover"
+            assert "fires in" in shown["contents"]["value"], shown
         rss = _rss_mb(client.proc.pid)
+        shipped = ROOT / "rules" / "known" / "marlin.yaml"
+        shipped_text = shipped.read_text()
+        shipped_uri = client.open(shipped, shipped_text) if args.soak else ""
+        if args.soak:
+            client.diagnostics(shipped_uri, version=1, timeout=300)
+        soak_t0 = time.perf_counter()
         for i in range(args.soak):
             version += 1
             client.change(uri, RULE.format(extra=f', model.intermediate_size: "<= {4096 + 64 * i}"'), version)
             client.diagnostics(uri, version=version, timeout=300)
+            client.change(shipped_uri, shipped_text + f"# edit {i}\n", i + 2)
+            client.diagnostics(shipped_uri, version=i + 2, timeout=300)
+            client.request("textDocument/hover", _at(uri, 0, 0, hover=True), timeout=300)
+            client.request("textDocument/completion", _at(uri, 2, 20), timeout=300)
+        soak_s = time.perf_counter() - soak_t0
         soaked = _rss_mb(client.proc.pid)
         client.close()
     when = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -106,10 +139,15 @@ def main() -> None:
         "   target <= 100 ms (50 ms debounce included)"
     )
     print(f"YAML syntax error (a half-typed flow mapping):       {statistics.median(figures['yaml']) * 1000:8.0f} ms")
+    print(f"hover on a shipped rule id, first (diagrams built):  {hovers[0] * 1000:8.0f} ms")
+    print(f"hover on a shipped rule id, later:                   {statistics.median(hovers[1:]) * 1000:8.0f} ms")
     print(f"server resident memory after {3 * args.repeat + 1} versions:            {rss:8.0f} MB")
     if args.soak:
         growth = (soaked - rss) / args.soak * 100
-        print(f"after {args.soak} more one-rule edits:{'':18} {soaked:8.0f} MB   ({growth:+.1f} MB per 100 edits)")
+        print(
+            f"after {args.soak} edit rounds ({2 * args.soak} proven edits, {soak_s:.0f} s):{'':6} {soaked:8.0f} MB"
+            f"   ({growth:+.1f} MB per 100 rounds)"
+        )
 
 
 if __name__ == "__main__":

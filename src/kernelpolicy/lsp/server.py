@@ -14,6 +14,7 @@ import concurrent.futures
 import contextlib
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from lsprotocol import types as lsp
@@ -21,6 +22,7 @@ from pygls.server import LanguageServer
 from pygls.uris import to_fs_path
 
 from .._version import __version__
+from . import actions as act
 from . import workspace as ws
 
 __all__ = ["DEBOUNCE_S", "FAST_S", "build", "serve"]
@@ -39,6 +41,27 @@ class _Server(LanguageServer):
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kernelpolicy-check")
         self.pending: dict[str, asyncio.Task[None]] = {}
         self._index: ws.Index | None = None
+        #: the policy files the workspace configuration names (``initializationOptions`` or
+        #: ``workspace/didChangeConfiguration``: ``{"kernelpolicy": {"policy": [...]}}``)
+        self.policy: tuple[Path, ...] = ()
+        self.root: Path | None = None
+        #: the code lenses of each document's last text (a case's lens resolves the case)
+        self.lenses: dict[str, tuple[str, list[act.Lens]]] = {}
+
+    def configure(self, settings: object) -> bool:
+        """Take the policy files of *settings* (``{"policy": [...]}``, or that under a
+        ``kernelpolicy`` key); relative paths are of the workspace's root. Whether they changed."""
+        if isinstance(settings, dict) and isinstance(settings.get("kernelpolicy"), dict):
+            settings = settings["kernelpolicy"]
+        if not isinstance(settings, dict) or "policy" not in settings:
+            return False
+        named = settings["policy"]
+        items = [named] if isinstance(named, str) else named if isinstance(named, list) else []
+        root = self.root or Path.cwd()
+        policy = tuple(root / p if not Path(p).is_absolute() else Path(p) for p in items if isinstance(p, str) and p)
+        changed = policy != self.policy
+        self.policy = policy
+        return changed
 
     @property
     def index(self) -> ws.Index:
@@ -68,6 +91,7 @@ def _diagnostic(d: ws.Diag) -> lsp.Diagnostic:
         severity=_SEVERITY[d.severity],
         code=d.code,
         source="kernelpolicy",
+        data={"rule": d.rule, "cell": d.cell} if d.rule and d.cell else None,
     )
 
 
@@ -80,7 +104,7 @@ async def _checked(server: _Server, uri: str, version: int | None, coverage: boo
     loop = asyncio.get_running_loop()
     try:
         found = await loop.run_in_executor(
-            server.pool, lambda: ws.diagnose(text, path, coverage=coverage, opened=opened)
+            server.pool, lambda: ws.diagnose(text, path, coverage=coverage, opened=opened, policy=server.policy)
         )
     except Exception as exc:  # a bug of the check: said on the file, never a dead server
         found = [ws.Diag(0, 0, 0, 0, "error", f"internal error: {exc.__class__.__name__}: {exc}", "internal")]
@@ -121,8 +145,20 @@ def build() -> LanguageServer:
     return _build()
 
 
-def _build() -> _Server:
+def _build() -> _Server:  # noqa: PLR0915 (one registration per feature)
     server = _Server()
+
+    @server.feature(lsp.INITIALIZE)
+    def on_initialize(ls: _Server, params: lsp.InitializeParams) -> None:
+        root = params.root_uri or (params.workspace_folders[0].uri if params.workspace_folders else None)
+        ls.root = _path(root) if root else None
+        ls.configure(params.initialization_options)
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def on_configuration(ls: _Server, params: lsp.DidChangeConfigurationParams) -> None:
+        if ls.configure(params.settings):  # the files under every open buffer changed: check them again
+            for uri in list(ls.workspace.text_documents):
+                _schedule(ls, uri, delay=0)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
     async def did_open(ls: _Server, params: lsp.DidOpenTextDocumentParams) -> None:
@@ -143,6 +179,7 @@ def _build() -> _Server:
         task = ls.pending.pop(params.text_document.uri, None)
         if task is not None:
             task.cancel()
+        ls.lenses.pop(params.text_document.uri, None)
         ls.publish_diagnostics(params.text_document.uri, [])
 
     @server.feature(lsp.TEXT_DOCUMENT_HOVER)
@@ -184,7 +221,9 @@ def _build() -> _Server:
         uri = params.text_document.uri
         doc = ls.workspace.get_text_document(uri)
         pos = params.position
-        found = ws.references(doc.source, pos.line, pos.character, _path(uri), ls.index, ls.opened(but=uri))
+        found = ws.references(
+            doc.source, pos.line, pos.character, _path(uri), ls.index, ls.opened(but=uri), policy=ls.policy
+        )
         out = []
         for f in found:
             start = lsp.Position(f.line, f.column)
@@ -215,7 +254,87 @@ def _build() -> _Server:
             )
         return out
 
+    @server.feature(
+        lsp.TEXT_DOCUMENT_CODE_ACTION,
+        lsp.CodeActionOptions(code_action_kinds=[lsp.CodeActionKind.QuickFix, lsp.CodeActionKind.Source]),
+    )
+    async def on_code_action(ls: _Server, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
+        uri = params.text_document.uri
+        doc = ls.workspace.get_text_document(uri)
+        text, path, policy = doc.source, _path(uri), ls.policy
+        found: list[act.Fix] = []
+        for d in params.context.diagnostics:  # the proof's findings about a rule of this file
+            data = d.data if isinstance(d.data, dict) else {}
+            if isinstance(data.get("rule"), str) and isinstance(data.get("cell"), str):
+                fix = act.narrowing(text, path, data["rule"], data["cell"])
+                if fix is not None and fix.title not in {f.title for f in found}:
+                    found.append(fix)
+        loop = asyncio.get_running_loop()
+        found += await loop.run_in_executor(ls.pool, lambda: act.bound_fixes(text, path, policy))
+        new = ws.formatted(text, path)
+        if new is not None and new != text:
+            end = len(doc.lines)
+            found.append(
+                act.Fix("format the file as `kernelpolicy fmt` does", "source", (act.Edit(0, 0, end, 0, new),))
+            )
+        wanted = params.context.only
+        out = []
+        for f in found:
+            kind = lsp.CodeActionKind.QuickFix if f.kind == "quickfix" else lsp.CodeActionKind.Source
+            if wanted and not any(kind.value.startswith(w.value if hasattr(w, "value") else str(w)) for w in wanted):
+                continue
+            edits = [lsp.TextEdit(range=_range(e), new_text=e.text) for e in f.edits]
+            out.append(lsp.CodeAction(title=f.title, kind=kind, edit=lsp.WorkspaceEdit(changes={uri: edits})))
+        return out
+
+    @server.feature(lsp.TEXT_DOCUMENT_CODE_LENS)
+    async def on_code_lens(ls: _Server, params: lsp.CodeLensParams) -> list[lsp.CodeLens]:
+        uri = params.text_document.uri
+        text, path = ls.workspace.get_text_document(uri).source, _path(uri)
+        loop = asyncio.get_running_loop()
+
+        def lenses() -> list[act.Lens]:
+            cached = ls.lenses.get(uri)
+            if cached is not None and cached[0] == text:  # editors ask again on every change and scroll
+                return cached[1]
+            found = [x for x in (act.case_lens(text, path, uri), act.diff_lens(text, path, uri)) if x is not None]
+            ls.lenses[uri] = (text, found)
+            return found
+
+        return [
+            lsp.CodeLens(
+                range=lsp.Range(lsp.Position(x.line, 0), lsp.Position(x.line, 0)),
+                command=lsp.Command(title=x.title, command=x.command, arguments=list(x.arguments)),
+            )
+            for x in await loop.run_in_executor(ls.pool, lenses)
+        ]
+
+    @server.command("kernelpolicy.explain")
+    async def explain(ls: _Server, args: list[object]) -> str:
+        """The case's ``explain`` (the answer, and a message the editor shows)."""
+        return await _run_command(ls, args, act.case_explain)
+
+    @server.command("kernelpolicy.diff")
+    async def diff(ls: _Server, args: list[object]) -> str:
+        """The buffer's ``diff`` against the file on disk."""
+        return await _run_command(ls, args, lambda text, path: act.diff_on_disk(text, path, ls.policy))
+
     return server
+
+
+def _range(e: act.Edit) -> lsp.Range:
+    return lsp.Range(lsp.Position(e.line, e.column), lsp.Position(e.end_line, e.end_column))
+
+
+async def _run_command(ls: _Server, args: list[object], fn: Callable[[str, Path], str]) -> str:
+    uri = args[0] if args and isinstance(args[0], str) else None
+    doc = ls.workspace.text_documents.get(uri) if uri else None
+    if uri is None or doc is None:
+        return "no such open document" + (f" `{uri}`" if uri else "")
+    text, path = doc.source, _path(uri)
+    out = await asyncio.get_running_loop().run_in_executor(ls.pool, lambda: fn(text, path))
+    ls.show_message_log(out)
+    return out
 
 
 def serve() -> int:
