@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from _figures import Recorder, add_record_option  # noqa: E402
 from tests.lsp._client import Client  # noqa: E402  (the tests' client: JSON-RPC over stdio)
 
 RULE = """\
@@ -69,6 +70,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--soak", type=int, default=0, metavar="N", help="N more one-rule edits, for memory")
+    add_record_option(parser)
     args = parser.parse_args()
     env = {k: v for k, v in os.environ.items() if k != "KERNELPOLICY_POLICY"}
     client = Client(env)
@@ -129,25 +131,49 @@ def main() -> None:
         f"kernelpolicy lsp, {when}, {platform.python_implementation()} {platform.python_version()}, "
         f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}; median of {args.repeat} edits"
     )
-    print(f"first diagnostics after didOpen (cold server):       {first * 1000:8.0f} ms")
-    print(
-        f"one-rule edit, whole check with the proof:           {statistics.median(figures['rule']) * 1000:8.0f} ms"
-        "   target <= 1500 ms (300 ms debounce included)"
-    )
-    print(
-        f"schema error (a rule without `because`):             {statistics.median(figures['schema']) * 1000:8.0f} ms"
-        "   target <= 100 ms (50 ms debounce included)"
-    )
-    print(f"YAML syntax error (a half-typed flow mapping):       {statistics.median(figures['yaml']) * 1000:8.0f} ms")
-    print(f"hover on a shipped rule id, first (diagrams built):  {hovers[0] * 1000:8.0f} ms")
-    print(f"hover on a shipped rule id, later:                   {statistics.median(hovers[1:]) * 1000:8.0f} ms")
-    print(f"server resident memory after {3 * args.repeat + 1} versions:            {rss:8.0f} MB")
+    fig = Recorder("benchmarks/bench_lsp.py", record=args.record)
+    rows = [
+        ("lsp.first", "first diagnostics after didOpen (cold server):", first * 1000, "ms", ""),
+        (
+            "lsp.one_rule_edit",
+            "one-rule edit, whole check with the proof:",
+            statistics.median(figures["rule"]) * 1000,
+            "ms",
+            "target <= 1500 ms (300 ms debounce included)",
+        ),
+        (
+            "lsp.schema_error",
+            "schema error (a rule without `because`):",
+            statistics.median(figures["schema"]) * 1000,
+            "ms",
+            "target <= 100 ms (50 ms debounce included)",
+        ),
+        (
+            "lsp.yaml_error",
+            "YAML syntax error (a half-typed flow mapping):",
+            statistics.median(figures["yaml"]) * 1000,
+            "ms",
+            "",
+        ),
+        ("lsp.hover_first", "hover on a shipped rule id, first (diagrams built):", hovers[0] * 1000, "ms", ""),
+        ("lsp.hover_later", "hover on a shipped rule id, later:", statistics.median(hovers[1:]) * 1000, "ms", ""),
+        ("lsp.memory", f"server resident memory after {3 * args.repeat + 1} versions:", rss, "MB", ""),
+    ]
     if args.soak:
         growth = (soaked - rss) / args.soak * 100
-        print(
-            f"after {args.soak} edit rounds ({2 * args.soak} proven edits, {soak_s:.0f} s):{'':6} {soaked:8.0f} MB"
-            f"   ({growth:+.1f} MB per 100 rounds)"
+        rows.append(
+            (
+                "lsp.memory_soak",
+                f"after {args.soak} edit rounds ({2 * args.soak} proven edits):",
+                soaked,
+                "MB",
+                f"({growth:+.1f} MB per 100 rounds, {soak_s:.0f} s)",
+            )
         )
+    for key, what, value, unit, note in rows:
+        fig.add(key, value, unit, what)
+        print(f"{what:<52} {value:8.0f} {unit}   {note}".rstrip())
+    fig.save()
 
 
 if __name__ == "__main__":
