@@ -81,7 +81,7 @@ def _sets(stmt: ast.stmt, fields: tuple[str, ...] = (FIELD,)) -> Iterator[tuple[
                     yield value, expr.lineno, kw.arg
         if isinstance(expr, ast.Dict):
             for k, v in zip(expr.keys, expr.values, strict=True):
-                if (key := _string(k)) in fields and key is not None and (value := _string(v)) is not None:
+                if (key := _string(k)) is not None and key in fields and (value := _string(v)) is not None:
                     yield value, expr.lineno, key
 
 
@@ -183,7 +183,12 @@ def _default_attention(trees: dict[str, ast.Module]) -> dict[str, Any] | None:
                 out: list[dict[str, Any]] = []
                 _chain(fn.body, [], out)
                 params = [a.arg for a in fn.args.args if a.arg != "self"]
-                return {"file": file.removeprefix("sglang/srt/"), "function": qualname, "params": params, "returns": out}
+                return {
+                    "file": file.removeprefix("sglang/srt/"),
+                    "function": qualname,
+                    "params": params,
+                    "returns": out,
+                }
     return None
 
 

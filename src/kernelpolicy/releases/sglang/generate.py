@@ -287,13 +287,15 @@ class _Translator:
             return _TRUE
         if tail in _ATTENTION_NEVER:
             raise _Never(ast.unparse(node))
-        if tail in _ATTENTION_GPU:
+        if tail is not None and tail in _ATTENTION_GPU:
             return dict(_ATTENTION_GPU[tail])
-        if tail in _ATTENTION_MODEL:
+        if tail is not None and tail in _ATTENTION_MODEL:
             return dict(_ATTENTION_MODEL[tail])
         return None
 
-    def attention_compare(self, left: ast.expr, op: ast.cmpop, right: ast.expr, node: ast.expr) -> dict[str, Any] | None:
+    def attention_compare(
+        self, left: ast.expr, op: ast.cmpop, right: ast.expr, node: ast.expr
+    ) -> dict[str, Any] | None:
         """An attention comparison (issue #39) as facts (``None``: not one of them)."""
         tail = _tail(left)
         values = _strings(right, self.local)
@@ -304,6 +306,14 @@ class _Translator:
             return {"model.sliding_window": negate}  # `is not None`: a windowed model
         if values is None or not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)):
             return None
+        return self.attention_value(tail, op, values, node)
+
+    @staticmethod
+    def attention_value(
+        tail: str | None, op: ast.cmpop, values: list[str | None], node: ast.expr
+    ) -> dict[str, Any] | None:
+        """A comparison of an attention setting with constants (:meth:`attention_compare`)."""
+        negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
         if tail in _ATTENTION_FIELD_NAMES and None not in values:
             # a fallback from the backend chosen so far: the catalog's requirements say those
             raise Unmodelled(ast.unparse(node))
@@ -341,7 +351,12 @@ class _Translator:
 
     def numeric(self, tail: str | None, op: ast.cmpop, right: ast.expr, node: ast.expr) -> dict[str, Any] | None:
         """A test of the GPU's SM number or the expert-parallel size (``None``: neither)."""
-        if self.attention and tail in ("device_sm", "get_device_sm") and type(op) in _OPS and not isinstance(op, ast.Eq):
+        if (
+            self.attention
+            and tail in ("device_sm", "get_device_sm")
+            and type(op) in _OPS
+            and not isinstance(op, ast.Eq)
+        ):
             n = ast.literal_eval(right)
             sms = [sm for sm in _SMS if _OPS[type(op)](int(sm[2:]), n)]
             if not sms:
@@ -622,6 +637,7 @@ def moe_overrides(records: Mapping[str, dict[str, Any]], engine: Mapping[str, An
     notes = [f"{k}: {why}" for k, why in sorted(skipped.items())]
     return {"rules": rules}, notes
 
+
 # --- attention (issue #39): SGLang's automatic attention choice and its per-model overrides ------
 
 ATTENTION_GENERATED: Final = "rules/backends/attention.sglang.yaml"
@@ -717,7 +733,8 @@ def attention_orders(records: Mapping[str, dict[str, Any]]) -> tuple[list[dict[s
         default = records[rel]["attention_default"]
         ref = f"sglang@v{rel}:python/sglang/srt/{default['file']}"
         for n, ((cond, order), (_, bid, line)) in enumerate(zip(entries[rel], chains[rel][0], strict=True)):
-            arm = {True: "mla", False: "mha"}.get(cond.get("model.mla"), "any")
+            mla = cond.get("model.mla")
+            arm = "any" if mla is None else "mla" if mla else "mha"
             out.append(
                 {
                     "id": f"{prefix}-{arm}-{n + 1}-{_slug(bid)}",
@@ -767,7 +784,10 @@ def attention_overrides(records: Mapping[str, dict[str, Any]]) -> tuple[list[dic
             if isinstance(cond, str):
                 skipped.setdefault(f"{place} -> {e['value']}", f"cannot say `{cond}`")
                 continue
-            if "model.architecture" not in json.dumps(cond) and e["function"].split(".")[-1] not in _ATTENTION_ANY_MODEL:
+            if (
+                "model.architecture" not in json.dumps(cond)
+                and e["function"].split(".")[-1] not in _ATTENTION_ANY_MODEL
+            ):
                 skipped.setdefault(f"{place} -> {e['value']}", "the architectures it runs for are not in its code")
                 continue
             key = json.dumps([e["function"].split(".")[-1], e["value"], cond], sort_keys=True)
