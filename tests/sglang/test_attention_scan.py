@@ -166,3 +166,77 @@ def test_sglangs_names_map_to_kernelpolicy_ids_and_back() -> None:
     assert attention_name("flash_attn", "sm100") == "fa4"
     assert attention_name("triton_attn") == "triton"
     assert attention_name("flashmla_sparse") is None  # SGLang runs it inside its `dsa` backend
+
+
+_THROUGH_A_NAME = """
+@_register_for("Llama4ForCausalLM")
+def _llama4_overrides(server_args, hf_config):
+    cfg = resolving_view(server_args)
+    overrides = {}
+    if cfg.attention_backend is None:
+        if get_platform().is_sm100:
+            backend, platform = "trtllm_mha", "sm100"
+        elif get_platform().is_hip:
+            backend, platform = "aiter", "hip"
+        else:
+            backend, platform = "triton", "other platforms"
+        overrides["attention_backend"] = backend
+    return overrides
+
+@_register_for("Gemma4ForCausalLM")
+def _gemma4_overrides(server_args, hf_config):
+    default = "trtllm_mha" if get_platform().is_sm100 else "triton"
+    overrides = {}
+    overrides["attention_backend"] = default
+    return overrides
+"""
+
+
+def test_a_backend_set_through_a_local_name_is_read_with_the_tests_of_its_assignment(tmp_path: Path) -> None:
+    """Llama 4 and Gemma 4 (0.5.15 on) set `--attention-backend` from a local variable; before the
+    scan read it, `explain` printed `--attention-backend flashinfer` for them on sm120, which SGLang
+    refuses at start-up ("fa3, aiter, triton, ascend, trtllm_mha or intel_xpu is required for
+    Llama4 model"; the 0.5.23 conformance sweep)."""
+    wheel = tmp_path / "sglang-9.9.9-cp311-cp311-manylinux_2_34_x86_64.whl"
+    with zipfile.ZipFile(wheel, "w") as z:
+        z.writestr("sglang-9.9.9.dist-info/METADATA", "Name: sglang\nVersion: 9.9.9\n")
+        z.writestr("sglang/srt/arg_groups/model_overrides/llama4.py", _THROUGH_A_NAME)
+    record = scan_overrides(wheel)
+    record.pop("version")
+    rules, _notes = attention_overrides({"9.9.9": record})
+    got = {(r["when"]["model.architecture"], r["prefer"][0]): r["when"] for r in rules}
+    assert set(got) == {
+        ("Llama4ForCausalLM", "trtllm_mha"),
+        ("Llama4ForCausalLM", "triton_attn"),
+        ("Gemma4ForCausalLM", "trtllm_mha"),
+        ("Gemma4ForCausalLM", "triton_attn"),
+    }
+    assert got[("Llama4ForCausalLM", "trtllm_mha")]["gpu.family"] == "sm100"
+    assert got[("Gemma4ForCausalLM", "triton_attn")]["all"] == [{"not": {"gpu.family": "sm100"}}]
+
+
+def test_llama_4_and_gemma_4_on_sm120_take_triton_as_sglang_requires() -> None:
+    """The same, read from the 0.5.23 wheel, through `explain` as an operator runs it."""
+    import subprocess
+    import sys
+
+    for model in ("RedHatAI/Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "RedHatAI/gemma-4-31B-it-FP8-block"):
+        argv = [
+            "explain",
+            "--json",
+            "--no-env",
+            "--gpu",
+            "RTX PRO 6000",
+            "--model",
+            model,
+            "--engine",
+            "sglang==0.5.23",
+        ]
+        done = subprocess.run(
+            [sys.executable, "-m", "kernelpolicy", *argv], capture_output=True, text=True, check=False
+        )
+        assert done.returncode == 0, done.stderr
+        d = json.loads(done.stdout)
+        assert d["paths"]["attention"]["backend"] == "triton_attn", model
+        args = d["engine"]["sglang"]["args"]
+        assert args[args.index("--attention-backend") + 1] == "triton", model

@@ -93,6 +93,16 @@ def _registered(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
     return out
 
 
+def _alternatives(expr: ast.expr) -> list[tuple[str, list[ast.expr]]]:
+    """The strings *expr* can be, each with the tests under which it is (``"a" if t else "b"``)."""
+    if isinstance(expr, ast.Constant) and isinstance(expr.value, str):
+        return [(expr.value, [])]
+    if isinstance(expr, ast.IfExp):
+        yes = [(v, [expr.test, *t]) for v, t in _alternatives(expr.body)]
+        return yes + [(v, [ast.UnaryOp(ast.Not(), expr.test), *t]) for v, t in _alternatives(expr.orelse)]
+    return []
+
+
 class _Walker:
     """Walks one function's statements with the ``if`` tests that hold around each."""
 
@@ -108,6 +118,8 @@ class _Walker:
         self.fields = fields
         self.archs = _registered(fn)
         self.found: list[dict[str, Any]] = []
+        #: local name -> (string, tests) of each assignment of a string to it (attention fields)
+        self.sites: dict[str, list[tuple[str, list[ast.expr]]]] = {}
         self.assigned: dict[str, list[tuple[int, str]]] = {}  # local name -> (line, source) of each assignment
 
     def run(self) -> list[dict[str, Any]]:
@@ -123,6 +135,8 @@ class _Walker:
     def block(self, body: list[ast.stmt], tests: list[ast.expr]) -> None:
         tests = list(tests)
         for stmt in body:
+            if self.fields != (FIELD,) and isinstance(stmt, ast.Assign):
+                self.through_names(stmt, tests)
             for value, line, field in _sets(stmt, self.fields):
                 entry = self.entry(value, line, tests)
                 if self.fields != (FIELD,):
@@ -138,6 +152,28 @@ class _Walker:
                     self.block(getattr(stmt, field, []) or [], tests)
                 for handler in getattr(stmt, "handlers", []) or []:
                     self.block(handler.body, tests)
+
+    def through_names(self, stmt: ast.Assign, tests: list[ast.expr]) -> None:
+        """The attention fields set from a local name (``overrides["attention_backend"] = backend``):
+        each string the name was given before (``backend = "fa3"``, ``a, b = "fa3", "sm90"``,
+        ``x = "a" if t else "b"``), with the tests around that assignment and this one."""
+        for target in stmt.targets:
+            pairs: list[tuple[ast.expr, ast.expr]] = [(target, stmt.value)]
+            if isinstance(target, ast.Tuple) and isinstance(stmt.value, ast.Tuple):
+                pairs = list(zip(target.elts, stmt.value.elts, strict=False))
+            for name, value in pairs:
+                if isinstance(name, ast.Name):
+                    for got, extra in _alternatives(value):
+                        self.sites.setdefault(name.id, []).append((got, [*tests, *extra]))
+        field = next((f for t in stmt.targets if (f := _field_of(t, self.fields)) is not None), None)
+        if field is None or not isinstance(stmt.value, ast.Name):
+            return
+        for string, site in self.sites.get(stmt.value.id, []):
+            seen = {ast.unparse(t) for t in site}
+            both = [*site, *(t for t in tests if ast.unparse(t) not in seen)]
+            entry = self.entry(string, stmt.lineno, both)
+            entry["field"] = field
+            self.found.append(entry)
 
     def entry(self, value: str, line: int, tests: list[ast.expr]) -> dict[str, Any]:
         names = sorted({n.id for t in tests for n in ast.walk(t) if isinstance(n, ast.Name)})

@@ -314,6 +314,10 @@ class _Translator:
     ) -> dict[str, Any] | None:
         """A comparison of an attention setting with constants (:meth:`attention_compare`)."""
         negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
+        if tail in ("hf_config", "model_config") and values == [None]:
+            if negate:
+                return _TRUE  # `hf_config is not None`: the model's config is read
+            raise _Never(ast.unparse(node))
         if tail in _ATTENTION_FIELD_NAMES and None not in values:
             # a fallback from the backend chosen so far: the catalog's requirements say those
             raise Unmodelled(ast.unparse(node))
