@@ -87,6 +87,7 @@ def test_a_failed_step_is_could_not_run_and_parity_comes_from_the_plugin(
     good = SglangChoices(
         dense_function="cutlass_w8a8_block_fp8_linear_with_fallback",
         moe_runner=policy.engines["sglang"].moe_flag[str(decision_sm120.paths["moe"].backend)],
+        args={"attention_backend": "triton"},  # MLA off Hopper and SM100: Triton, SGLang's own default
         plugin={"fingerprint": decision_sm120.fingerprint},
     )
     assert judge(good, good, decision_sm120, _ids(policy)) == ("same", "", True)
@@ -118,6 +119,40 @@ def test_a_refusal_the_decision_foresaw_is_unsupported_not_could_not_run(policy:
     assert "no `moe` backend (`sglang-nvfp4-moe-needs-blackwell-before-0.5.13`)" in reason and "NVFP4" in reason
     runs = kp.resolve(deployment_facts(policy, model, "sm90", TARGET, engine="sglang"), policy)  # 0.5.23: Marlin
     assert judge(refused, refused, runs, _ids(policy))[0] == "could not run"  # the decision had a backend
+
+
+# -- attention (issue #39): the backends SGLang's resolution set, judged by kernelpolicy id
+
+
+def test_the_attention_backend_sglang_resolved_is_judged_by_its_id(policy: kp.Policy) -> None:
+    """DeepSeek-V3 on B200, SGLang 0.5.23: its DeepSeek override sets TRT-LLM MLA (generated from
+    the wheel), so SGLang's own `trtllm_mla` is the decision; FA3 on both phases is not."""
+    decision = kp.resolve(deployment_facts(policy, "deepseek-ai/DeepSeek-V3", "sm100", TARGET, engine="sglang"), policy)
+    assert decision.paths["attention"].backend == "trtllm_mla"
+    run = SglangChoices(args={"attention_backend": "trtllm_mla", "prefill_attention_backend": "None"})
+    assert run.attention == ("trtllm_mla", "trtllm_mla")
+    assert judge_path(run, decision, "attention", _ids(policy)) == ("same", "")
+    other = SglangChoices(args={"attention_backend": "flashinfer"})
+    result, reason = judge_path(other, decision, "attention", _ids(policy))
+    assert result in ("differs", "conflict") and "runs `flashinfer`" in reason
+
+
+def test_an_attention_backend_with_no_id_or_split_phases_differs(policy: kp.Policy) -> None:
+    decision = kp.resolve(deployment_facts(policy, "deepseek-ai/DeepSeek-V3", "sm100", TARGET, engine="sglang"), policy)
+    phases = {"prefill_attention_backend": "trtllm_mla", "decode_attention_backend": "cutedsl_mla"}
+    split = SglangChoices(args={"attention_backend": "None", **phases})
+    result, reason = judge_path(split, decision, "attention", _ids(policy))
+    assert result == "differs" and "`trtllm_mla+cutedsl_mla`, which no kernelpolicy attention backend is" in reason
+    unset = SglangChoices(args={"attention_backend": "None"})
+    result, reason = judge_path(unset, decision, "attention", _ids(policy))
+    assert result == "differs" and "resolved no attention backend" in reason
+
+
+def test_the_printed_attention_flag_becomes_the_server_arg(policy: kp.Policy) -> None:
+    decision = kp.resolve(deployment_facts(policy, "deepseek-ai/DeepSeek-V3", "sm90", TARGET, engine="sglang"), policy)
+    flags = engine_flags(decision.paths, policy.engines["sglang"], "0.5.23", decision.facts)
+    flagged = _flag_deployment(Deployment(config={}, gpu=(9, 0), gpu_name="x"), flags)
+    assert flagged.args["attention_backend"] == "fa3"  # FlashAttention's MLA kernel on Hopper
 
 
 def test_the_printed_flags_become_server_args_and_environment(policy: kp.Policy, decision_sm120: kp.Decision) -> None:

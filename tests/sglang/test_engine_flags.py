@@ -55,7 +55,51 @@ def test_seed_sm121_turns_deep_gemm_off(capsys: pytest.CaptureFixture[str]) -> N
     d = _explain(capsys, "--gpu", "sm121", "--model", "Qwen/Qwen3.6-35B-A3B-FP8", *SGLANG)
     sg = d["engine"]["sglang"]
     assert sg["env"] == {"SGLANG_ENABLE_JIT_DEEPGEMM": "0"}
-    assert sg["args"] == ["--fp8-gemm-backend", "cutlass", "--moe-runner-backend", "triton"]
+    assert sg["args"] == [
+        "--fp8-gemm-backend",
+        "cutlass",
+        "--moe-runner-backend",
+        "triton",
+        "--attention-backend",
+        "flashinfer",
+    ]
+
+
+# -- attention (issue #39): SGLang's own choice, generated from its wheels (attention.sglang.yaml)
+
+
+@pytest.mark.parametrize(
+    ("gpu", "model", "engine", "backend", "flag"),
+    [
+        # MHA: FA3 on Hopper, TRT-LLM MHA on SM100, FlashInfer elsewhere (get_default_attn_backend)
+        ("H100", "Qwen/Qwen3-8B-FP8", "sglang==0.5.23", "flash_attn", "fa3"),
+        ("B200", "Qwen/Qwen3-8B-FP8", "sglang==0.5.23", "trtllm_mha", "trtllm_mha"),
+        ("A100", "Qwen/Qwen3-8B-FP8", "sglang==0.5.23", "flashinfer", "flashinfer"),
+        # MLA: FA3 on Hopper, Triton off Hopper and SM100; DeepSeek's own override on SM100
+        # (model_overrides/deepseek_v2.py: TRT-LLM MLA)
+        ("H100", "deepseek-ai/DeepSeek-V3", "sglang==0.5.23", "flash_attn", "fa3"),
+        ("A100", "deepseek-ai/DeepSeek-V3", "sglang==0.5.23", "triton_attn", "triton"),
+        ("B200", "deepseek-ai/DeepSeek-V3", "sglang==0.5.23", "trtllm_mla", "trtllm_mla"),
+        # gpt-oss's own override: FA3 on Hopper, Triton on sm120 (sinks: no FlashInfer)
+        ("H100", "openai/gpt-oss-20b", "sglang==0.5.23", "flash_attn", "fa3"),
+        ("RTX 5090", "openai/gpt-oss-20b", "sglang==0.5.23", "triton_attn", "triton"),
+    ],
+)
+def test_the_attention_backend_is_sglangs_own_choice(
+    capsys: pytest.CaptureFixture[str], gpu: str, model: str, engine: str, backend: str, flag: str
+) -> None:
+    d = _explain(capsys, "--gpu", gpu, "--model", model, "--engine", engine)
+    assert d["paths"]["attention"]["backend"] == backend
+    args = d["engine"]["sglang"]["args"]
+    assert args[args.index("--attention-backend") + 1] == flag
+
+
+def test_the_attention_order_follows_the_release(capsys: pytest.CaptureFixture[str]) -> None:
+    """DeepSeek-V3 on B200: SGLang 0.5.12 sets TRT-LLM MLA in ServerArgs itself, as 0.5.23's model
+    override does; both read from their wheels."""
+    for release in ("0.5.12", "0.5.23"):
+        d = _explain(capsys, "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3", "--engine", f"sglang=={release}")
+        assert d["paths"]["attention"]["backend"] == "trtllm_mla", release
 
 
 def test_human_output_prints_the_sglang_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -50,6 +50,9 @@ class ServerArgs:
         self.moe_runner_backend = "auto"
         self.fp8_gemm_runner_backend = "auto"
         self.fp4_gemm_runner_backend = "auto"
+        self.attention_backend = None  # unset: SGLang chooses (issue #39)
+        self.prefill_attention_backend = None
+        self.decode_attention_backend = None
         self.__dict__.update(kw)
 
 
@@ -137,7 +140,10 @@ def test_resolution_declares_the_decision_and_turns_deep_gemm_off(fake_sglang: d
     decision = plugin.current_decision()
     assert decision.paths["dense"].backend == "cutlass" and decision.paths["moe"].backend == "triton"
     assert args._resolved_overrides == [
-        ("kernelpolicy", {"fp8_gemm_runner_backend": "cutlass", "moe_runner_backend": "triton"})
+        (
+            "kernelpolicy",
+            {"fp8_gemm_runner_backend": "cutlass", "moe_runner_backend": "triton", "attention_backend": "flashinfer"},
+        )
     ]
     assert os.environ["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
     assert os.environ[plugin.SET_ENV] == "SGLANG_ENABLE_JIT_DEEPGEMM"
@@ -149,7 +155,7 @@ def test_the_environment_is_applied_when_no_flag_is_left_to_set(fake_sglang: dic
     audit found the plugin skipping the environment then, so Marlin FP8 never took effect)."""
     plugin.register()
     hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
-    args = ServerArgs(fp8_gemm_runner_backend="cutlass", moe_runner_backend="triton")
+    args = ServerArgs(fp8_gemm_runner_backend="cutlass", moe_runner_backend="triton", attention_backend="flashinfer")
     hook(args, lambda a: None)
     assert not getattr(args, "_resolved_overrides", [])
     assert os.environ["SGLANG_ENABLE_JIT_DEEPGEMM"] == "0"
@@ -160,9 +166,51 @@ def test_an_operator_flag_is_left_alone(fake_sglang: dict[str, Any]) -> None:
     """SGLang's own `cutlass` MoE has no kernelpolicy id: the plugin does not touch it."""
     plugin.register()
     hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
-    args = ServerArgs(moe_runner_backend="cutlass")
+    args = ServerArgs(moe_runner_backend="cutlass", attention_backend="flashinfer")
     hook(args, lambda a: None)
     assert args._resolved_overrides == [("kernelpolicy", {"fp8_gemm_runner_backend": "cutlass"})]
+
+
+def test_the_decided_attention_backend_is_set_when_the_operator_set_none(fake_sglang: dict[str, Any]) -> None:
+    """GB10 (sm121), an MHA model: SGLang's own default, FlashInfer, set as `--attention-backend`."""
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    args = ServerArgs()
+    hook(args, lambda a: None)
+    assert plugin.current_decision().paths["attention"].backend == "flashinfer"
+    assert args._resolved_overrides[0][1]["attention_backend"] == "flashinfer"
+    assert plugin.status()["applied"]["attention_backend"] == "flashinfer"
+    assert plugin.status()["conflicts"] == []
+
+
+def test_an_operators_attention_backend_stands_and_a_different_one_is_a_conflict(
+    fake_sglang: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """`--attention-backend triton` where the decision is FlashInfer: an explicit choice the
+    decision keeps (triton runs the model) is no conflict; a per-phase backend kernelpolicy has
+    no id for (`cutedsl_mla`) stands and is recorded as one."""
+    plugin.register()
+    hook = fake_sglang["resolution"]["handle_model_specific_adjustments"][0]
+    args = ServerArgs(attention_backend="triton")
+    hook(args, lambda a: None)
+    assert plugin.current_decision().paths["attention"].backend == "triton_attn"  # the operator's choice
+    assert "attention_backend" not in args._resolved_overrides[0][1]
+    assert plugin.status()["conflicts"] == []
+
+    plugin._begin_deployment()
+    args = ServerArgs(decode_attention_backend="cutedsl_mla")
+    with caplog.at_level(logging.WARNING):
+        hook(args, lambda a: None)
+    assert "attention_backend" not in args._resolved_overrides[0][1]  # the operator's phase backend stands
+    assert plugin.status()["conflicts"] == [
+        {
+            "path": "attention",
+            "flag": "--decode-attention-backend",
+            "deployment": "cutedsl_mla",
+            "decision": "flashinfer",
+        }
+    ]
+    assert "--decode-attention-backend `cutedsl_mla`" in caplog.text
 
 
 def test_release_0_5_12_sets_the_fields_after_post_init(fake_sglang: dict[str, Any]) -> None:

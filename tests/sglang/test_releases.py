@@ -66,7 +66,12 @@ def test_the_scanned_pins_and_deep_gemm_switch_are_the_wheels() -> None:
         "off_sm": [],
         "probed_sm": {"120": ["m_grouped_fp8_fp4_gemm_nt_contiguous"]},
     }
-    assert all(r.defaults == dict.fromkeys(r.flags, "auto") for r in known_releases().values())
+    # every backend flag defaults to `auto`; `--attention-backend` has no default (unset: SGLang chooses)
+    gemm_moe = ("--fp8-gemm-backend", "--fp4-gemm-backend", "--moe-runner-backend")
+    assert all(
+        r.defaults == dict.fromkeys((f for f in r.flags if f in gemm_moe), "auto") for r in known_releases().values()
+    )
+    assert all("fa3" in r.flags["--attention-backend"] for r in known_releases().values())
 
 
 def test_both_releases_people_run_are_known() -> None:

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 __all__ = ["CellResult", "render_markdown", "run_matrix", "section_of", "update_document"]
 
 RESULTS: Final = ("same", "differs", "conflict", "unsupported", "could not run")
-#: the paths the harness observes in SGLang (issue #39: it does not probe attention yet)
-_PATHS: Final = tuple(p for p in DECIDED_PATHS if p != "attention")
+#: the paths the harness observes in SGLang (attention, issue #39: the backends its resolution sets)
+_PATHS: Final = DECIDED_PATHS
 #: What the table shows for a router tier SGLang decides inside the gate's forward pass.
 _UNSEEN: Final = "·"
 #: What the probe reports for a layer no quantization method claims.
@@ -88,6 +88,8 @@ def _decided(decision: Decision) -> dict[str, str | None]:
 
 def ran(choices: SglangChoices, path: str, moe_ids: Mapping[str, frozenset[str]]) -> tuple[str | None, frozenset[str]]:
     """What a path ran, as SGLang names it, and the kernelpolicy ids that name can be."""
+    if path == "attention":
+        return _attention_ran(choices)
     if path == "router":
         return choices.router, frozenset({choices.router}) if choices.router else frozenset()
     if path == "dense":
@@ -98,6 +100,19 @@ def ran(choices: SglangChoices, path: str, moe_ids: Mapping[str, frozenset[str]]
     if runner is None:  # a quant method that calls its kernels directly, or none
         return choices.moe_method, frozenset()
     return runner, moe_ids.get(runner, frozenset())
+
+
+def _attention_ran(choices: SglangChoices) -> tuple[str | None, frozenset[str]]:
+    """The attention backend SGLang resolved (``prefill+decode`` where the phases differ) and the
+    kernelpolicy id it is (none where the phases run different ids, or the name has none)."""
+    from ...releases.sglang.names import attention_id
+
+    prefill, decode = choices.attention
+    if prefill is None and decode is None:
+        return None, frozenset()
+    name = prefill if prefill == decode else f"{prefill}+{decode}"
+    ids = {attention_id(prefill), attention_id(decode)}
+    return name, frozenset(i for i in ids if i is not None) if len(ids) == 1 else frozenset()
 
 
 def _failure(choices: SglangChoices, decision: Decision) -> str | None:
@@ -120,6 +135,10 @@ def judge_path(
     name, ids = ran(choices, path, moe_ids)
     if p.backend in ids:
         return "same", ""
+    if path == "attention" and not ids:
+        if name is None:
+            return "differs", f"attention: SGLang resolved no attention backend (the decision: `{p.backend}`)"
+        return "differs", f"attention: SGLang resolved `{name}`, which no kernelpolicy attention backend is"
     if p.backend == "torch" and name in _UNQUANTIZED:  # no quantized linear: what the decision says
         return "same", ""
     if name in _UNQUANTIZED:
@@ -256,8 +275,9 @@ def render_markdown(version: str, results: Sequence[CellResult], moe_ids: Mappin
         f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
         f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
         "",
-        "Paths: dense / moe / router (`-`: the model has no such path; `(Name)`: the quant method of a "
-        f"layer whose kernel is not named; `{_UNSEEN}`: a router tier the gate picks in its forward pass).",
+        "Paths: dense / moe / router / attention (`-`: the model has no such path; `(Name)`: the quant "
+        f"method of a layer whose kernel is not named, or an attention backend with no kernelpolicy id; `{_UNSEEN}`: "
+        "a router tier the gate picks in its forward pass).",
         "",
         "| model | gpu | SGLang alone | decision | with the plugin | with the printed flags | result | reason |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -288,6 +308,10 @@ sglang==X.Y.Z` prints. Results: `same` (both runs follow the decision on every p
 from `explain`'s), `conflict` (a path runs what the decision rejects), `could not run` (SGLang's
 code failed in the simulation; the error is given). Parity: inside SGLang the plugin logs the
 fingerprint `explain` prints for the same inputs.
+
+The attention backend (issue #39) is the one SGLang's resolution sets (`attention_backend`, and
+`prefill_`/`decode_attention_backend` where a model override sets a phase apart: shown
+`prefill+decode`), read after `resolve_once` as its model runner reads it.
 
 The router tier is read where SGLang's gate exposes it (the DeepSeek-V2/V3 module's
 `tiny_router_gemm_max_tokens`, 0.5.20 on; the plugin wraps it); other gates pick their kernel in

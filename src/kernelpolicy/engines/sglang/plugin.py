@@ -10,7 +10,10 @@ SGLang applies them. What each hook does:
   0.5.12.post1: around ``ServerArgs._handle_model_specific_adjustments``): resolves one
   decision from the server args, GPU, environment and packages through the one fact pipeline,
   then sets the SGLang flags that reproduce it (:func:`kernelpolicy.engines.engine_flags`, the
-  same settings ``kernelpolicy explain`` prints) on every flag the operator left at ``auto``,
+  same settings ``kernelpolicy explain`` prints) on every flag the operator left at ``auto``
+  (the attention backend, issue #39: when the operator set none of ``--attention-backend`` and
+  its per-phase forms; an operator's backend that is not the decided one stands and is a
+  recorded conflict),
   and sets ``SGLANG_ENABLE_JIT_DEEPGEMM=0`` before the schedulers start when no path runs
   DeepGEMM;
 - scheduler, around ``Scheduler.init_moe_gemm_config``: resolves the decision of this rank,
@@ -42,7 +45,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-from ...releases.sglang.names import DENSE_FUNCTIONS, FLAG_FIELDS, linear_run_by
+from ...releases.sglang.names import ATTENTION_FIELDS, DENSE_FUNCTIONS, FLAG_FIELDS, attention_id, linear_run_by
 from ...releases.sglang.versions import SglangRelease, known_releases, release_for
 from ...render.summary import startup_summary
 from .._runtime import DISABLE_ENV, AdapterError, Runtime
@@ -88,6 +91,8 @@ class _State(Runtime):
     flags: dict[str, Any] | None = None
     facts: dict[str, object] = dataclasses.field(default_factory=dict)
     applied: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: where the deployment's own flag stands against the decision (attention: issue #39)
+    conflicts: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
     def start_environ(self) -> dict[str, str]:
         """``os.environ`` without the variables the plugin itself set in the main process."""
@@ -174,6 +179,7 @@ def _begin_deployment() -> None:
         _STATE.flags = None
         _STATE.facts = {}
         _STATE.applied = {}
+        _STATE.conflicts = []
         _STATE.agreed = False
         _STATE.warnings = []
         _STATE.fallbacks = []
@@ -185,14 +191,37 @@ def current_decision() -> Any:
 
 
 def _wanted_fields(server_args: Any) -> dict[str, str]:
-    """Server-args field -> value the decision asks for, on the fields the operator left ``auto``."""
+    """Server-args field -> value the decision asks for, on the fields the operator left ``auto``
+    (the attention backend: left unset, :func:`_attention_wanted`)."""
     args = list((_STATE.flags or {}).get("args", ()))
     out: dict[str, str] = {}
     for flag, value in zip(args[::2], args[1::2], strict=True):
         field = FLAG_FIELDS.get(flag)
-        if field is not None and str(getattr(server_args, field, "auto") or "auto") == "auto":
+        if field == "attention_backend":
+            out.update(_attention_wanted(server_args, value))
+        elif field is not None and str(getattr(server_args, field, "auto") or "auto") == "auto":
             out[field] = value
     return out
+
+
+def _attention_wanted(server_args: Any, value: str) -> dict[str, str]:
+    """``{"attention_backend": value}`` when the operator set none of SGLang's attention backends
+    (``--attention-backend``, ``--prefill-attention-backend``, ``--decode-attention-backend``);
+    else nothing: the operator's choice stands, and where it is not the decided backend that is
+    recorded as a conflict (a warning; an error under ``KERNELPOLICY_STRICT=1``)."""
+    own = {f: str(v) for f in ATTENTION_FIELDS if (v := getattr(server_args, f, None)) is not None}
+    if not own:
+        return {"attention_backend": value}
+    decided = getattr(_STATE.decision.paths.get("attention"), "backend", None) if _STATE.decision else None
+    for field, name in own.items():
+        if decided is not None and attention_id(name) != decided:
+            flag = "--" + field.replace("_", "-")
+            _STATE.conflicts.append({"path": "attention", "flag": flag, "deployment": name, "decision": str(decided)})
+            _fail(
+                f"the deployment sets {flag} `{name}`, the decided attention backend is `{decided}`;"
+                " the deployment's stands"
+            )
+    return {}
 
 
 def _apply_env() -> None:
@@ -283,9 +312,25 @@ def _scheduler_hook(original: Callable[..., Any], self: Any, *args: Any, **kwarg
         for flag, value in zip(args_[::2], args_[1::2], strict=True):
             field = FLAG_FIELDS.get(flag)
             got = _resolved_field(server_args, field) if field else None
-            if field and got is not None and str(got) != value:
+            if field == "attention_backend":
+                _check_attention(server_args, value)
+            elif field and got is not None and str(got) != value:
                 _fail(f"SGLang resolved {field}=`{got}`, the decision is `{value}` ({flag})")
     return result
+
+
+def _check_attention(server_args: Any, value: str) -> None:
+    """After resolution: the attention backends SGLang resolved for prefill and decode against the
+    decision (by kernelpolicy id: ``fa3`` and ``fa4`` are both ``flash_attn``). The operator's own
+    choice was recorded as a conflict when the plugin left it standing."""
+    if _STATE.conflicts:
+        return
+    decided = attention_id(value)
+    base = _resolved_field(server_args, "attention_backend")
+    for field in ATTENTION_FIELDS:
+        got = _resolved_field(server_args, field) or base
+        if got is not None and attention_id(got) != decided:
+            _fail(f"SGLang resolved {field}=`{got}`, the decision is `{value}` (--attention-backend)")
 
 
 def _resolved_field(server_args: Any, field: str) -> Any:
@@ -460,6 +505,7 @@ def status() -> dict[str, Any]:
                 "flags": _STATE.flags,
                 "applied": dict(_STATE.applied),
                 "fallbacks": [dict(f) for f in _STATE.fallbacks],
+                "conflicts": [dict(c) for c in _STATE.conflicts],
                 "warnings": list(_STATE.warnings),
             },
             default=str,

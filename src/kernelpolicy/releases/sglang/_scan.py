@@ -50,6 +50,7 @@ _CHOICES: Final = {
     "FP8_GEMM_RUNNER_BACKEND_CHOICES": "--fp8-gemm-backend",
     "FP4_GEMM_RUNNER_BACKEND_CHOICES": "--fp4-gemm-backend",
     "MOE_RUNNER_BACKEND_CHOICES": "--moe-runner-backend",
+    "ATTENTION_BACKEND_CHOICES": "--attention-backend",
 }
 _CHOICE_FILES: Final = ("sglang/srt/arg_groups/choices.py", "sglang/srt/server_args.py")
 

@@ -36,7 +36,10 @@ from packaging.version import Version
 from ._overrides import OVERRIDES_FILE
 
 __all__ = [
+    "ATTENTION_GENERATED",
     "GENERATED",
+    "attention_orders",
+    "attention_overrides",
     "dense_order_ids",
     "dense_orders",
     "generated_files",
@@ -155,9 +158,47 @@ def _quant(names: list[str | None]) -> dict[str, Any]:
     return _any(conds)
 
 
+#: attention tests (issue #39) that hold for every deployment kernelpolicy decides: the backend
+#: not set yet (an explicit one is the deployment's choice), no speculative decoding (kernelpolicy
+#: has no fact of it), FlashInfer installed (SGLang pins it)
+_ATTENTION_TRUE: Final = frozenset(
+    {"is_attention_backend_not_set", "is_no_spec_infer_or_topk_one", "has_flashinfer", "is_flashinfer_available"}
+)
+#: attention tests that never hold on an NVIDIA GPU kernelpolicy decides for
+_ATTENTION_NEVER: Final = frozenset({"is_mps", "is_out_of_tree", "use_mlx", "is_cpu"})
+#: SGLang's platform probes beside :data:`_GPU` (``utils/common.py``: Blackwell is CC 10.x to 12.x)
+_ATTENTION_GPU: Final[Mapping[str, dict[str, Any]]] = {
+    "is_hopper_with_cuda_12_3": {"gpu.family": "sm90"},
+    "is_blackwell": {"gpu.family": ["sm100", "sm110", "sm120"]},
+    "is_blackwell_supported": {"gpu.family": ["sm100", "sm110", "sm120"]},
+    "is_sm100_or_sm110": {"gpu.family": ["sm100", "sm110"]},
+    "is_sm110": {"gpu.family": "sm110"},
+}
+#: model tests -> the facts of such a model
+_ATTENTION_MODEL: Final[Mapping[str, dict[str, Any]]] = {
+    "use_mla_backend": {"model.mla": True},
+    "has_attention_sinks": {"model.attention_sinks": True},
+    "is_deepseek_dsa": {"model.sparse_attention": True},
+    "is_deepseek_nsa": {"model.sparse_attention": True},
+}
+#: the attention fields: a test of one against ``None`` is "not set yet"
+_ATTENTION_FIELD_NAMES: Final = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+#: SGLang's ``--kv-cache-dtype`` names -> kernelpolicy's ``deploy.kv_cache_dtype`` values
+_KV_DTYPES: Final[Mapping[str, list[str]]] = {
+    "auto": ["auto"],
+    "bf16": ["bfloat16"],
+    "bfloat16": ["bfloat16"],
+    "fp8_e4m3": ["fp8", "fp8_e4m3"],
+    "fp8_e5m2": ["fp8_e5m2"],
+    "fp4_e2m1": ["nvfp4"],
+    "nvfp4": ["nvfp4"],
+}
+
+
 class _Translator:
-    def __init__(self, local: Mapping[str, list[str]]) -> None:
+    def __init__(self, local: Mapping[str, list[str]], *, attention: bool = False) -> None:
         self.local = local
+        self.attention = attention
         self.dropped: list[str] = []  #: ``or`` branches left out
         self.depth = 0
 
@@ -219,6 +260,8 @@ class _Translator:
 
     def atom(self, node: ast.expr) -> dict[str, Any]:
         tail = _tail(node)
+        if self.attention and (got := self.attention_atom(tail, node)) is not None:
+            return got
         if tail in ("is_hip", "is_musa", "is_npu", "is_xpu", "is_cpu"):
             raise _Never(ast.unparse(node))
         if tail == "is_cuda":
@@ -234,6 +277,64 @@ class _Translator:
             finally:
                 self.depth -= 1
         raise Unmodelled(ast.unparse(node))
+
+    @staticmethod
+    def attention_atom(tail: str | None, node: ast.expr) -> dict[str, Any] | None:
+        """An attention test (issue #39) as facts (``None``: not one of them)."""
+        if isinstance(node, ast.Call):  # `is_no_spec_infer_or_topk_one(view)`: the function's name
+            tail = _tail(node.func)
+        if tail in _ATTENTION_TRUE:
+            return _TRUE
+        if tail in _ATTENTION_NEVER:
+            raise _Never(ast.unparse(node))
+        if tail is not None and tail in _ATTENTION_GPU:
+            return dict(_ATTENTION_GPU[tail])
+        if tail is not None and tail in _ATTENTION_MODEL:
+            return dict(_ATTENTION_MODEL[tail])
+        return None
+
+    def attention_compare(
+        self, left: ast.expr, op: ast.cmpop, right: ast.expr, node: ast.expr
+    ) -> dict[str, Any] | None:
+        """An attention comparison (issue #39) as facts (``None``: not one of them)."""
+        tail = _tail(left)
+        values = _strings(right, self.local)
+        negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
+        if isinstance(op, ast.In) and (arch := _string(left)) is not None and "architectures" in ast.unparse(right):
+            return {"model.architecture": arch}  # `"X" in hf_config.architectures`
+        if tail in ("sliding_window_pattern", "sliding_window") and values == [None]:
+            return {"model.sliding_window": negate}  # `is not None`: a windowed model
+        if values is None or not isinstance(op, (ast.Eq, ast.NotEq, ast.In, ast.NotIn, ast.Is, ast.IsNot)):
+            return None
+        return self.attention_value(tail, op, values, node)
+
+    @staticmethod
+    def attention_value(
+        tail: str | None, op: ast.cmpop, values: list[str | None], node: ast.expr
+    ) -> dict[str, Any] | None:
+        """A comparison of an attention setting with constants (:meth:`attention_compare`)."""
+        negate = isinstance(op, (ast.NotEq, ast.NotIn, ast.IsNot))
+        if tail in ("hf_config", "model_config") and values == [None]:
+            if negate:
+                return _TRUE  # `hf_config is not None`: the model's config is read
+            raise _Never(ast.unparse(node))
+        if tail in _ATTENTION_FIELD_NAMES and None not in values:
+            # a fallback from the backend chosen so far: the catalog's requirements say those
+            raise Unmodelled(ast.unparse(node))
+        if tail in _ATTENTION_FIELD_NAMES or tail == "speculative_algorithm":
+            # the backend not set yet, no speculative decoding: the value is `None`
+            if (None in values) != negate:
+                return _TRUE
+            raise _Never(ast.unparse(node))
+        if tail == "dllm_algorithm" and values == [None]:
+            if not negate:
+                return _TRUE  # no diffusion language model: kernelpolicy decides none
+            raise _Never(ast.unparse(node))
+        if tail == "kv_cache_dtype":
+            known = [d for v in values if v is not None for d in _KV_DTYPES.get(v, [v])]
+            cond: dict[str, Any] = {"deploy.kv_cache_dtype": known[0] if len(known) == 1 else known}
+            return {"not": cond} if negate else cond
+        return None
 
     def capability(self, node: ast.Compare) -> dict[str, Any]:
         """``(8, 0) <= get_device_capability() < (10, 0)``: the GPUs in that range."""
@@ -254,6 +355,19 @@ class _Translator:
 
     def numeric(self, tail: str | None, op: ast.cmpop, right: ast.expr, node: ast.expr) -> dict[str, Any] | None:
         """A test of the GPU's SM number or the expert-parallel size (``None``: neither)."""
+        if (
+            self.attention
+            and tail in ("device_sm", "get_device_sm")
+            and type(op) in _OPS
+            and not isinstance(op, ast.Eq)
+        ):
+            n = ast.literal_eval(right)
+            sms = [sm for sm in _SMS if _OPS[type(op)](int(sm[2:]), n)]
+            if not sms:
+                raise _Never(ast.unparse(node))
+            if len(sms) == len(_SMS):
+                return _TRUE  # every GPU kernelpolicy decides for (`device_sm >= 80`)
+            return {"gpu.sm": sms[0] if len(sms) == 1 else sms}
         if tail in ("device_sm", "get_device_sm"):
             nums = ast.literal_eval(right)
             nums = nums if isinstance(nums, tuple) else (nums,)
@@ -272,6 +386,8 @@ class _Translator:
         tail = _tail(left)
         text = ast.unparse(left)
         if (got := self.numeric(tail, op, right, node)) is not None:
+            return got
+        if self.attention and (got := self.attention_compare(left, op, right, node)) is not None:
             return got
         if isinstance(op, ast.In) and _tail(right) in _ARCH_NAMES and (arch := _string(left)) is not None:
             return {"model.architecture": arch}
@@ -328,10 +444,12 @@ def _all(conds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def translate(entry: Mapping[str, Any]) -> dict[str, Any] | str | None:
+def translate(entry: Mapping[str, Any], *, attention: bool = False) -> dict[str, Any] | str | None:
     """The condition an override holds under, in kernelpolicy's facts; a string (the test that
-    cannot be said) when it cannot be modelled; ``None`` when it never holds on NVIDIA."""
-    t = _Translator(entry.get("locals", {}))
+    cannot be said) when it cannot be modelled; ``None`` when it never holds on NVIDIA.
+    *attention*: the entry sets an attention backend (its tests of the attention fields, the
+    model's attention and SGLang's platform probes are read too)."""
+    t = _Translator(entry.get("locals", {}), attention=attention)
     parts: list[dict[str, Any]] = []
     try:
         for test in entry["tests"]:
@@ -524,6 +642,199 @@ def moe_overrides(records: Mapping[str, dict[str, Any]], engine: Mapping[str, An
     return {"rules": rules}, notes
 
 
+# --- attention (issue #39): SGLang's automatic attention choice and its per-model overrides ------
+
+ATTENTION_GENERATED: Final = "rules/backends/attention.sglang.yaml"
+_ATTENTION_HEADER: Final = (
+    "# Generated by `python -m kernelpolicy._docs` from src/kernelpolicy/releases/sglang/overrides.json\n"
+    "# (what each SGLang release chooses by itself for attention: its automatic choice,\n"
+    "# `get_default_attn_backend`, and where it sets `--attention-backend` itself per model;\n"
+    "# `python -m kernelpolicy.releases.sglang._overrides WHEEL...`). Do not edit.\n"
+    "#\n"
+    "# The order entries are SGLang's automatic choice read as it runs: the first entry whose\n"
+    "# condition holds gives the backend SGLang takes, then the backends of the later branches of\n"
+    "# the same arm (MHA or MLA) for a deployment the catalog (attention.yaml) rules the first out.\n"
+)
+#: resolution steps that run for every model (an attention override there needs no architecture)
+_ATTENTION_ANY_MODEL: Final = frozenset(
+    {
+        "_attention_backend_fa3_fp8_fallback",
+        "_handle_attention_backend_compatibility",
+        "_attention_backend_platform_fallbacks",
+    }
+)
+_MLA_TEST: Final = "not use_mla_backend"
+
+
+def _attention_chain(record: Mapping[str, Any]) -> tuple[list[tuple[dict[str, Any], str, int]], list[str]]:
+    """The branches of one release's automatic attention choice as ``(condition, id, line)`` in
+    code order (branches that never run on NVIDIA left out), and a note per branch left out.
+
+    SGLang's function splits on ``use_mla_backend`` first (``if not use_mla_backend: ...
+    else: ...``): the branches of the ``else`` arm are the MLA ones."""
+    from .names import attention_id
+
+    default = record.get("attention_default")
+    if not default:
+        return [], []
+    returns = default["returns"]
+    mha = [i for i, r in enumerate(returns) if _MLA_TEST in r["tests"]]
+    out: list[tuple[dict[str, Any], str, int]] = []
+    notes: list[str] = []
+    place = f"{default['file']} {default['function']}"
+    for i, r in enumerate(returns):
+        tests = [t for t in r["tests"] if t != _MLA_TEST]
+        arm: dict[str, Any] = {}
+        if mha and i <= mha[-1] and _MLA_TEST in r["tests"]:
+            arm = {"model.mla": False}
+        elif mha and i > mha[-1]:
+            arm = {"model.mla": True}
+        cond = translate({"tests": tests, "architectures": [], "locals": {}}, attention=True)
+        if cond is None:
+            continue
+        value = r["value"]
+        if isinstance(cond, str):
+            notes.append(f"{place} -> {value} (line {r['line']}): cannot say `{cond}`")
+            continue
+        bid = attention_id(value)
+        if bid is None:
+            notes.append(f"{place} -> {value} (line {r['line']}): no kernelpolicy attention id")
+            continue
+        out.append(({**arm, **cond}, bid, r["line"]))
+    return out, notes
+
+
+def _attention_entries(chain: list[tuple[dict[str, Any], str, int]]) -> list[tuple[dict[str, Any], list[str]]]:
+    """``(condition, order)`` per branch: its backend, then those of the later branches of its arm."""
+    out: list[tuple[dict[str, Any], list[str]]] = []
+    for i, (cond, bid, _) in enumerate(chain):
+        arm = cond.get("model.mla")
+        order = [bid]
+        for later, other, _ in chain[i + 1 :]:
+            if later.get("model.mla") == arm and other not in order:
+                order.append(other)
+        out.append((cond, order))
+    return out
+
+
+def attention_orders(records: Mapping[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """SGLang's automatic attention choice per window of releases (the releases whose branches say
+    the same), then the newest release's for a deployment whose release is not stated; and a
+    note per branch left out."""
+    releases = list(records)
+    chains = {v: _attention_chain(r) for v, r in records.items()}
+    entries = {v: _attention_entries(chains[v][0]) for v in releases}
+    by_entries: dict[str, list[str]] = {}
+    for v in releases:
+        if entries[v]:
+            by_entries.setdefault(json.dumps(entries[v], sort_keys=True), []).append(v)
+    runs = sorted(
+        ((run, key) for key, vs in by_entries.items() for run in _runs(vs, releases)), key=lambda x: Version(x[0][0])
+    )
+    out: list[dict[str, Any]] = []
+
+    def emit(prefix: str, version: dict[str, Any], rel: str, span: str) -> None:
+        default = records[rel]["attention_default"]
+        ref = f"sglang@v{rel}:python/sglang/srt/{default['file']}"
+        for n, ((cond, order), (_, bid, line)) in enumerate(zip(entries[rel], chains[rel][0], strict=True)):
+            mla = cond.get("model.mla")
+            arm = "any" if mla is None else "mla" if mla else "mha"
+            out.append(
+                {
+                    "id": f"{prefix}-{arm}-{n + 1}-{_slug(bid)}",
+                    "path": "attention",
+                    "when": {"deploy.engine": "sglang", **version, **cond},
+                    "backends": order,
+                    "because": f"{span}'s automatic attention choice ({default['function']}, line {line})",
+                    "refs": [ref],
+                }
+            )
+
+    for run, _key in runs:
+        span = f"SGLang {run[0]}" if len(run) == 1 else f"SGLang {run[0]} to {run[-1]}"
+        emit(f"sglang-attention-{run[0]}", {"sglang.version": _window(run, releases)}, run[-1], span)
+    newest = releases[-1]
+    if entries[newest]:
+        emit("sglang-attention", {}, newest, f"where the release is not stated: SGLang {newest}")
+    notes = sorted({n for v in releases for n in chains[v][1]})
+    return out, notes
+
+
+def attention_overrides(records: Mapping[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """A ``prefer`` rule on the attention path per place where an SGLang release sets
+    ``--attention-backend`` by itself (a model override, a resolution step), scoped as the MoE
+    overrides are (:func:`moe_overrides`); and a line per override left out. A place that sets
+    one phase only (``prefill_``/``decode_attention_backend``) is left out: the attention path
+    decides the backend of both."""
+    from .names import attention_id
+
+    releases = list(records)
+    seen: dict[str, dict[str, Any]] = {}
+    where: dict[str, list[str]] = {}
+    skipped: dict[str, str] = {}
+    for version, record in records.items():
+        for e in record.get("attention", []):
+            place = f"{e['file']} {e['function']}"
+            bid = attention_id(e["value"])
+            cond = translate(e, attention=True)
+            if cond is None:
+                continue
+            if e["field"] != "attention_backend":
+                skipped.setdefault(f"{place} -> {e['field']}={e['value']}", "sets one phase only")
+                continue
+            if bid is None:
+                skipped.setdefault(f"{place} -> {e['value']}", "no kernelpolicy attention id for this backend")
+                continue
+            if isinstance(cond, str):
+                skipped.setdefault(f"{place} -> {e['value']}", f"cannot say `{cond}`")
+                continue
+            if (
+                "model.architecture" not in json.dumps(cond)
+                and e["function"].split(".")[-1] not in _ATTENTION_ANY_MODEL
+            ):
+                skipped.setdefault(f"{place} -> {e['value']}", "the architectures it runs for are not in its code")
+                continue
+            key = json.dumps([e["function"].split(".")[-1], e["value"], cond], sort_keys=True)
+            seen.setdefault(key, {"value": e["value"], "id": bid, "cond": cond, "files": {}})
+            seen[key]["files"][version] = (e["file"], e["function"])
+            where.setdefault(key, []).append(version)
+    rules: list[dict[str, Any]] = []
+    used: set[str] = set()
+    for key, r in seen.items():
+        for run in _runs(where[key], releases):
+            file, function = r["files"][run[-1]]
+            place = f"{file} {function}"
+            stem = _slug(Path(file).stem if "model_overrides" in file else function.split(".")[-1])
+            rid = f"sglang-{run[0]}-attention-{stem}-{_slug(r['value'])}"
+            n = 2
+            while rid in used:
+                rid, n = f"sglang-{run[0]}-attention-{stem}-{_slug(r['value'])}-{n}", n + 1
+            used.add(rid)
+            span = run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}"
+            rules.append(
+                {
+                    "id": rid,
+                    "when": {"deploy.engine": "sglang", "sglang.version": _window(run, releases), **r["cond"]},
+                    "paths": ["attention"],
+                    "prefer": [r["id"]],
+                    "because": f"SGLang {span} sets an unset `--attention-backend` to `{r['value']}` here ({place})",
+                    "refs": [f"sglang@v{run[-1]}:python/sglang/srt/{file}"],
+                }
+            )
+    rules.sort(key=lambda r: (Version(r["when"]["sglang.version"].split(",")[0][2:]), r["id"]))
+    return rules, [f"{k}: {why}" for k, why in sorted(skipped.items())]
+
+
+def _dump(body: Mapping[str, Any], header: str, path: Path, notes: list[str], title: str) -> str:
+    from ...tools.fmt import format_text
+
+    body = json.loads(json.dumps(body))  # no shared objects: YAML would write them as anchors
+    text = yaml.safe_dump(body, sort_keys=False, width=10_000, allow_unicode=True)
+    tail = "".join(f"# left out: {n}\n" for n in notes)
+    formatted = format_text(header + text, file=path, schema="../../schemas/rules.schema.json")
+    return formatted + (f"#\n# {title}:\n" + tail if tail else "")
+
+
 def generated_files(root: Path) -> dict[Path, str]:
     """Path -> the text the generated rule file must hold (formatted as ``kernelpolicy fmt`` does)."""
     from ...tools.fmt import format_text
@@ -537,7 +848,17 @@ def generated_files(root: Path) -> dict[Path, str]:
     tail = "".join(f"# left out: {n}\n" for n in notes)
     path = root / GENERATED
     formatted = format_text(_HEADER + text, file=path, schema="../../schemas/rules.schema.json")
+    orders, order_notes = attention_orders(records)
+    overrides, override_notes = attention_overrides(records)
+    attention = _dump(
+        {"order": orders, "rules": overrides},
+        _ATTENTION_HEADER,
+        root / ATTENTION_GENERATED,
+        order_notes + override_notes,
+        "Branches and overrides not modelled (kernelpolicy cannot say their test, or has no id)",
+    )
     return {
         path: formatted
-        + ("#\n# Overrides not modelled (kernelpolicy cannot say their test, or has no id):\n" + tail if tail else "")
+        + ("#\n# Overrides not modelled (kernelpolicy cannot say their test, or has no id):\n" + tail if tail else ""),
+        root / ATTENTION_GENERATED: attention,
     }

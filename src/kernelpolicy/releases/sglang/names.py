@@ -11,7 +11,16 @@ from typing import Final
 
 from . import _linears
 
-__all__ = ["DENSE_FUNCTIONS", "FLAG_FIELDS", "dense_ids_of_name", "linear_run_by"]
+__all__ = [
+    "ATTENTION_FIELDS",
+    "ATTENTION_NAMES",
+    "DENSE_FUNCTIONS",
+    "FLAG_FIELDS",
+    "attention_id",
+    "attention_name",
+    "dense_ids_of_name",
+    "linear_run_by",
+]
 
 #: Block-FP8 linear function name -> the kernelpolicy dense backends it can be.
 DENSE_FUNCTIONS: Final[dict[str, frozenset[str]]] = {
@@ -51,7 +60,43 @@ FLAG_FIELDS: Final = {
     "--fp8-gemm-backend": "fp8_gemm_runner_backend",
     "--fp4-gemm-backend": "fp4_gemm_runner_backend",
     "--moe-runner-backend": "moe_runner_backend",
+    "--attention-backend": "attention_backend",
 }
+
+#: SGLang's ``--attention-backend`` value -> the kernelpolicy attention backend it runs (issue
+#: #39; read from the 0.5.12-0.5.23 wheels' ``ATTENTION_BACKEND_CHOICES`` and
+#: ``layers/attention/attention_registry.py``). FA3 and FA4 are one family (``flash_attn``);
+#: ``trtllm_mha``/``trtllm_mla`` are FlashInfer's TRT-LLM-gen kernels, ids of their own here.
+#: Values with no entry run kernels no kernelpolicy id names (the DeepSeek sparse backends
+#: ``nsa``/``dsa``/``dsv4``, CuTe-DSL MLA, dual-chunk FlashAttention, other platforms' backends).
+ATTENTION_NAMES: Final[dict[str, str]] = {
+    "fa3": "flash_attn",
+    "fa4": "flash_attn",
+    "flashinfer": "flashinfer",
+    "triton": "triton_attn",
+    "trtllm_mha": "trtllm_mha",
+    "trtllm_mla": "trtllm_mla",
+    "flashmla": "flashmla",
+    "cutlass_mla": "cutlass_mla",
+    "flex_attention": "flex_attention",
+}
+#: The server-args fields of the attention backend: the base one and the per-phase ones that
+#: win over it where set (``attention_backends_of`` in SGLang 0.5.23).
+ATTENTION_FIELDS: Final = ("attention_backend", "prefill_attention_backend", "decode_attention_backend")
+
+
+def attention_id(name: object) -> str | None:
+    """The kernelpolicy attention backend SGLang's *name* runs (``None``: no id names it)."""
+    return ATTENTION_NAMES.get(str(name)) if name is not None else None
+
+
+def attention_name(backend: str, family: object = None) -> str | None:
+    """SGLang's ``--attention-backend`` value for the kernelpolicy *backend* on a GPU of
+    *family*: FlashAttention is ``fa4`` on SM100 (SGLang runs FA4 there), ``fa3`` elsewhere;
+    ``None`` when SGLang has no value for it."""
+    if backend == "flash_attn":
+        return "fa4" if family == "sm100" else "fa3"
+    return next((n for n, b in ATTENTION_NAMES.items() if b == backend), None)
 
 
 def linear_run_by(method: object, layer: object = None) -> str | None:

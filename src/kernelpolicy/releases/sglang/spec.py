@@ -131,8 +131,8 @@ class SglangSpec(EngineSpec):
     ) -> dict[str, Any]:
         """SGLang's switches: JIT DeepGEMM off where no path runs it, its precompile off where
         nothing it runs is warmed, the GEMM flag of the checkpoint's format where the release
-        accepts the value (or the environment switch that takes FP8 linears), and
-        ``--moe-runner-backend``."""
+        accepts the value (or the environment switch that takes FP8 linears),
+        ``--moe-runner-backend`` and ``--attention-backend`` (issue #39)."""
         from .versions import latest_release, release_for
 
         rel = release_for(release) if release else latest_release()
@@ -177,6 +177,7 @@ class SglangSpec(EngineSpec):
                 args += ["--moe-runner-backend", flag]
             else:
                 notes.append(f"SGLang {rel.version} has no `--moe-runner-backend` value for `{moe.backend}`")
+        _attention_args(paths, facts, rel, args, notes)
         if router.applicable and router.backend is not None:
             holds = "router_tier" in rel.selection_points
             notes.append(
@@ -191,6 +192,24 @@ class SglangSpec(EngineSpec):
             "SGLang falls back to Triton per layer for shapes a backend cannot run; the plugin names such layers"
         )
         return {"env": env, "args": args, "notes": notes}
+
+
+def _attention_args(
+    paths: Mapping[str, PathDecision], facts: FactView | None, rel: Any, args: list[str], notes: list[str]
+) -> None:
+    """``--attention-backend`` for the decided attention backend (issue #39), where the release
+    takes a value for it (FlashAttention is ``fa4`` on SM100, ``fa3`` elsewhere)."""
+    from .names import attention_name
+
+    attention = paths.get("attention")
+    if attention is None or not attention.applicable or attention.backend is None:
+        return
+    family = facts.get("gpu.family") if facts is not None else None
+    value = attention_name(attention.backend, family)
+    if value and rel.accepts("--attention-backend", value):
+        args += ["--attention-backend", value]
+    else:
+        notes.append(f"SGLang {rel.version} has no `--attention-backend` value for `{attention.backend}`")
 
 
 SGLANG: Final = SglangSpec()

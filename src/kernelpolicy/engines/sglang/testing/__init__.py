@@ -91,6 +91,18 @@ class SglangChoices:
         """The kernelpolicy dense backends the dispatched function can be (empty: not block FP8)."""
         return dense_ids_of_name(self.dense_function) if self.dense_function else frozenset()
 
+    @property
+    def attention(self) -> tuple[str | None, str | None]:
+        """The attention backends SGLang resolved for prefill and decode, by its names (a phase's
+        own field where set, else ``attention_backend``; ``None``: not resolved)."""
+
+        def field(name: str) -> str | None:
+            value = self.args.get(name)
+            return None if value in (None, "None") else str(value)
+
+        base = field("attention_backend")
+        return field("prefill_attention_backend") or base, field("decode_attention_backend") or base
+
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

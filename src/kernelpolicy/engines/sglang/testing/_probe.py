@@ -307,7 +307,16 @@ def _one(cell: dict[str, Any], plugin: bool) -> dict[str, Any]:
 
     result["args"] = {
         f: str(resolution_result(server_args, f))
-        for f in ("fp8_gemm_runner_backend", "fp4_gemm_runner_backend", "moe_runner_backend", "moe_a2a_backend")
+        for f in (
+            "fp8_gemm_runner_backend",
+            "fp4_gemm_runner_backend",
+            "moe_runner_backend",
+            "moe_a2a_backend",
+            # issue #39: the attention backend SGLang resolved, and its per-phase ones
+            "attention_backend",
+            "prefill_attention_backend",
+            "decode_attention_backend",
+        )
     }
     try:
         _publish(server_args)
