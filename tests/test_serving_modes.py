@@ -26,6 +26,19 @@ VLLM = ["vllm", "serve", "deepseek-ai/DeepSeek-V3"]
 SGLANG = ["python", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/DeepSeek-V3"]
 
 
+def test_without_a_line_the_defaults_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    """No launch line: the engines' defaults, as for the parallel sizes (source `default`)."""
+    assert main(["explain", "--no-env", "--gpu", "B200", "--model", "deepseek-ai/DeepSeek-V3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert {k: out["facts"][k] for k in KEYS} == {
+        "deploy.speculative": "none",
+        "deploy.two_batch_overlap": False,
+        "deploy.dcp": 1,
+        "deploy.disaggregation": "none",
+    }
+    assert {out["sources"][k] for k in KEYS} == {"default"}
+
+
 @pytest.mark.parametrize(
     ("flags", "want"),
     [
@@ -43,18 +56,25 @@ SGLANG = ["python", "-m", "sglang.launch_server", "--model-path", "deepseek-ai/D
             ["-sc", '{"model": "[ngram]"}'],
             {"deploy.speculative": "ngram", "deploy.dcp": 1, "deploy.disaggregation": "none"},
         ),
-        # a draft model and no method: the draft's checkpoint decides, so the fact stays unknown
-        (["-sc", '{"model": "some/draft"}'], {"deploy.dcp": 1, "deploy.disaggregation": "none"}),
+        # a draft model and no method: the draft's checkpoint decides; speculation is on all the same
+        (
+            ["-sc", '{"model": "some/draft"}'],
+            {"deploy.speculative": "other", "deploy.dcp": 1, "deploy.disaggregation": "none"},
+        ),
         (
             ["--kv-transfer-config", '{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}'],
             {"deploy.speculative": "none", "deploy.dcp": 1, "deploy.disaggregation": "decode"},
         ),
-        # kv_both is either role: unknown, not `none`
-        (["--kv-transfer-config", '{"kv_role": "kv_both"}'], {"deploy.speculative": "none", "deploy.dcp": 1}),
+        # kv_both is either role, not `none`
+        (
+            ["--kv-transfer-config", '{"kv_role": "kv_both"}'],
+            {"deploy.speculative": "none", "deploy.dcp": 1, "deploy.disaggregation": "both"},
+        ),
     ],
 )
 def test_vllm_serving_modes(capsys: pytest.CaptureFixture[str], flags: list[str], want: dict[str, object]) -> None:
-    assert _facts(capsys, [*VLLM, *flags]) == want
+    # a vLLM line leaves SGLang's two-batch overlap at its default
+    assert _facts(capsys, [*VLLM, *flags]) == {**want, "deploy.two_batch_overlap": False}
 
 
 @pytest.mark.parametrize(
@@ -72,7 +92,8 @@ def test_vllm_serving_modes(capsys: pytest.CaptureFixture[str], flags: list[str]
     ],
 )
 def test_sglang_serving_modes(capsys: pytest.CaptureFixture[str], flags: list[str], want: dict[str, object]) -> None:
-    assert _facts(capsys, [*SGLANG, *flags]) == want
+    # an SGLang line leaves vLLM's decode context parallel at its default
+    assert _facts(capsys, [*SGLANG, *flags]) == {**want, "deploy.dcp": 1}
 
 
 def test_vllm_config_file_mapping(capsys: pytest.CaptureFixture[str], tmp_path: object) -> None:
@@ -84,6 +105,7 @@ def test_vllm_config_file_mapping(capsys: pytest.CaptureFixture[str], tmp_path: 
         "speculative_config:\n  method: mtp\n  num_speculative_tokens: 2\ndecode_context_parallel_size: 2\n"
     )
     assert _facts(capsys, [*VLLM, "--config", str(config)]) == {
+        "deploy.two_batch_overlap": False,
         "deploy.speculative": "mtp",
         "deploy.dcp": 2,
         "deploy.disaggregation": "none",

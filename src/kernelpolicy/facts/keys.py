@@ -740,10 +740,11 @@ _ALL += [
         "deploy.speculative",
         _E,
         "speculative decoding: vLLM `--speculative-config` `method` (a per-model MTP method is"
-        " `mtp`; no method and no draft `model` is `draft_model`; a draft `model` with no method"
-        " leaves it unknown, its checkpoint decides), SGLang `--speculative-algorithm` (`NEXTN` is"
-        " `mtp`, `STANDALONE` is `draft_model`); `none` for a launch line without the flag. With"
-        " it on, decode runs several query tokens per request (spec-as-decode)",
+        " `mtp`; no method and no draft `model` is `draft_model`; a draft `model` with no method,"
+        " whose checkpoint decides, and a method vLLM does not name are `other`), SGLang"
+        " `--speculative-algorithm` (`NEXTN` is `mtp`, `STANDALONE` is `draft_model`, a plugin's"
+        " algorithm `other`); `none` when nothing states it. With it on, decode runs several query"
+        " tokens per request (spec-as-decode)",
         SPECULATIVE_METHODS,
         "mtp",
     ),
@@ -752,7 +753,7 @@ _ALL += [
         Kind.BOOL,
         "SGLang `--enable-two-batch-overlap`: each batch is split in two micro-batches whose"
         " compute and all-to-all overlap, so a MoE layer may see a micro-batch of 0 tokens;"
-        " false for a launch line without the flag",
+        " false when nothing states it",
         (),
         "false",
     ),
@@ -760,7 +761,7 @@ _ALL += [
         "deploy.dcp",
         Kind.INT,
         "vLLM `--decode-context-parallel-size` (`-dcp`): ranks the decode KV cache is split over;"
-        " 1 for a launch line without the flag",
+        " 1 when nothing states it",
         (),
         "1",
     ),
@@ -769,8 +770,9 @@ _ALL += [
         _E,
         "prefill/decode disaggregation role: SGLang `--disaggregation-mode` (`null` is `none`),"
         " vLLM `--kv-transfer-config` `kv_role` (`kv_producer` is `prefill`, `kv_consumer`"
-        " `decode`, `kv_both` leaves it unknown); `none` for a launch line without the flag",
-        ("none", "prefill", "decode"),
+        " `decode`, `kv_both` is `both`: a rule of either role names it too); `none` when nothing"
+        " states it",
+        ("none", "prefill", "decode", "both"),
         "prefill",
     ),
 ]

@@ -74,9 +74,9 @@ _SPEC_METHODS: Final = frozenset(
     {"eagle", "eagle3", "mtp", "ngram", "draft_model", "suffix", "medusa", "mlp_speculator", "dflash", "dspark"}
 )
 #: ``deploy.speculative`` when the draft's own config decides the method (a draft ``model`` and no
-#: ``method``): left unknown, as the fact of a checkpoint kernelpolicy does not read.
-SPEC_DETECTED: Final = "detected"
-#: vLLM's ``kv_role`` values as ``deploy.disaggregation`` (``kv_both``: either role, left unknown).
+#: ``method``): speculation is on, by a method kernelpolicy does not read from the draft checkpoint.
+SPEC_DETECTED: Final = "other"
+#: vLLM's ``kv_role`` values as ``deploy.disaggregation`` (``kv_both``: either role, ``both``).
 _KV_ROLES: Final = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
 
 
@@ -112,8 +112,8 @@ def _method_name(method: Any, model: Any) -> str:
 
 def speculative_method(value: Any) -> str:
     """``--speculative-config`` (JSON: ``method``, or a draft ``model``) as ``deploy.speculative``:
-    an MTP method of any model is ``mtp``, a draft model with no method is the draft's own
-    (:data:`SPEC_DETECTED`), a method vLLM does not name is ``other``.
+    an MTP method of any model is ``mtp``; a draft model with no method (the draft's checkpoint
+    decides) and a method vLLM does not name are ``other``.
 
     :raises argparse.ArgumentTypeError: a value that is not a JSON object.
     """
@@ -123,7 +123,7 @@ def speculative_method(value: Any) -> str:
 
 def kv_role(value: Any) -> str:
     """``--kv-transfer-config`` (JSON) as its role: ``prefill`` (``kv_producer``), ``decode``
-    (``kv_consumer``), ``both`` (``kv_both``: unknown as a fact) or ``none`` (no ``kv_role``).
+    (``kv_consumer``), ``both`` (``kv_both``) or ``none`` (no ``kv_role``).
 
     :raises argparse.ArgumentTypeError: not a JSON object, or a ``kv_role`` vLLM does not have.
     """
@@ -457,10 +457,10 @@ def _attention_facts(values: Mapping[str, Any]) -> dict[str, Any]:
 # --- serving modes (issue #35)
 def _serving_facts(values: Mapping[str, Any]) -> dict[str, Any]:
     """``--speculative-config``, ``--decode-context-parallel-size`` and ``--kv-transfer-config``
-    as facts; a method the draft checkpoint decides, and ``kv_both``, stay unknown."""
+    as facts."""
     out: dict[str, Any] = {}
     spec = values.get("speculative_config")
-    if spec is not None and spec != SPEC_DETECTED:
+    if spec is not None:
         out["deploy.speculative"] = spec
     dcp = values.get("decode_context_parallel_size")
     if dcp is not None:
@@ -468,7 +468,7 @@ def _serving_facts(values: Mapping[str, Any]) -> dict[str, Any]:
             raise UsageError(f"--decode-context-parallel-size `{dcp}`: expected a positive size")
         out["deploy.dcp"] = dcp
     role = values.get("kv_transfer_config")
-    if role is not None and role != "both":
+    if role is not None:
         out["deploy.disaggregation"] = role
     return out
 
