@@ -358,6 +358,7 @@ FLAGS: Final = (
         metavar="N",
         config="parallel_config.decode_context_parallel_size",
         default=1,
+        sample="1",  # a size above 1 needs a TP size it divides: the parity lines carry no -tp
     ),
     Flag(
         ("--kv-transfer-config",),
@@ -369,6 +370,7 @@ FLAGS: Final = (
         config="kv_transfer_config",
         from_config=_kv_role_of_config,
         default="none",
+        sample='{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}',
     ),
     # --- end of serving modes --------------------------------------------------------------
 )
