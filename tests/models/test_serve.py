@@ -26,6 +26,13 @@ SERVE_DEFAULTS = (
     "deploy.cuda_graphs=true",
     "--fact",
     "deploy.kv_cache_dtype=auto",
+    # the serving modes a whole vLLM line without their flags states (issue #35)
+    "--fact",
+    "deploy.speculative=none",
+    "--fact",
+    "deploy.dcp=1",
+    "--fact",
+    "deploy.disaggregation=none",
 )
 
 

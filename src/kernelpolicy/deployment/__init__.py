@@ -4,7 +4,8 @@ Every caller (``explain`` and ``vllm audit`` through :mod:`.options`, both engin
 the matrix, the golden cases, the conformance sweeps) turns what it knows about one deployment
 into facts here, in one order (a later layer wins over an earlier one):
 
-1. *defaults*: tensor and expert parallel size 1, the engine vLLM (:mod:`.pipeline`), where
+1. *defaults*: tensor and expert parallel size 1, the engine vLLM, no speculative decoding,
+   decode context parallel, two-batch overlap or disaggregation (:mod:`.pipeline`), where
    nothing below sets them;
 2. *machine*: what this machine or a fleet node reported (``--gpu auto``; :func:`.build.on_machine`);
 3. *model and GPU*: a GPU spec, the model's config.json and its catalog entry (:mod:`.build`),

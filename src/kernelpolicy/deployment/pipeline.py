@@ -9,7 +9,8 @@
    reads (:func:`env_names`, derived from the policy, not listed by hand), then the JSON object
    in ``KERNELPOLICY_FACTS``; both with source ``env``;
 3. explicit choices of the caller (``--fact``, ``--env``, ``--moe-backend``; source ``user``);
-4. defaults (tensor and expert parallel size 1) where nothing above set them;
+4. defaults (tensor and expert parallel size 1; no speculative decoding, decode context parallel,
+   two-batch overlap or disaggregation) where nothing above set them;
 5. layer-shape facts derived from the model's widths and the parallelism (``_shapes``), where
    nothing above stated them.
 
@@ -53,7 +54,16 @@ __all__ = [
 FACTS_ENV: Final = "KERNELPOLICY_FACTS"
 #: Turns warnings about the inputs (and, in the plugin, about applying the decision) into errors.
 STRICT_ENV: Final = "KERNELPOLICY_STRICT"
-_DEFAULTS: Final = (("deploy.tp", 1), ("deploy.ep", 1), ("deploy.engine", DEFAULT))
+_DEFAULTS: Final = (
+    ("deploy.tp", 1),
+    ("deploy.ep", 1),
+    ("deploy.engine", DEFAULT),
+    # the serving modes both engines start in when no flag asks otherwise (issue #35)
+    ("deploy.dcp", 1),
+    ("deploy.speculative", "none"),
+    ("deploy.two_batch_overlap", False),
+    ("deploy.disaggregation", "none"),
+)
 
 
 @dataclass(frozen=True)

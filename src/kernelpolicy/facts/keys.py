@@ -718,6 +718,65 @@ _ALL += [
     ),
 ]
 # --- end of attention ---------------------------------------------------------------------
+# --- serving modes (issue #35): what a launch line says about how the engine serves ----------
+#: ``deploy.speculative``'s values: vLLM's method names (its per-model MTP methods are ``mtp``)
+#: and SGLang's algorithms (``NEXTN`` is ``mtp``, ``STANDALONE`` is ``draft_model``).
+SPECULATIVE_METHODS: Final = (
+    "none",
+    "eagle",
+    "eagle3",
+    "mtp",
+    "ngram",
+    "draft_model",
+    "suffix",
+    "medusa",
+    "mlp_speculator",
+    "dflash",
+    "dspark",
+    "other",
+)
+_ALL += [
+    FactKey(
+        "deploy.speculative",
+        _E,
+        "speculative decoding: vLLM `--speculative-config` `method` (a per-model MTP method is"
+        " `mtp`; no method and no draft `model` is `draft_model`; a draft `model` with no method,"
+        " whose checkpoint decides, and a method vLLM does not name are `other`), SGLang"
+        " `--speculative-algorithm` (`NEXTN` is `mtp`, `STANDALONE` is `draft_model`, a plugin's"
+        " algorithm `other`); `none` when nothing states it. With it on, decode runs several query"
+        " tokens per request (spec-as-decode)",
+        SPECULATIVE_METHODS,
+        "mtp",
+    ),
+    FactKey(
+        "deploy.two_batch_overlap",
+        Kind.BOOL,
+        "SGLang `--enable-two-batch-overlap`: each batch is split in two micro-batches whose"
+        " compute and all-to-all overlap, so a MoE layer may see a micro-batch of 0 tokens;"
+        " false when nothing states it",
+        (),
+        "false",
+    ),
+    FactKey(
+        "deploy.dcp",
+        Kind.INT,
+        "vLLM `--decode-context-parallel-size` (`-dcp`): ranks the decode KV cache is split over;"
+        " 1 when nothing states it",
+        (),
+        "1",
+    ),
+    FactKey(
+        "deploy.disaggregation",
+        _E,
+        "prefill/decode disaggregation role: SGLang `--disaggregation-mode` (`null` is `none`),"
+        " vLLM `--kv-transfer-config` `kv_role` (`kv_producer` is `prefill`, `kv_consumer`"
+        " `decode`, `kv_both` is `both`: a rule of either role names it too); `none` when nothing"
+        " states it",
+        ("none", "prefill", "decode", "both"),
+        "prefill",
+    ),
+]
+# --- end of serving modes -------------------------------------------------------------------
 
 #: Every static key, by name. ``deploy.env.<NAME>`` keys are dynamic (see :func:`lookup_key`).
 FACT_KEYS: Final[dict[str, FactKey]] = {k.name: k for k in _ALL}

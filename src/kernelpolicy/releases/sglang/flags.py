@@ -22,7 +22,16 @@ if TYPE_CHECKING:
     from ...policy import EngineMap
     from .versions import SglangRelease
 
-__all__ = ["FLAGS", "LAUNCHERS", "SERVE_DEFAULTS", "facts_of", "moe_ids_of", "parser_release", "read_spellings"]
+__all__ = [
+    "FLAGS",
+    "LAUNCHERS",
+    "SERVE_DEFAULTS",
+    "SPEC_ALGORITHMS",
+    "facts_of",
+    "moe_ids_of",
+    "parser_release",
+    "read_spellings",
+]
 
 #: How a launch line starts: ``python -m sglang.launch_server`` (any ``python*``) or ``sglang serve``.
 LAUNCHERS: Final = ("sglang.launch_server",)
@@ -103,7 +112,49 @@ FLAGS: Final = (
         sample="64",
     ),
     # --- end of attention ------------------------------------------------------------------
+    # --- serving modes (issue #35) ---------------------------------------------------------
+    Flag(
+        ("--speculative-algorithm",),
+        "speculative_algorithm",
+        "SGLang's speculative algorithm (`deploy.speculative`: EAGLE, EAGLE3, NEXTN as `mtp`, ...)",
+        config="speculative_algorithm",
+        from_config=lambda algo: "none" if algo is None else str(algo),
+        default="none",
+        sample="NGRAM",
+    ),
+    Flag(
+        ("--enable-two-batch-overlap",),
+        "enable_two_batch_overlap",
+        "two micro-batches overlap compute and communication (`deploy.two_batch_overlap`)",
+        store_true=True,
+        config="enable_two_batch_overlap",
+        default=False,
+    ),
+    Flag(
+        ("--disaggregation-mode",),
+        "disaggregation_mode",
+        "the prefill/decode disaggregation role (`deploy.disaggregation`: `null` is `none`)",
+        config="disaggregation_mode",
+        default="null",
+        sample="prefill",
+    ),
+    # --- end of serving modes --------------------------------------------------------------
 )
+#: SGLang's ``--speculative-algorithm`` names as ``deploy.speculative`` (``NEXTN``, an alias of
+#: ``EAGLE`` in SGLang, runs the checkpoint's own MTP layers; ``STANDALONE`` a separate draft model).
+SPEC_ALGORITHMS: Final = {
+    "none": "none",
+    "EAGLE": "eagle",
+    "EAGLE3": "eagle3",
+    "NEXTN": "mtp",
+    "FROZEN_KV_MTP": "mtp",
+    "NGRAM": "ngram",
+    "STANDALONE": "draft_model",
+    "DFLASH": "dflash",
+    "DSPARK": "dspark",
+}
+#: ``--disaggregation-mode`` values as ``deploy.disaggregation``.
+_DISAGGREGATION: Final = {"null": "none", "prefill": "prefill", "decode": "decode"}
 SERVE_DEFAULTS: Final = {f.dest: f.default for f in FLAGS if f.default is not None}
 
 
@@ -179,4 +230,32 @@ def facts_of(values: Mapping[str, Any], engine: EngineMap) -> dict[str, Any]:
         name = str(attention)
         out["deploy.attention_backend"] = engine.aliases.get("attention", {}).get(name, name)
     # --- end of attention
+    out.update(_serving_facts(values))
     return out
+
+
+# --- serving modes (issue #35)
+def _serving_facts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``--speculative-algorithm``, ``--enable-two-batch-overlap`` and ``--disaggregation-mode``
+    as facts. SGLang reads the algorithm upper-cased; a name of no built-in algorithm (a plugin's)
+    is ``other``.
+
+    :raises UsageError: a disaggregation mode SGLang does not have.
+    """
+    out: dict[str, Any] = {}
+    algo = values.get("speculative_algorithm")
+    if algo is not None:
+        name = str(algo) if str(algo) == "none" else str(algo).upper()
+        out["deploy.speculative"] = SPEC_ALGORITHMS.get(name, "other")
+    tbo = values.get("enable_two_batch_overlap")
+    if tbo is not None:
+        out["deploy.two_batch_overlap"] = bool(tbo)
+    mode = values.get("disaggregation_mode")
+    if mode is not None:
+        if str(mode) not in _DISAGGREGATION:
+            raise UsageError(f"--disaggregation-mode `{str(mode)[:40]}`: not a mode SGLang has (null, prefill, decode)")
+        out["deploy.disaggregation"] = _DISAGGREGATION[str(mode)]
+    return out
+
+
+# --- end of serving modes

@@ -10,6 +10,7 @@ here, so the two cannot read a flag differently. Data and pure functions: no vLL
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from collections.abc import Mapping
 from typing import Any, Final
@@ -18,7 +19,17 @@ from ..._numbers import ascii_int, flag_int
 from ...errors import UsageError, did_you_mean
 from ..table import Flag
 
-__all__ = ["DTYPES", "FLAGS", "SERVE_DEFAULTS", "facts_of", "human_readable_int"]
+__all__ = [
+    "DTYPES",
+    "FLAGS",
+    "JSON_FLAGS",
+    "SERVE_DEFAULTS",
+    "facts_of",
+    "fold_dotted",
+    "human_readable_int",
+    "kv_role",
+    "speculative_method",
+]
 
 _HUMAN_INT: Final = re.compile(r"(\d+(?:\.\d+)?)([kKmMgGtT])", re.ASCII)  # `１６k` is no number
 _DECIMAL: Final = {"k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
@@ -54,6 +65,137 @@ def human_readable_int(value: str) -> int:
 def _torch_dtype(value: Any) -> str | None:
     """``torch.bfloat16`` (vLLM resolves ``--dtype`` to a torch dtype) as ``bfloat16``."""
     return None if value is None else str(value).removeprefix("torch.")
+
+
+# --- serving modes (issue #35): speculative decoding, decode context parallel, P/D roles ---
+#: vLLM's MTP method names (``deepseek_mtp``, ``qwen3_next_mtp``, ...): vLLM reads each as ``mtp``
+#: (``SpeculativeConfig.__post_init__``, 0.26 to 0.34), as does this.
+_SPEC_METHODS: Final = frozenset(
+    {"eagle", "eagle3", "mtp", "ngram", "draft_model", "suffix", "medusa", "mlp_speculator", "dflash", "dspark"}
+)
+#: ``deploy.speculative`` when the draft's own config decides the method (a draft ``model`` and no
+#: ``method``): speculation is on, by a method kernelpolicy does not read from the draft checkpoint.
+SPEC_DETECTED: Final = "other"
+#: vLLM's ``kv_role`` values as ``deploy.disaggregation`` (``kv_both``: either role, ``both``).
+_KV_ROLES: Final = {"kv_producer": "prefill", "kv_consumer": "decode", "kv_both": "both"}
+
+
+def _json_object(value: Any) -> Mapping[str, Any]:
+    """A JSON flag's value (a mapping from a YAML ``--config``, else JSON text) as a mapping.
+
+    :raises argparse.ArgumentTypeError: text that is not a JSON object.
+    """
+    if isinstance(value, Mapping):
+        return value
+    try:
+        data = json.loads(str(value))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"`{str(value)[:60]}` is not a JSON object") from None
+    if not isinstance(data, dict):
+        raise argparse.ArgumentTypeError(f"`{str(value)[:60]}` is not a JSON object")
+    return data
+
+
+def _method_name(method: Any, model: Any) -> str:
+    """vLLM's reading of a speculative ``method`` (and draft ``model``) as ``deploy.speculative``."""
+    if method is None:
+        if model in ("ngram", "[ngram]"):
+            return "ngram"
+        return "draft_model" if model is None else SPEC_DETECTED
+    name = str(method).strip().lower()
+    if name in {"[ngram]", "ngram_gpu"}:
+        return "ngram"
+    if name == "mtp" or name.endswith("_mtp"):
+        return "mtp"
+    return name if name in _SPEC_METHODS else "other"
+
+
+def speculative_method(value: Any) -> str:
+    """``--speculative-config`` (JSON: ``method``, or a draft ``model``) as ``deploy.speculative``:
+    an MTP method of any model is ``mtp``; a draft model with no method (the draft's checkpoint
+    decides) and a method vLLM does not name are ``other``.
+
+    :raises argparse.ArgumentTypeError: a value that is not a JSON object.
+    """
+    data = _json_object(value)
+    return _method_name(data.get("method"), data.get("model"))
+
+
+def kv_role(value: Any) -> str:
+    """``--kv-transfer-config`` (JSON) as its role: ``prefill`` (``kv_producer``), ``decode``
+    (``kv_consumer``), ``both`` (``kv_both``) or ``none`` (no ``kv_role``).
+
+    :raises argparse.ArgumentTypeError: not a JSON object, or a ``kv_role`` vLLM does not have.
+    """
+    data = _json_object(value)
+    role = data.get("kv_role")
+    if role is None:
+        return "none"
+    if role not in _KV_ROLES:
+        raise argparse.ArgumentTypeError(f"kv_role `{str(role)[:40]}` is not a vLLM role ({', '.join(_KV_ROLES)})")
+    return _KV_ROLES[str(role)]
+
+
+def _speculative_of_config(config: Any) -> str:
+    """The live ``speculative_config`` (None: no speculation) as ``deploy.speculative``."""
+    if config is None:
+        return "none"
+    return _method_name(getattr(config, "method", None), getattr(config, "model", None))
+
+
+def _kv_role_of_config(config: Any) -> str:
+    """The live ``kv_transfer_config`` (None: no KV transfer) as its role."""
+    role = getattr(config, "kv_role", None) if config is not None else None
+    return "none" if role is None else _KV_ROLES.get(str(role), "both")
+
+
+#: vLLM's JSON flags whose keys a line may also give one by one (``--speculative-config.method
+#: mtp``, vLLM's ``FlexibleArgumentParser``), or a YAML ``--config`` as a mapping.
+JSON_FLAGS: Final = ("--speculative-config", "--kv-transfer-config")
+
+
+def fold_dotted(tokens: list[str]) -> list[str]:
+    """*tokens* (``_`` already read as ``-`` in flag names) with each ``--FLAG.KEY VALUE`` of a
+    :data:`JSON_FLAGS` flag folded into one ``--FLAG {JSON}`` where its first key was, over a
+    JSON value given whole (vLLM merges them so). A key's value is kept as text, but for whole
+    numbers, which the facts do not read."""
+    out: list[str] = []
+    folded: dict[str, dict[str, Any]] = {}
+    at: dict[str, int] = {}
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        name, eq, value = token.partition("=")
+        flag = next((f for f in JSON_FLAGS if name.startswith(f + ".")), None)
+        if flag is None:
+            out.append(token)
+            i += 1
+            continue
+        key = name[len(flag) + 1 :].replace("-", "_")
+        if not eq:
+            value = tokens[i + 1] if i + 1 < len(tokens) else ""
+            i += 1
+        i += 1
+        if flag not in at:
+            at[flag] = len(out)
+            out += [flag, ""]
+        folded.setdefault(flag, {})[key] = value
+    for flag, data in folded.items():
+        base: dict[str, Any] = {}
+        # a whole JSON value of the same flag earlier on the line is merged under the keys
+        for j in range(len(out) - 1):
+            if out[j] == flag and j != at[flag] and out[j + 1]:
+                try:
+                    loaded = json.loads(out[j + 1])
+                except ValueError:
+                    continue
+                if isinstance(loaded, dict):
+                    base.update(loaded)
+        out[at[flag] + 1] = json.dumps({**base, **data})
+    return out
+
+
+# --- end of serving modes
 
 
 #: vLLM's flags that bear on a kernel decision, with vLLM's spellings.
@@ -194,6 +336,43 @@ FLAGS: Final = (
         sample="32",
     ),
     # --- end of attention ------------------------------------------------------------------
+    # --- serving modes (issue #35) ---------------------------------------------------------
+    Flag(
+        ("--speculative-config", "-sc"),
+        "speculative_config",
+        "vLLM `--speculative-config` JSON: its `method` (or draft `model`) as `deploy.speculative`",
+        speculative_method,
+        native=False,
+        metavar="JSON",
+        config="speculative_config",
+        from_config=_speculative_of_config,
+        default="none",
+        sample='{"method": "ngram", "num_speculative_tokens": 2, "prompt_lookup_max": 2}',
+    ),
+    Flag(
+        ("--decode-context-parallel-size", "-dcp"),
+        "decode_context_parallel_size",
+        "vLLM decode context-parallel size (`deploy.dcp`)",
+        flag_int,
+        native=False,
+        metavar="N",
+        config="parallel_config.decode_context_parallel_size",
+        default=1,
+        sample="1",  # a size above 1 needs a TP size it divides: the parity lines carry no -tp
+    ),
+    Flag(
+        ("--kv-transfer-config",),
+        "kv_transfer_config",
+        "vLLM `--kv-transfer-config` JSON: its `kv_role` as `deploy.disaggregation`",
+        kv_role,
+        native=False,
+        metavar="JSON",
+        config="kv_transfer_config",
+        from_config=_kv_role_of_config,
+        default="none",
+        sample='{"kv_connector": "NixlConnector", "kv_role": "kv_consumer"}',
+    ),
+    # --- end of serving modes --------------------------------------------------------------
 )
 #: ``--dtype`` values as ``model.activation_dtype`` (``auto``: the checkpoint's dtype).
 DTYPES: Final = {
@@ -251,6 +430,7 @@ def facts_of(values: Mapping[str, Any]) -> dict[str, Any]:
             )
         out["model.activation_dtype"] = DTYPES[dtype]
     out.update(_attention_facts(values))
+    out.update(_serving_facts(values))
     for dest, key in (("moe_backend", "deploy.moe_backend"), ("linear_backend", "deploy.linear_backend")):
         backend = backend_name(values.get(dest))
         if backend is not None:
@@ -274,3 +454,25 @@ def _attention_facts(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 # --- end of attention
+
+
+# --- serving modes (issue #35)
+def _serving_facts(values: Mapping[str, Any]) -> dict[str, Any]:
+    """``--speculative-config``, ``--decode-context-parallel-size`` and ``--kv-transfer-config``
+    as facts."""
+    out: dict[str, Any] = {}
+    spec = values.get("speculative_config")
+    if spec is not None:
+        out["deploy.speculative"] = spec
+    dcp = values.get("decode_context_parallel_size")
+    if dcp is not None:
+        if dcp < 1:
+            raise UsageError(f"--decode-context-parallel-size `{dcp}`: expected a positive size")
+        out["deploy.dcp"] = dcp
+    role = values.get("kv_transfer_config")
+    if role is not None:
+        out["deploy.disaggregation"] = role
+    return out
+
+
+# --- end of serving modes

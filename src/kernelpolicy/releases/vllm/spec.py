@@ -10,7 +10,7 @@ from ...errors import UsageError
 from ..engine import EngineSpec, FactView, deep_gemm_use
 from ..line import LineValues, check_config_value, config_file, flag_tokens, parse_known, serve_parser
 from ..table import full_spellings
-from .flags import FLAGS, facts_of
+from .flags import FLAGS, JSON_FLAGS, facts_of, fold_dotted
 
 if TYPE_CHECKING:
     from ...decision import PathDecision
@@ -40,7 +40,7 @@ def _dashes(token: str) -> str:
 
 def _config_flag(key: str, value: object) -> list[str]:
     """One ``key: value`` of a vLLM YAML config (``key`` is a long flag name, ``_`` or ``-``)."""
-    return flag_tokens("--" + key.replace("_", "-"), value, kept=_CONFIG_FLAGS)
+    return flag_tokens("--" + key.replace("_", "-"), value, kept={*_CONFIG_FLAGS, *JSON_FLAGS})
 
 
 def _refuse_config_flags(unknown: Sequence[str]) -> None:
@@ -107,7 +107,7 @@ class VllmSpec(EngineSpec):
         of one of the release's options is that option (``--tensor-parallel 2``; a prefix of
         several is refused, as vLLM refuses it); a ``--config`` file first, then the line (the
         line wins); flags that rewrite the model config are refused."""
-        rest = self.spelled([_dashes(t) for t in rest], release)
+        rest = self.spelled(fold_dotted([_dashes(t) for t in rest]), release)
         parser = serve_parser(self.flags, "vllm serve")
         values, unknown = parse_known(parser, rest)
         if "vllm_config" in values:
@@ -143,7 +143,8 @@ class VllmSpec(EngineSpec):
         """A vLLM YAML ``--config`` file as flags (``key: value`` is ``--key value``)."""
 
         def flag_of(key: str, value: object) -> list[str]:
-            check_config_value(path, key, value, self.flags)
+            if not ("--" + key.replace("_", "-") in JSON_FLAGS and isinstance(value, Mapping)):
+                check_config_value(path, key, value, self.flags)  # a JSON flag takes a mapping
             return _config_flag(key, value)
 
         return config_file(path, self.title, flag_of)
