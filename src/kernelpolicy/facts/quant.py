@@ -511,7 +511,7 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
     :raises ModelConfigError: a field kernelpolicy reads has the wrong type or value.
     """
     if qc is None:
-        return {"quant.scheme": "none", "quant.modelopt_algo": "none"}
+        return {"quant.scheme": "none", "quant.modelopt_algo": "none", "quant.input_transform": "none"}
     if not isinstance(qc, Mapping):
         raise ModelConfigError(file, prefix.rstrip("."), "expected a mapping")
     raw = qc.get("quant_method")
@@ -534,6 +534,9 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
         out.update(_fp8(parsed, file, prefix))
     elif isinstance(parsed, CompressedTensorsConfig):
         out.update(_compressed_tensors(parsed, file, prefix))
+        transform = _input_transform(qc.get("transform_config"), file, f"{prefix}transform_config")
+        if transform is not None:
+            out["quant.input_transform"] = transform
     elif isinstance(parsed, ModelOptConfig):
         out.update(_modelopt(parsed, file, prefix))
     elif isinstance(parsed, Mxfp4Config):
@@ -546,6 +549,8 @@ def quant_config_facts(  # noqa: PLR0912 (predates the lint; split in a follow-u
         out.update(_weight_only(parsed, file, prefix))
     if not isinstance(parsed, ModelOptConfig):
         out["quant.modelopt_algo"] = "none"
+    if not isinstance(parsed, CompressedTensorsConfig):
+        out["quant.input_transform"] = "none"  # only a compressed-tensors checkpoint carries one
     scheme = out.get("quant.scheme")
     if scheme == "w4a8":
         del out["quant.scheme"]
@@ -638,6 +643,40 @@ def _compressed_tensors(c: CompressedTensorsConfig, file: str, prefix: str) -> d
     if scale is not None:
         out["quant.moe_activation_scale"] = scale
     return out
+
+
+#: Hadamard block sizes vLLM 0.34's Humming NVFP4 kernel fuses into its input quantisation
+_HADAMARD_BLOCKS: Final = (16, 32, 64, 128)
+
+
+def _input_transform(tc: object, file: str, where: str) -> str | None:
+    """``quant.input_transform`` of a compressed-tensors ``transform_config``: ``none`` without
+    one, ``hadamard`` for Sylvester Hadamard transforms of one block size (16-128) applied to the
+    inputs with none on the outputs (what vLLM 0.34 fuses), else unknown (``None``: another
+    transform vLLM runs on its own path)."""
+    if tc is None:
+        return "none"
+    if not isinstance(tc, Mapping):
+        raise ModelConfigError(file, where, "expected a mapping")
+    groups = tc.get("config_groups") or {}
+    if not isinstance(groups, Mapping):
+        raise ModelConfigError(file, f"{where}.config_groups", "expected a mapping")
+    if not groups:
+        return "none"
+    inputs: list[Mapping[str, Any]] = []
+    for name, group in groups.items():
+        if not isinstance(group, Mapping) or not isinstance(group.get("apply", []), list):
+            raise ModelConfigError(file, f"{where}.config_groups.{name}", "expected a mapping with an `apply` list")
+        locations = {a.get("location") for a in group.get("apply", []) if isinstance(a, Mapping)}
+        if "output" in locations:
+            return None
+        if "input" in locations:
+            inputs.append(group)
+    if not inputs:
+        return "none"
+    sizes = {g.get("head_dim") for g in inputs}
+    plain = all(g.get("type") == "hadamard" for g in inputs)  # as vLLM's check: `random-hadamard` is not
+    return "hadamard" if plain and len(sizes) == 1 and next(iter(sizes)) in _HADAMARD_BLOCKS else None
 
 
 def _modelopt(c: ModelOptConfig, file: str, prefix: str) -> dict[str, object]:
