@@ -46,6 +46,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the benchmarks' shared helpers, imported from tests too
 from _figures import Recorder, add_record_option
 
 from kernelpolicy.deployment.serve import _parse_serve, ignored_note
