@@ -21,8 +21,8 @@ __all__ = ["SCHEMA", "audit_report", "probe_failure", "render_report", "whole_er
 
 #: The schema of :func:`audit_report` (``kernelpolicy schema vllm-audit``).
 SCHEMA: Final = "kernelpolicy.vllm-audit/1"
-#: the paths the audit compares (issue #39: the harness does not probe attention yet)
-_PATHS: Final = tuple(p for p in PATHS if p != "attention")
+#: the paths the audit compares (attention: the selector's answer for the decoder layers)
+_PATHS: Final = PATHS
 
 
 def whole_error(text: str) -> str:
@@ -56,6 +56,11 @@ def _native_label(native: NativeChoices, path: str) -> str:
         if native.router.backend is None:
             return f"n/a ({native.router.reason})" if native.router.reason else "none"
         return str(native.router.backend)
+    if path == "attention" and native.attention is not None:
+        raw = native.attention.backend
+        return f"{choice or raw or 'none'}" + (f" ({raw})" if raw and choice else "")
+    if path == "attention" and "attention" in native.errors:
+        return "error (see the probe's step)"
     if path == "warmup":
         return choice or "nothing"
     return choice or "none"
