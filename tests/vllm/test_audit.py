@@ -73,8 +73,10 @@ def test_026_audit_with_plugin_is_consistent(audit: Any) -> None:
         "dense": "cutlass",
         "moe": "triton",
         "router": report["paths"]["router"]["kernelpolicy"],
+        "attention": report["paths"]["attention"]["kernelpolicy"],  # vLLM's selector runs the decided backend
         "warmup": "",
     }
+    assert report["paths"]["attention"]["kernelpolicy"] is not None
 
 
 def test_034_audit_flags_the_explicit_deep_gemm_divergence(audit: Any) -> None:

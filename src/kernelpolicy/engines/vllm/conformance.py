@@ -453,6 +453,8 @@ def audit_differences(native: NativeChoices, decision: Decision) -> list[Differe
         ours, theirs = kp_choice(decision, path), native_choice(native, path)
         if ours == theirs:
             continue
+        if path == "attention" and native.attention is None and "attention" not in native.errors:
+            continue  # a probe that did not ask vLLM's attention selector
         if path == "attention" and "attention" in native.errors:
             p = decision.paths.get(path)
             if p is not None and p.applicable:
