@@ -118,6 +118,7 @@ def audit_report(
             "registered": plugin.get("registered"),
             "warnings": list(plugin.get("warnings") or ()),
             "fallbacks": [dict(f) for f in plugin.get("fallbacks") or ()],
+            "conflicts": [dict(c) for c in plugin.get("conflicts") or ()],
         },
         "env": dict(native.env),
         "moe_backend": native.moe_backend,
@@ -165,6 +166,11 @@ def render_report(report: Mapping[str, Any]) -> str:
         out.append(f"plugin warning: {w}")
     for f in report["plugin"]["fallbacks"]:
         out.append(f"plugin fallback: {f['path']} runs `{f['used']}`, not the decided `{f['decided']}`: {f['reason']}")
+    for c in report["plugin"].get("conflicts") or ():
+        out.append(
+            f"plugin conflict: {c['path']} runs the operator's `{c['operator']}`, not the decided `{c['decided']}`"
+            + (f" (rule `{c['rule']}`)" if c.get("rule") else "")
+        )
     for step, err in report["probe_errors"].items():
         out.append(f"probe: step `{step}` failed: {whole_error(str(err))}")
     vllm_engine = report["engine"].get("vllm")

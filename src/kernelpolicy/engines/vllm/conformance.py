@@ -289,6 +289,14 @@ def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, boo
             )
     else:
         notes.append("the plugin made no decision: " + "; ".join(plugin.get("warnings") or ["(no warning)"]))
+    standing = [c for c in plugin.get("conflicts") or () if isinstance(c, Mapping)]
+    if standing:  # an operator's explicit choice the decision did not keep: it runs
+        c = standing[0]
+        rule = f" (rule `{c['rule']}`)" if c.get("rule") else ""
+        why = (
+            f"{c.get('path')}: the operator's `{c.get('operator')}` runs, the decision chose `{c.get('decided')}`{rule}"
+        )
+        return "conflict", why, parity
     fallbacks = list(plugin.get("fallbacks") or ())
     if fallbacks:
         f = fallbacks[0]
