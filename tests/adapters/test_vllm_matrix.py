@@ -131,3 +131,13 @@ def test_matrix_bad_input_is_one_line(argv: list[str], message: str, capsys: pyt
     _, err = capsys.readouterr()
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_judge_an_operators_backend_the_decision_refused_is_a_conflict(policy: kp.Policy) -> None:
+    """The plugin leaves an operator's ``--attention-backend`` in place where a rule refused it
+    (its status records the conflict): the cell is a `conflict` naming both backends and the rule."""
+    decision = _decision(policy)
+    record = {"path": "attention", "operator": "FLASHINFER", "decided": "triton_attn", "rule": "r-1"}
+    result, reason, parity = judge(_choices(decision, plugin=_plugin(decision, conflicts=[record])), decision)
+    assert result == "conflict" and parity is True
+    assert reason == "attention: the operator's `FLASHINFER` runs, the decision chose `triton_attn` (rule `r-1`)"

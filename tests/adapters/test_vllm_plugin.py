@@ -117,6 +117,17 @@ def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
     oracles = _fake_oracles(calls)
     config = types.SimpleNamespace(model_config=object())
     _module("vllm.config", get_current_vllm_config_or_none=lambda: config)
+
+    class VllmConfig:  # the config step before which the operator's attention backend is read
+        def try_verify_and_update_config(self) -> None:
+            calls["verified"] = True
+
+    def get_attn_backend(*args: Any, **kwargs: Any) -> Any:
+        calls.setdefault("attention", []).append(None)
+        return None
+
+    _module("vllm.config.vllm", VllmConfig=VllmConfig)
+    _module("vllm.v1.attention.selector", get_attn_backend=get_attn_backend)
     monkeypatch.setattr("kernelpolicy.engines.vllm._facts.facts_from_vllm", lambda c, catalog=(): {"gpu.sm": "sm121"})
     plugin.set_resolver(lambda values: SEED)
     yield {

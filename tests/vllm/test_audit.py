@@ -67,14 +67,16 @@ def test_026_audit_with_plugin_is_consistent(audit: Any) -> None:
     code, report, err = audit("0.26.0", "--plugin")
     assert code == 0, json.dumps(report, indent=1) + err
     assert _schema_errors(report) == []
-    assert report["plugin"] == {"enabled": True, "registered": True, "warnings": [], "fallbacks": []}
+    assert report["plugin"] == {"enabled": True, "registered": True, "warnings": [], "fallbacks": [], "conflicts": []}
     assert report["divergences"] == [] and report["differences"] == []
     assert {p: row["vllm"] for p, row in report["paths"].items()} == {
         "dense": "cutlass",
         "moe": "triton",
         "router": report["paths"]["router"]["kernelpolicy"],
+        "attention": report["paths"]["attention"]["kernelpolicy"],  # vLLM's selector runs the decided backend
         "warmup": "",
     }
+    assert report["paths"]["attention"]["kernelpolicy"] is not None
 
 
 def test_034_audit_flags_the_explicit_deep_gemm_divergence(audit: Any) -> None:

@@ -60,10 +60,6 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
             continue  # no deployment to start (an error case), or a flag the simulation lacks
         if given.get("policy"):
             continue  # operator files reach the plugin through KERNELPOLICY_POLICY: another policy digest
-        if {"deploy.kv_cache_dtype", "deploy.cuda_graphs"} & set(given.get("facts") or {}):
-            # vLLM flags the simulated config does not carry yet (the attention path's cases): stated
-            # as facts beside a running config that says otherwise they are a conflict the engine wins
-            continue
         named = given.get("policy") or ()
         files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
         if files not in policy_cache:
@@ -76,7 +72,13 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
         # what the simulation cannot be (its host) travels as operator facts, on both sides
         operator = {k: spec[k] for k in ("host.machine", "gpu.unified_memory") if k in spec}
         operator |= dict(given.get("facts") or {})
+        # a case's facts that are vLLM flags are served as those flags (the simulated config carries
+        # them): stated beside a running config that says otherwise they are a conflict the engine wins
         serve = dict(SWEEP_SERVE)
+        if "deploy.kv_cache_dtype" in operator:
+            serve["kv_cache_dtype"] = operator.pop("deploy.kv_cache_dtype")
+        if "deploy.cuda_graphs" in operator:
+            serve["enforce_eager"] = not operator.pop("deploy.cuda_graphs")
         env = {k: str(v) for k, v in (given.get("env") or {}).items()}
         derived = derived_facts(gpu=str(given["gpu"]), model=given["model"], policy=policy)
         derived = derived.merged(Facts.from_values(target, source="metadata"))

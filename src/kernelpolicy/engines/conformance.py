@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 import platform
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -19,7 +20,17 @@ if TYPE_CHECKING:
     from ..facts import Facts
     from ..policy import Policy
 
-__all__ = ["FAMILIES", "deployment_facts", "one_line", "section_of", "update_document"]
+__all__ = [
+    "FAMILIES",
+    "PathCount",
+    "PathRow",
+    "deployment_facts",
+    "one_line",
+    "path_counts",
+    "path_summary",
+    "section_of",
+    "update_document",
+]
 
 #: family -> (compute capability, the product the simulated GPU names)
 FAMILIES: Final[dict[str, tuple[tuple[int, int], str]]] = {
@@ -108,3 +119,63 @@ def update_document(path: Path, version: str, section: str, engine: str, header:
     for v in sorted(sections, key=Version):
         body.append(f"{_marker(v, engine)}\n{sections[v]}{_marker(v, engine, end=True)}\n")
     write_text_at_once(path, "\n".join(body))
+
+
+# ----------------------------------------------------------------------------- counts per path
+
+
+@dataclass(frozen=True)
+class PathRow:
+    """One cell of a sweep as the counts per path see it (each engine's sweep fills it in)."""
+
+    #: the paths the decision has a backend on in this cell (the engine with the plugin could run it)
+    decided: tuple[str, ...]
+    #: of those, the paths where the engine with the plugin runs another backend (or none)
+    differs: frozenset[str] = frozenset()
+    #: per path, whether the plugin's own decision names `explain`'s backend (absent: it decided nothing)
+    parity: Mapping[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PathCount:
+    """One path over a sweep: cells it is decided on, where the engine runs the decision, and
+    where the plugin decided, where its backend is `explain`'s."""
+
+    path: str
+    cells: int
+    same: int
+    decided: int
+    parity: int
+
+
+def path_counts(rows: Iterable[PathRow], paths: Sequence[str]) -> list[PathCount]:
+    """The counts of each of *paths* (in that order) over *rows*; a path no row decides is left out."""
+    listed = list(rows)
+    out = []
+    for path in paths:
+        mine = [r for r in listed if path in r.decided]
+        if not mine:
+            continue
+        judged = [r.parity[path] for r in mine if path in r.parity]
+        out.append(
+            PathCount(
+                path,
+                len(mine),
+                sum(1 for r in mine if path not in r.differs),
+                len(judged),
+                sum(1 for ok in judged if ok),
+            )
+        )
+    return out
+
+
+def path_summary(counts: Sequence[PathCount]) -> str:
+    """One paragraph of the counts per path (for a sweep's section)."""
+    if not counts:
+        return "No path was decided."
+    same = ", ".join(f"{c.path} {c.same} of {c.cells}" for c in counts)
+    parity = ", ".join(f"{c.path} {c.parity} of {c.decided}" for c in counts)
+    return (
+        f"Per path, the cells where the engine with the plugin runs the decision's backend: {same}. "
+        f"Parity per path (the plugin's backend is `explain`'s, where it decided): {parity}."
+    )

@@ -131,8 +131,22 @@ def _deploy_facts(vllm_config: Any) -> dict[str, object]:
     a key's domain left unknown as there."""
     from ...deployment.serve import known_values
 
-    values = facts_of(config_values(vllm_config, FLAGS))
+    values = facts_of(_flag_values(vllm_config))
     return known_values(values, [])
+
+
+def _flag_values(vllm_config: Any) -> dict[str, Any]:
+    """The flag values of *vllm_config* by ``dest``: the table's config paths, and the operator's
+    ``--attention-backend`` as the plugin kept it before vLLM's model code ran (:mod:`._attention`;
+    the running ``attention_config.backend`` may be vLLM's own choice)."""
+    from ...releases.vllm.attention import id_of
+    from ._attention import operator_backend
+
+    values = config_values(vllm_config, FLAGS)
+    attention = operator_backend(vllm_config)
+    if attention is not None:  # vLLM's enum name as kernelpolicy's id where it has one (an MLA kernel: its family)
+        values["attention_backend"] = id_of(attention) or attention
+    return values
 
 
 def _quantized(values: dict[str, object], vllm_config: Any) -> dict[str, object]:
@@ -153,7 +167,7 @@ def config_key(vllm_config: Any) -> tuple[object, ...]:
         _model_ref(model_config),
         # the fallback when no config.json is found: transformers' config object itself
         id(getattr(model_config, "hf_config", None)),
-        tuple(sorted(config_values(vllm_config, FLAGS).items())),  # every flag the table reads
+        tuple(sorted(_flag_values(vllm_config).items())),  # every flag the table reads
     )
 
 

@@ -21,8 +21,8 @@ __all__ = ["SCHEMA", "audit_report", "probe_failure", "render_report", "whole_er
 
 #: The schema of :func:`audit_report` (``kernelpolicy schema vllm-audit``).
 SCHEMA: Final = "kernelpolicy.vllm-audit/1"
-#: the paths the audit compares (issue #39: the harness does not probe attention yet)
-_PATHS: Final = tuple(p for p in PATHS if p != "attention")
+#: the paths the audit compares (attention: the selector's answer for the decoder layers)
+_PATHS: Final = PATHS
 
 
 def whole_error(text: str) -> str:
@@ -56,6 +56,11 @@ def _native_label(native: NativeChoices, path: str) -> str:
         if native.router.backend is None:
             return f"n/a ({native.router.reason})" if native.router.reason else "none"
         return str(native.router.backend)
+    if path == "attention" and native.attention is not None:
+        raw = native.attention.backend
+        return f"{choice or raw or 'none'}" + (f" ({raw})" if raw and choice else "")
+    if path == "attention" and "attention" in native.errors:
+        return "error (see the probe's step)"
     if path == "warmup":
         return choice or "nothing"
     return choice or "none"
@@ -113,6 +118,7 @@ def audit_report(
             "registered": plugin.get("registered"),
             "warnings": list(plugin.get("warnings") or ()),
             "fallbacks": [dict(f) for f in plugin.get("fallbacks") or ()],
+            "conflicts": [dict(c) for c in plugin.get("conflicts") or ()],
         },
         "env": dict(native.env),
         "moe_backend": native.moe_backend,
@@ -160,6 +166,11 @@ def render_report(report: Mapping[str, Any]) -> str:
         out.append(f"plugin warning: {w}")
     for f in report["plugin"]["fallbacks"]:
         out.append(f"plugin fallback: {f['path']} runs `{f['used']}`, not the decided `{f['decided']}`: {f['reason']}")
+    for c in report["plugin"].get("conflicts") or ():
+        out.append(
+            f"plugin conflict: {c['path']} runs the operator's `{c['operator']}`, not the decided `{c['decided']}`"
+            + (f" (rule `{c['rule']}`)" if c.get("rule") else "")
+        )
     for step, err in report["probe_errors"].items():
         out.append(f"probe: step `{step}` failed: {whole_error(str(err))}")
     vllm_engine = report["engine"].get("vllm")

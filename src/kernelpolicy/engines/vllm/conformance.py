@@ -54,8 +54,12 @@ OPTIONS: Final[tuple[tuple[str, Mapping[str, str]], ...]] = (
     ("Qwen/Qwen3.6-35B-A3B-FP8", {"VLLM_USE_DEEP_GEMM": "1"}),
     ("deepseek-ai/DeepSeek-V3", {"VLLM_USE_DEEP_GEMM": "0"}),
 )
-#: the paths the harness observes in vLLM (issue #39: it does not probe attention yet)
-_PATHS: Final = tuple(p for p in PATHS if p != "attention")
+#: the paths the harness observes in vLLM (attention: the selector's answer for the decoder layers)
+_PATHS: Final = PATHS
+#: the paths whose probe step failing makes the whole cell `could not run` (attention: vLLM imports
+#: some backends' modules only to select them, which needs a driver on some (CUTLASS MLA); the
+#: other paths stand, and the attention column says `error`)
+_STEPS: Final = ("dense", "moe", "warmup", "router")
 #: The vLLM flags every sweep cell is served with, by flag ``dest``: the harness builds vLLM's
 #: config with them, and ``explain``'s side reads them as from ``vllm serve MODEL --dtype bfloat16
 #: --max-num-batched-tokens 2048`` (vLLM's defaults for the rest, as a whole serve line means), so
@@ -92,6 +96,27 @@ class CellResult:
     result: str
     reason: str
     parity: bool | None  #: the plugin's fingerprint is the decision's (None: it decided nothing)
+
+    def path_row(self) -> _base.PathRow:
+        """This cell for the counts per path (a cell that could not run counts on no path)."""
+        if self.result == "could not run":
+            return _base.PathRow(())
+        decided = _decided(self.decision)
+        paths = tuple(p for p in _PATHS if decided.get(p) not in (None, "NONE") and (p != "warmup" or decided[p]))
+        differs = {d.path for d in audit_differences(self.patched, self.decision)}
+        differs |= {str(f.get("path")) for f in (self.patched.plugin or {}).get("fallbacks") or ()}
+        parity: dict[str, bool] = {}
+        plugin = [d for d in (self.patched.plugin or {}).get("decisions") or () if isinstance(d, Mapping)]
+        for path in paths:
+            if not plugin:
+                break
+            theirs: list[Any]
+            if path == "warmup":
+                theirs = [",".join(d.get("warmup") or ()) for d in plugin]
+            else:
+                theirs = [((d.get("paths") or {}).get(path) or {}).get("backend") for d in plugin]
+            parity[path] = all(t == kp_choice(self.decision, path) for t in theirs)
+        return _base.PathRow(paths, frozenset(differs & set(paths)), parity)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -234,7 +259,7 @@ def _simulate_distinct(
 def _failure(choices: NativeChoices, decision: Decision) -> str | None:
     if "probe" in choices.errors:
         return choices.errors["probe"]
-    for path in ("dense", "moe", "warmup", "router"):
+    for path in _STEPS:
         p = decision.paths.get(path)
         if path in choices.errors and (path == "warmup" or (p is not None and p.applicable)):
             return f"step `{path}`: {choices.errors[path]}"
@@ -264,6 +289,14 @@ def judge(with_plugin: NativeChoices, decision: Decision) -> tuple[str, str, boo
             )
     else:
         notes.append("the plugin made no decision: " + "; ".join(plugin.get("warnings") or ["(no warning)"]))
+    standing = [c for c in plugin.get("conflicts") or () if isinstance(c, Mapping)]
+    if standing:  # an operator's explicit choice the decision did not keep: it runs
+        c = standing[0]
+        rule = f" (rule `{c['rule']}`)" if c.get("rule") else ""
+        why = (
+            f"{c.get('path')}: the operator's `{c.get('operator')}` runs, the decision chose `{c.get('decided')}`{rule}"
+        )
+        return "conflict", why, parity
     fallbacks = list(plugin.get("fallbacks") or ())
     if fallbacks:
         f = fallbacks[0]
@@ -288,6 +321,10 @@ def _choices(native: NativeChoices) -> dict[str, str | None]:
     out = dict(native.backends())
     if out.get("dense") is None and native.dense is not None and native.dense.kernel:
         out["dense"] = native.dense.kernel  # a kernel kernelpolicy has no id for (vLLM's Machete, ...)
+    if out.get("attention") is None and native.attention is not None and native.attention.backend:
+        out["attention"] = native.attention.backend  # a backend kernelpolicy has no id for (FLASH_ATTN_MLA_SPARSE)
+    if "attention" in native.errors:
+        out["attention"] = "error"
     return out
 
 
@@ -311,13 +348,17 @@ def render_markdown(version: str, results: Sequence[CellResult]) -> str:
     counts = {r: sum(1 for x in results if x.result == r) for r in RESULTS}
     summary = ", ".join(f"{n} {r}" for r, n in counts.items() if n)
     parity = [x for x in results if x.parity is not None]
+    per_path = _base.path_counts((x.path_row() for x in results), _PATHS)
     lines = [
         f"## vLLM {version}",
         "",
         f"{len(results)} cells: {summary}. Parity (the plugin's fingerprint is `explain`'s): "
         f"{sum(1 for x in parity if x.parity)} of {len(parity)} cells where the plugin decided.",
         "",
-        "Paths: dense / moe / router / warmup (`-`: the model has no such path, or nothing is warmed).",
+        _base.path_summary(per_path),
+        "",
+        f"Paths: {' / '.join(_PATHS)} (`-`: the model has no such path, or nothing is warmed; "
+        "`error`: vLLM's selector could not run in the simulation).",
         "",
         "| model | gpu | option | vLLM alone | decision | with the plugin | result | reason |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
@@ -341,7 +382,9 @@ selection code on a simulated GPU, without and with the kernelpolicy plugin. Res
 from `explain`'s), `conflict` (a path runs what the decision rejects), `refused` (vLLM refused the
 decided backend; the plugin fell back to the decision's next valid candidate), `could not run`
 (vLLM's code failed in the simulation). Parity: inside vLLM the plugin logs the fingerprint
-`explain` prints for the same inputs.
+`explain` prints for the same inputs. Each section also counts per path (dense, moe, router,
+attention, warmup) the cells where vLLM with the plugin runs the decision's backend, and where
+the plugin's own backend on that path is `explain`'s.
 
 Why a cell is not `same` (the reason column names the case):
 
@@ -352,6 +395,11 @@ Why a cell is not `same` (the reason column names the case):
   the decision ranks it first: the plugin keeps the decision's next valid tier `GateLinear`
   enabled (`refused`, naming both);
 - a warmup vLLM does not run for MXFP4 experts while the decision lists it;
+- attention: vLLM's selector refusing the decided backend for the model's layers (the plugin
+  leaves vLLM's own choice for those layers: `refused`, naming vLLM's reason), a backend
+  kernelpolicy has no id for (`FLASH_ATTN_MLA_SPARSE`), or a selector that cannot run on the
+  simulated GPU (`error`: vLLM imports the CUTLASS MLA module only to select it, which asks
+  for a driver);
 - `could not run`: vLLM's own config or selection code fails in the simulation (the whole error
   is given), with the plugin and without it alike.
 """
@@ -412,6 +460,19 @@ def audit_differences(native: NativeChoices, decision: Decision) -> list[Differe
     for path in (p for p in DECIDED_PATHS if p in _PATHS):
         ours, theirs = kp_choice(decision, path), native_choice(native, path)
         if ours == theirs:
+            continue
+        if path == "attention" and native.attention is None and "attention" not in native.errors:
+            continue  # a probe that did not ask vLLM's attention selector
+        if path == "attention" and "attention" in native.errors:
+            p = decision.paths.get(path)
+            if p is not None and p.applicable:
+                error = one_line(native.errors["attention"])
+                text = f"vLLM's attention selector could not run in the simulation: {error}"
+                out.append(Difference(path, None, ours, "preference", text))
+            continue
+        if path == "attention" and theirs is None and native.attention is not None and native.attention.backend:
+            raw = native.attention.backend  # a backend kernelpolicy has no id for
+            out.append(Difference(path, raw, ours, "preference", f"vLLM runs `{raw}`, which has no kernelpolicy id"))
             continue
         if theirs is None:
             p = decision.paths.get(path)

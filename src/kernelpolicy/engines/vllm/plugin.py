@@ -22,7 +22,15 @@ cached per process. Where:
 - router: ``GateLinear.__init__``/``set_out_dtype`` keep the decided tier, or else the
   decision's next valid tier vLLM enabled for that gate (one warning), and clear the others;
 - config: ``should_auto_disable_deep_gemm`` (and its by-name copies) says "disable" exactly when
-  the decision rejects DeepGEMM.
+  the decision rejects DeepGEMM;
+- attention: ``get_attn_backend`` (vLLM's attention selector, and every by-name importer) runs
+  with ``attention_config.backend`` set to the decided backend (:mod:`._attention`); where vLLM
+  refuses it for a layer, vLLM's own choice stands for that layer (one warning, kept in
+  :func:`status`; ``KERNELPOLICY_STRICT=1`` stops instead). The operator's own
+  ``--attention-backend`` is kept before vLLM's model code can change it
+  (``VllmConfig.try_verify_and_update_config``): it is a fact of the decision, and it stays in
+  place; where the decision chose another backend (a rule refused the operator's), that is a
+  conflict, said and kept in :func:`status` (``KERNELPOLICY_STRICT=1``: start-up stops).
 
 Unsupported vLLM release: one warning, nothing patched (``KERNELPOLICY_STRICT=1``: raise).
 When ``torch.distributed`` is initialised with more than one rank, the ranks all-gather their
@@ -123,6 +131,8 @@ class _State(Runtime):
     facts: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     logged: set[str] = dataclasses.field(default_factory=set)
     late_importers: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    #: the operator's explicit choices the decision did not keep (they stand): one record each
+    conflicts: list[dict[str, str]] = dataclasses.field(default_factory=list)
 
 
 _STATE = _State()
@@ -191,11 +201,17 @@ def unpatch() -> None:
             if value is not None and _wrapped(value):
                 setattr(mod, attr, value.__kernelpolicy_original__)
         _STATE.late_importers.clear()
+        # the attention layers' modules (many, per release) took the selector's wrapper by name
+        for mod_name, mod in list(sys.modules.items()):
+            value = vars(mod).get("get_attn_backend") if mod_name.startswith("vllm.") and mod is not None else None
+            if value is not None and _wrapped(value):
+                setattr(mod, "get_attn_backend", value.__kernelpolicy_original__)  # noqa: B010
         _STATE.patched.clear()
         _STATE.decisions.clear()
         _STATE.by_config.clear()
         _STATE.facts.clear()
         _STATE.logged.clear()
+        _STATE.conflicts.clear()
         _STATE.reset()
         _STATE.points = None
 
@@ -759,6 +775,112 @@ def _patch_auto_disable(points: VllmPatchPoints) -> None:
             _set(mod, "should_auto_disable_deep_gemm", wrapper, f"config:{name}")
 
 
+#: vLLM's attention selector and the config step before which the operator's backend is read
+#: (the same in 0.26 to 0.34: ``vllm/v1/attention/selector.py``, ``vllm/config/vllm.py``)
+_SELECTOR_MODULE: Final = "vllm.v1.attention.selector"
+_CONFIG_MODULE: Final = "vllm.config.vllm"
+
+
+def _attention_conflict(decision: DecisionLike, operator: str, chosen: str) -> None:
+    """The operator's ``--attention-backend`` stands where the decision chose another backend:
+    one warning and one record in :func:`status` (strict: start-up stops)."""
+    rule = getattr(decision.paths.get("attention"), "rule", None)
+    why = f" (rule `{rule}`)" if rule else ""
+    text = (
+        f"the operator's --attention-backend `{operator}` stands, but the decision chose `{chosen}`{why}: "
+        "a conflict, vLLM runs the operator's backend"
+    )
+    record = {"path": "attention", "operator": operator, "decided": chosen, "rule": str(rule or "")}
+    with _STATE.lock:
+        if record in _STATE.conflicts:
+            return
+        _STATE.conflicts.append(record)
+    if _STATE.strict():
+        raise AdapterError(f"kernelpolicy: {text} ({STRICT_ENV} is set, so start-up stops)")
+    _warn(f"{text} (fingerprint={decision.fingerprint})")
+
+
+def _select_attention(original: Any, config: Any, decision: DecisionLike, args: Any, kwargs: Any) -> Any:
+    """vLLM's attention selector run with the decided backend (see the module docstring)."""
+    from ...releases.vllm.attention import id_of
+    from ._attention import apply_attention, operator_backend
+
+    chosen = _backend(decision, "attention")
+    attention_config = getattr(config, "attention_config", None)
+    if chosen is None or attention_config is None or not hasattr(attention_config, "backend"):
+        return original(*args, **kwargs)
+    operator = operator_backend(config)
+    if operator is not None:  # the operator's explicit choice wins
+        if (id_of(operator) or operator.lower()) != chosen:
+            _attention_conflict(decision, operator, chosen)
+        return original(*args, **kwargs)
+    if getattr(attention_config, "backend_per_kind", None):
+        return original(*args, **kwargs)  # the operator chose per KV-cache kind: theirs
+    previous = attention_config.backend
+    name = apply_attention(config, decision)
+    if name is None:
+        attention_config.backend = previous
+        result = original(*args, **kwargs)
+        used = getattr(result, "get_name", lambda: None)() or "its own choice"
+        _fallback(decision, chosen, f"{used} (vLLM's own)", "attention selector", [], path="attention")
+        return result
+    try:
+        return original(*args, **kwargs)
+    except _REFUSALS as exc:
+        reason = message(exc)
+        attention_config.backend = previous
+        if _STATE.strict():
+            raise AdapterError(
+                f"kernelpolicy: vLLM's attention selector refused the decided backend `{chosen}` "
+                f"({name}; {STRICT_ENV} is set, so start-up stops): {reason}"
+            ) from exc
+        result = original(*args, **kwargs)
+        used = getattr(result, "get_name", lambda: None)() or "its own choice"
+        _fallback(
+            decision, chosen, f"{used} (vLLM's own)", "attention selector", [f"`{name}` ({reason})"], path="attention"
+        )
+        return result
+
+
+def _patch_attention(points: VllmPatchPoints) -> None:
+    """The attention selector (and its by-name copies), and the config step that keeps the
+    operator's backend before vLLM's model code runs."""
+    from ._attention import mark_operator_backend
+
+    cfg = importlib.import_module(_CONFIG_MODULE)
+    step = vars(cfg.VllmConfig).get("try_verify_and_update_config")
+    if step is not None and not _wrapped(step):
+
+        def try_verify_and_update_config(self: Any, *a: Any, _o: Any = step, **kw: Any) -> Any:
+            mark_operator_backend(self)
+            return _o(self, *a, **kw)
+
+        _set(
+            cfg.VllmConfig,
+            "try_verify_and_update_config",
+            _mark(try_verify_and_update_config, step),
+            "attention:config",
+        )
+    selector = importlib.import_module(_SELECTOR_MODULE)
+    original = selector.get_attn_backend
+    if _wrapped(original):
+        return
+
+    def get_attn_backend(*args: Any, **kwargs: Any) -> Any:
+        decision = current_decision()
+        config = _vllm_config_now() if decision is not None else None
+        if decision is None or config is None:
+            return original(*args, **kwargs)
+        return _select_attention(original, config, decision, args, kwargs)
+
+    wrapper = _mark(get_attn_backend, original)
+    _set(selector, "get_attn_backend", wrapper, "attention")
+    for name, mod in list(sys.modules.items()):
+        if name.startswith("vllm.") and getattr(mod, "get_attn_backend", None) is original:
+            _STATE.late_importers.append((name, "get_attn_backend"))
+            _set(mod, "get_attn_backend", wrapper, f"attention:{name}")
+
+
 _PATCHERS: Final = (
     ("config", _patch_auto_disable),
     ("dense", _patch_dense),
@@ -767,6 +889,7 @@ _PATCHERS: Final = (
     ("moe oracles", _patch_moe_oracles),
     ("warmup", _patch_warmup),
     ("router", _patch_router),
+    ("attention", _patch_attention),
 )
 
 
@@ -841,5 +964,6 @@ def status() -> dict[str, Any]:
         "patched": list(_STATE.patched),
         "decisions": decisions,
         "fallbacks": [dict(f) for f in _STATE.fallbacks],
+        "conflicts": [dict(c) for c in _STATE.conflicts],
         "warnings": list(_STATE.warnings),
     }

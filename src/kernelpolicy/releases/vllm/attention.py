@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-__all__ = ["MHA_NAMES", "MLA_NAMES", "vllm_names"]
+__all__ = ["MHA_NAMES", "MLA_NAMES", "id_of", "vllm_names"]
 
 #: Non-MLA models: kernelpolicy id -> vLLM's names.
 MHA_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
@@ -41,3 +41,17 @@ def vllm_names(backend: str, *, mla: bool, family: str | None = None) -> tuple[s
     if mla and backend == "flashinfer_mla_sparse" and family in _SPARSE_BY_FAMILY:
         return (_SPARSE_BY_FAMILY[family], *names)
     return names
+
+
+def id_of(name: str | None) -> str | None:
+    """kernelpolicy's attention id for vLLM's ``AttentionBackendEnum`` *name* (``FLASHINFER_MLA``
+    -> ``flashinfer``), or ``None`` for a name kernelpolicy has no id for (``TREE_ATTN``, ...)."""
+    if not name:
+        return None
+    for table in (MHA_NAMES, MLA_NAMES):
+        for backend, names in table.items():
+            if name in names:
+                return backend
+    if name in _SPARSE_BY_FAMILY.values():
+        return "flashinfer_mla_sparse"
+    return None

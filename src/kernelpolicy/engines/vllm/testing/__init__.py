@@ -42,6 +42,7 @@ from ..._sim import (
 )
 
 __all__ = [
+    "AttentionChoice",
     "DenseChoice",
     "Deployment",
     "KernelVerdict",
@@ -174,6 +175,26 @@ class RouterChoice:
 
 
 @dataclass(frozen=True)
+class AttentionChoice:
+    """What vLLM's attention selector returned for the model's decoder layers."""
+
+    backend: str | None  #: the backend's name (``AttentionBackendEnum`` member: ``FLASHINFER_MLA``)
+    cls: str | None = None  #: the backend class
+    use_mla: bool | None = None
+    has_sink: bool | None = None
+    use_sparse: bool | None = None
+    has_sliding_window: bool | None = None
+    config_backend: str | None = None  #: ``attention_config.backend`` after the selection
+
+    @property
+    def backend_id(self) -> str | None:
+        """kernelpolicy's attention id for :attr:`backend` (``None``: a backend it has no id for)."""
+        from ....releases.vllm.attention import id_of
+
+        return id_of(self.backend)
+
+
+@dataclass(frozen=True)
 class NativeChoices:
     """What one vLLM selected on each path, for one simulated GPU and model config."""
 
@@ -196,11 +217,15 @@ class NativeChoices:
     output: str  #: the subprocess's stdout and stderr, for debugging
     returncode: int
     elapsed_s: float
+    attention: AttentionChoice | None = None
 
     @property
     def ok(self) -> bool:
-        """The probe ran every step without an error."""
-        return not self.errors and self.returncode == 0
+        """The probe ran every step without an error, the attention step apart: vLLM imports some
+        attention backends' modules only to select them, and the CUTLASS MLA module asks for a
+        driver the simulation does not have (its error stays in :attr:`errors`; :attr:`attention`
+        is then ``None``)."""
+        return not {k for k in self.errors if k != "attention"} and self.returncode == 0
 
     def backends(self) -> dict[str, str | None]:
         """Engine-neutral ids per path (warmup as a comma list of kernels, or ``""``)."""
@@ -209,6 +234,7 @@ class NativeChoices:
             "moe": self.moe.backend_id if self.moe else None,
             "router": self.router.backend if self.router else None,
             "warmup": ",".join(self.warmup.warmed(self.dense.backend if self.dense else None)) if self.warmup else None,
+            "attention": self.attention.backend_id if self.attention else None,
         }
 
     def divergences(self) -> list[str]:
@@ -298,7 +324,20 @@ def _from_result(
             weight_dtype=router_raw.get("weight_dtype"),
             reason=router_raw.get("reason"),
         )
+    attention_raw = raw.get("attention")
+    attention = None
+    if isinstance(attention_raw, Mapping):
+        attention = AttentionChoice(
+            backend=attention_raw.get("backend"),
+            cls=attention_raw.get("cls"),
+            use_mla=attention_raw.get("use_mla"),
+            has_sink=attention_raw.get("has_sink"),
+            use_sparse=attention_raw.get("use_sparse"),
+            has_sliding_window=attention_raw.get("has_sliding_window"),
+            config_backend=attention_raw.get("config_backend"),
+        )
     return NativeChoices(
+        attention=attention,
         gpu_cc=gpu_cc,
         vllm_version=raw.get("vllm_version"),
         platform=raw.get("platform"),

@@ -159,6 +159,8 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
         extra["allow_deprecated_quantization"] = True  # fbgemm_fp8 (Llama 4) on 0.33
     if req.get("max_model_len"):
         extra["max_model_len"] = int(req["max_model_len"])  # else vLLM derives it from the config
+    if serve.get("enforce_eager"):  # `--enforce-eager`: no CUDA graphs
+        extra["enforce_eager"] = True
     model_config = ModelConfig(
         model=str(model_dir),
         skip_tokenizer_init=True,
@@ -166,20 +168,26 @@ def _build_config(req: dict[str, Any], result: dict[str, Any], capture: _Capture
         **extra,
     )
     kernel_kwargs: dict[str, Any] = {}
+    attention: dict[str, Any] = {}
+    if serve.get("attention_backend"):  # `--attention-backend NAME`, as EngineArgs sets it
+        from vllm.config import AttentionConfig
+
+        attention["attention_config"] = AttentionConfig(backend=str(serve["attention_backend"]))
+    if serve.get("kv_cache_dtype"):  # `--kv-cache-dtype D`, before vLLM's model code reads it
+        from vllm.config import CacheConfig
+
+        attention["cache_config"] = CacheConfig(cache_dtype=str(serve["kv_cache_dtype"]))
     if req.get("moe_backend"):
         kernel_kwargs["moe_backend"] = req["moe_backend"]
     before = len(capture.messages)
     vllm_config = VllmConfig(
         model_config=model_config,
         kernel_config=KernelConfig(**kernel_kwargs),
+        **attention,
         **_stated_parallelism(req.get("facts") or {}),
     )
     if serve.get("max_num_batched_tokens"):  # `--max-num-batched-tokens N`, as the plugin reads it
         vllm_config.scheduler_config.max_num_batched_tokens = int(serve["max_num_batched_tokens"])
-    if serve.get("kv_cache_dtype"):  # `--kv-cache-dtype D`, where the plugin reads it
-        vllm_config.cache_config.cache_dtype = str(serve["kv_cache_dtype"])
-    if serve.get("enforce_eager"):  # `--enforce-eager`
-        vllm_config.model_config.enforce_eager = True
     warnings = [m for m in capture.messages[before:] if "auto-disabled deepgemm" in m.lower()]
     result["auto_disable_warning"] = warnings[0] if warnings else None
     quant_config = vllm_config.quant_config
@@ -586,6 +594,40 @@ def _router(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> No
     router["backend"] = backend
 
 
+def _attention(req: dict[str, Any], result: dict[str, Any], vllm_config: Any) -> None:
+    """vLLM's attention choice for the model's decoder layers, as its ``Attention`` and
+    ``MLAAttention`` layers ask the selector (``get_attn_backend``, read through the module so
+    the plugin's wrapper answers when it is registered): head size, MLA, sinks (gpt-oss), the
+    sparse indexer (``index_topk``), a sliding window, and the running KV-cache dtype."""
+    selector = importlib.import_module("vllm.v1.attention.selector")
+    model_config = vllm_config.model_config
+    text = model_config.hf_text_config
+    layer_types = [str(t) for t in (getattr(text, "layer_types", None) or ())]
+    sliding = getattr(text, "sliding_window", None) is not None or "sliding_attention" in layer_types
+    heads = int(getattr(text, "num_attention_heads", 0) or 0)
+    tp = int(vllm_config.parallel_config.tensor_parallel_size or 1)
+    kwargs: dict[str, Any] = {
+        "use_mla": bool(model_config.use_mla),
+        "has_sink": str(getattr(text, "model_type", "")) == "gpt_oss",
+        "use_sparse": getattr(text, "index_topk", None) is not None,
+        "num_heads": max(heads // tp, 1) if heads else None,
+        "has_sliding_window": bool(sliding),
+    }
+    accepted = inspect.signature(selector.get_attn_backend).parameters
+    attention: dict[str, Any] = {"backend": None, "cls": None, **{k: v for k, v in kwargs.items() if k != "num_heads"}}
+    result["attention"] = attention
+    backend = selector.get_attn_backend(
+        int(model_config.get_head_size()),
+        model_config.dtype,
+        str(vllm_config.cache_config.cache_dtype),
+        **{k: v for k, v in kwargs.items() if k in accepted},
+    )
+    attention["cls"] = backend.__name__
+    attention["backend"] = str(backend.get_name())
+    running = vllm_config.attention_config.backend
+    attention["config_backend"] = getattr(running, "name", None) if running is not None else None
+
+
 def _deep_gemm_info(result: dict[str, Any]) -> None:
     dg = importlib.import_module("vllm.utils.deep_gemm")
     iu = importlib.import_module("vllm.utils.import_utils")
@@ -678,6 +720,7 @@ def _select(req: dict[str, Any], result: dict[str, Any], capture: _Capture) -> N
         experts = _step(result, "moe", lambda: _moe(req, result, vllm_config))
         _step(result, "warmup", lambda: _warmup(result, vllm_config, kernel, experts))
         _step(result, "router", lambda: _router(req, result, vllm_config))
+        _step(result, "attention", lambda: _attention(req, result, vllm_config))
         _step(result, "deep_gemm", lambda: _deep_gemm_info(result))
         _step(result, "plugin", lambda: _plugin_state(result))
 
