@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -45,3 +47,16 @@ def one_error_line(err: str) -> str:
     assert len(lines) == 1, err
     assert "Traceback" not in err and "internal error" not in err, err
     return lines[0]
+
+
+def bench_hostile() -> ModuleType:
+    """``benchmarks/bench_hostile.py`` as a module (its round-four input generators), loaded once."""
+    if "bench_hostile" in sys.modules:
+        return sys.modules["bench_hostile"]
+    path = SRC.parent / "benchmarks" / "bench_hostile.py"
+    spec = importlib.util.spec_from_file_location("bench_hostile", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_hostile"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module

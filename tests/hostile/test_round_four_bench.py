@@ -7,29 +7,17 @@ and 1 GB, nothing executed, nothing lost. benchmarks/bench_hostile.py --round-fo
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from .helpers import bench_hostile
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _bench() -> ModuleType:
-    if "bench_hostile" in sys.modules:
-        return sys.modules["bench_hostile"]
-    spec = importlib.util.spec_from_file_location("bench_hostile", ROOT / "benchmarks" / "bench_hostile.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_hostile"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _bench()
+bench = bench_hostile()
 #: The inputs of each class, made once (a second or so).
 INPUTS = {name: make() for name, make in bench.CLASSES.items()}
 #: How many inputs of each class run here (the cheapest: no warm cache to build), spread over the class.

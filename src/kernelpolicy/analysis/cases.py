@@ -44,7 +44,7 @@ from ..facts.keys import DECIDED_PATHS
 if TYPE_CHECKING:
     from ..decision import PathDecision
 
-__all__ = ["CaseResult", "case_problem", "coverage", "find_cases", "run_case", "run_cases"]
+__all__ = ["CaseResult", "case_problem", "coverage", "find_cases", "given_facts", "run_case", "run_cases"]
 
 _PATHS = DECIDED_PATHS
 
@@ -235,13 +235,36 @@ def _served_facts(given: Mapping[str, Any], policy: Any) -> Any:
     return options_facts(args, policy, read_env=False).facts
 
 
+def given_facts(given: Mapping[str, Any], policy: Any) -> Any:
+    """The facts a case's ``given`` states (a launch line, or GPU, model, engine, facts and env),
+    as ``kernelpolicy test`` and the editor's case lens read them.
+
+    :raises KernelPolicyError: a value the fact pipeline refuses, or an engine release kernelpolicy
+        does not know (as ``explain --engine`` refuses it).
+    """
+    from ..deployment import facts_for
+    from ..deployment.pipeline import engine_facts
+
+    engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
+    _known_release(engine)
+    if given.get("serve") is not None:
+        return _served_facts(given, policy)
+    return facts_for(
+        gpu=given.get("gpu"),
+        model=given.get("model"),
+        facts={**engine, **(given.get("facts") or {})},
+        env={k: str(v) for k, v in (given.get("env") or {}).items()},
+        moe_backend=given.get("moe_backend"),
+        linear_backend=given.get("linear_backend"),
+        policy=policy,
+    )
+
+
 def run_case(  # noqa: PLR0912 (predates the lint; split in a follow-up)
     file: Path, policies: dict[tuple[str, ...], Any] | None = None, extra: Sequence[str] = ()
 ) -> CaseResult:
     """Resolve one case file and compare the decision with its ``expect``; *extra* policy files
     load on top of the case's own (``kernelpolicy test --policy``)."""
-    from ..deployment import facts_for
-    from ..deployment.pipeline import engine_facts
     from ..dsl.loader import load_policy
     from ..resolver import resolve
 
@@ -266,21 +289,7 @@ def run_case(  # noqa: PLR0912 (predates the lint; split in a follow-up)
         if policy_files not in cache:
             cache[policy_files] = load_policy(list(policy_files), environ=False)
         policy = cache[policy_files]
-        engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
-        _known_release(engine)  # as `explain --engine` refuses a release it does not know
-        if given.get("serve") is not None:
-            facts = _served_facts(given, policy)
-        else:
-            facts = facts_for(
-                gpu=given.get("gpu"),
-                model=given.get("model"),
-                facts={**engine, **(given.get("facts") or {})},
-                env={k: str(v) for k, v in (given.get("env") or {}).items()},
-                moe_backend=given.get("moe_backend"),
-                linear_backend=given.get("linear_backend"),
-                policy=policy,
-            )
-        decision = resolve(facts, policy)
+        decision = resolve(given_facts(given, policy), policy)
     except KernelPolicyError as exc:
         if "error" in expect and str(expect["error"]) in str(exc):
             return CaseResult(str(file), name)

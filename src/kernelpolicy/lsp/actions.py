@@ -260,9 +260,7 @@ def case_explain(text: str, path: Path) -> str:
 
 def _case_decision(loc: Located, path: Path) -> tuple[Any, Any, str]:
     """(decision, policy, "") of a case, or (None, None, why not)."""
-    from ..analysis.cases import _served_facts, case_problem
-    from ..deployment import facts_for
-    from ..deployment.pipeline import engine_facts
+    from ..analysis.cases import case_problem, given_facts
     from ..dsl.loader import load_policy
     from ..errors import KernelPolicyError
     from ..resolver import resolve
@@ -278,20 +276,7 @@ def _case_decision(loc: Located, path: Path) -> tuple[Any, Any, str]:
     files = [str((path.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named)]
     try:
         policy = load_policy(files, environ=False)
-        engine = engine_facts(str(given["engine"])) if given.get("engine") is not None else {}
-        if given.get("serve") is not None:
-            facts = _served_facts(given, policy)
-        else:
-            facts = facts_for(
-                gpu=given.get("gpu"),
-                model=given.get("model"),
-                facts={**engine, **(given.get("facts") or {})},
-                env={k: str(v) for k, v in (given.get("env") or {}).items()},
-                moe_backend=given.get("moe_backend"),
-                linear_backend=given.get("linear_backend"),
-                policy=policy,
-            )
-        return resolve(facts, policy), policy, ""
+        return resolve(given_facts(given, policy), policy), policy, ""
     except KernelPolicyError as exc:
         return None, None, exc.one_line()
 
