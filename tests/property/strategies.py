@@ -36,6 +36,7 @@ from kernelpolicy.dsl.conditions import evaluate_tree, tests_of
 from kernelpolicy.dsl.loader import SourceFile, load_files
 from kernelpolicy.facts import Facts
 from kernelpolicy.facts.keys import CANONICAL, FACT_KEYS, Kind, lookup_key
+from kernelpolicy.facts.record import _INT_MIN
 from kernelpolicy.policy import Policy, Rule
 from kernelpolicy.reporters import BaseReporter
 from kernelpolicy.resolver import DECIDED_PATHS
@@ -353,7 +354,8 @@ def _values_for(key: str, seen: list[Any]) -> st.SearchStrategy[Any]:
     if fk.kind is Kind.BOOL:
         return st.booleans()
     if fk.kind is Kind.INT:
-        return st.sampled_from(sorted({*(v for v in seen if isinstance(v, int)), 1, 2048, 7168}))
+        least = _INT_MIN.get(key, 1)  # a bound's neighbour below the key's range is no fact (`deploy.dcp > 1`: 0)
+        return st.sampled_from(sorted({*(v for v in seen if isinstance(v, int) and v >= least), 1, 2048, 7168}))
     if fk.kind is Kind.INT_LIST:
         return st.sampled_from([(128, 128), (1, 128), (64, 64)])
     if fk.kind is Kind.STR_LIST:
