@@ -96,8 +96,11 @@ def test_hooks_run_through_sglangs_own_registry(wheel_modules: Any) -> None:
     hooks.run_hook(handle_model_specific_adjustments, args)
     assert seen == [args]
     assert args._resolved_overrides == [
-        ("kernelpolicy", {"fp8_gemm_runner_backend": "cutlass", "moe_runner_backend": "triton"})
-    ]
+        (
+            "kernelpolicy",
+            {"fp8_gemm_runner_backend": "cutlass", "moe_runner_backend": "triton", "attention_backend": "flashinfer"},
+        )
+    ]  # the attention backend too, where the operator set none (issue 39)
 
     assert Scheduler(ServerArgs(fp8_gemm_runner_backend="cutlass")).init_moe_gemm_config() == "configured"
     assert any("moe_runner_backend=`flashinfer_cutlass`" in w for w in plugin.status()["warnings"])

@@ -71,6 +71,11 @@ ALWAYS_KNOWN: Final = frozenset(
         "deploy.tp",
         "deploy.ep",
         "deploy.engine",
+        # the serving modes default like the parallel sizes (issue 35): never unknown to the resolver
+        "deploy.dcp",
+        "deploy.speculative",
+        "deploy.two_batch_overlap",
+        "deploy.disaggregation",
     }
 )
 #: Keys the resolver reads directly (not through a condition).
