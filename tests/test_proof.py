@@ -47,7 +47,10 @@ def _core(policy: Policy) -> Policy:
 @pytest.mark.parametrize("explicit", [False, True], ids=["defaults", "explicit-choices"])
 def test_random_cells_decide_in_the_diagram_as_the_resolver_decides(layered: Policy, explicit: bool) -> None:
     core = _core(layered)
-    c = Compiled(core, build_domain(layered, explicit=explicit), original=layered)
+    # with explicit choices the shipped tables' MoE diagram passes the default budget since this
+    # stop's knowledge (`check --explicit` stops with one line: open, the proof's cost in issues
+    # 37/38); this test is about the diagram agreeing with the resolver, so it gives it room
+    c = Compiled(core, build_domain(layered, explicit=explicit), original=layered, budget=12_000_000)
     rng = random.Random(20261205 + explicit)
     seen: set[Any] = set()
     for _ in range(CELLS):
