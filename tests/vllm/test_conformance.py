@@ -40,6 +40,17 @@ pytestmark = pytest.mark.vllm
 ROOT = Path(__file__).resolve().parents[2]
 DOC = ROOT / "docs" / "vllm-conformance.md"
 CASES = sorted((ROOT / "tests" / "cases").glob("*.yaml"))
+#: Facts of vLLM flags the simulated config does not carry yet: a case stating one is left out of
+#: the golden-case parity (the plugin would read the config's default against the case's value).
+_NOT_SERVED = frozenset(
+    {
+        "deploy.speculative",
+        "deploy.dcp",
+        "deploy.disaggregation",
+        "deploy.two_batch_overlap",
+        "deploy.max_num_batched_tokens",
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,8 @@ def _golden(policy_cache: dict[tuple[str, ...], kp.Policy], target: Mapping[str,
             continue  # no deployment to start (an error case), or a flag the simulation lacks
         if given.get("policy"):
             continue  # operator files reach the plugin through KERNELPOLICY_POLICY: another policy digest
+        if set(given.get("facts") or {}) & _NOT_SERVED:
+            continue  # a flag the simulated config does not serve yet (the serving modes, the token budget)
         named = given.get("policy") or ()
         files = tuple(str((file.parent / p).resolve()) for p in ([named] if isinstance(named, str) else named))
         if files not in policy_cache:
