@@ -502,6 +502,20 @@ def _window(versions: list[str], releases: list[str]) -> str:
     return f">={first},<{releases[after]}"
 
 
+def _override_rule_names(path: str, run: list[str], r: Mapping[str, Any], used: set[str]) -> tuple[str, str, str, str]:
+    """The id (unique in *used*, which it joins), the file, the place (file and function) in
+    SGLang's code and the release span of the generated prefer rule for one override *r* of
+    *path* over the releases *run*."""
+    file, function = r["files"][run[-1]]
+    stem = _slug(Path(file).stem if "model_overrides" in file else function.split(".")[-1])
+    base = f"sglang-{run[0]}-{path}-{stem}-{_slug(r['value'])}"
+    rid, n = base, 2
+    while rid in used:
+        rid, n = f"{base}-{n}", n + 1
+    used.add(rid)
+    return rid, file, f"{file} {function}", run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}"
+
+
 def _runs(members: Iterable[str], releases: list[str]) -> list[list[str]]:
     have = set(members)
     runs: list[list[str]] = []
@@ -618,15 +632,7 @@ def moe_overrides(records: Mapping[str, dict[str, Any]], engine: Mapping[str, An
     used: set[str] = set()
     for key, r in seen.items():
         for run in _runs(where[key], releases):
-            file, function = r["files"][run[-1]]
-            place = f"{file} {function}"
-            stem = _slug(Path(file).stem if "model_overrides" in file else function.split(".")[-1])
-            rid = f"sglang-{run[0]}-moe-{stem}-{_slug(r['value'])}"
-            n = 2
-            while rid in used:
-                rid, n = f"sglang-{run[0]}-moe-{stem}-{_slug(r['value'])}-{n}", n + 1
-            used.add(rid)
-            span = run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}"
+            rid, file, place, span = _override_rule_names("moe", run, r, used)
             rules.append(
                 {
                     "id": rid,
@@ -802,15 +808,7 @@ def attention_overrides(records: Mapping[str, dict[str, Any]]) -> tuple[list[dic
     used: set[str] = set()
     for key, r in seen.items():
         for run in _runs(where[key], releases):
-            file, function = r["files"][run[-1]]
-            place = f"{file} {function}"
-            stem = _slug(Path(file).stem if "model_overrides" in file else function.split(".")[-1])
-            rid = f"sglang-{run[0]}-attention-{stem}-{_slug(r['value'])}"
-            n = 2
-            while rid in used:
-                rid, n = f"sglang-{run[0]}-attention-{stem}-{_slug(r['value'])}-{n}", n + 1
-            used.add(rid)
-            span = run[0] if len(run) == 1 else f"{run[0]} to {run[-1]}"
+            rid, file, place, span = _override_rule_names("attention", run, r, used)
             rules.append(
                 {
                     "id": rid,
