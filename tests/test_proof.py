@@ -47,10 +47,8 @@ def _core(policy: Policy) -> Policy:
 @pytest.mark.parametrize("explicit", [False, True], ids=["defaults", "explicit-choices"])
 def test_random_cells_decide_in_the_diagram_as_the_resolver_decides(layered: Policy, explicit: bool) -> None:
     core = _core(layered)
-    # with explicit choices the shipped tables' MoE diagram passes the default budget since this
-    # stop's knowledge (`check --explicit` stops with one line: open, the proof's cost in issues
-    # 37/38); this test is about the diagram agreeing with the resolver, so it gives it room
-    c = Compiled(core, build_domain(layered, explicit=explicit), original=layered, budget=12_000_000)
+    # within the default node budget: explicit choices are tested first (domain.build_domain)
+    c = Compiled(core, build_domain(layered, explicit=explicit), original=layered)
     rng = random.Random(20261205 + explicit)
     seen: set[Any] = set()
     for _ in range(CELLS):
@@ -99,7 +97,9 @@ def _terminals_in(c: Compiled, n: int, box: dict[int, set[int]]) -> set[Any]:
     return out
 
 
-@pytest.mark.parametrize(("path", "gpu"), [("router", "sm100"), ("moe", "sm90")])
+#: a MoE task whose walk is seconds (the walk enumerates: Hopper's and Blackwell's MoE tasks
+#: take minutes at the tables' 77 dimensions, which is why the proof is a diagram)
+@pytest.mark.parametrize(("path", "gpu"), [("router", "sm100"), ("moe", "sm80")])
 def test_the_old_walk_agrees_with_the_diagram_on_every_group(path: str, gpu: str) -> None:
     """The walk's groups of one task (shipped tables): over each, the diagram takes exactly the
     group's backend; and the cells of each backend add up to the same number."""

@@ -59,6 +59,10 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "Triton configs for its Triton runner",
     "KERNELPOLICY_BENCH_VLLM_FUSED_MOE": "`kernelpolicy bench` without an importable vLLM: vLLM's `fused_moe.py`, "
     "from which the MoE `triton` runner loads the Triton kernel's source",
+    "KERNELPOLICY_BENCH_VLLM_FA": "`kernelpolicy bench --paths attention` without an importable vLLM: a folder "
+    "holding vLLM's `vllm_flash_attn` (`flash_attn_interface.py` and its built library) for the FlashAttention runners",
+    "KERNELPOLICY_BENCH_VLLM_TRITON_ATTN": "`kernelpolicy bench --paths attention` without an importable vLLM: a "
+    "folder holding vLLM's `triton_unified_attention.py` for the Triton attention runner",
     "KERNELPOLICY_BENCH_TORCH_NO_PAD": "`1`: `kernelpolicy bench` calls torch block-FP8 without padding M to a "
     "multiple of 4 (the bare cuBLASLt call; vLLM pads)",
     "KERNELPOLICY_VENV_BASE_PYTHON": "the python `kernelpolicy vllm venv` and `kernelpolicy sglang venv` make venvs "

@@ -8,18 +8,19 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..dsl.files import SourceFile
 from ..dsl.loader import use_caches
 from ..errors import PolicyError
 from ..policy import Policy
-from . import certificate
+from . import certificate, layered
 from .certificate import certificate_key, pinned
 from .coverage import PATHS, Coverage, Violation, verify
 from .domain import build_domain
 from .findings import Finding, from_diagnostic
 from .implications import implication_conflicts
+from .layered import Base
 from .locate import Locator
 from .mdd import DEFAULT_BUDGET
 from .releases import unknown_release_bounds
@@ -66,6 +67,7 @@ def check(
     subject: Sequence[str] | None = None,
     cache: bool | None = None,
     budget: int = DEFAULT_BUDGET,
+    layer: bool | None = None,
 ) -> CheckReport:
     """Load *files* (every schema problem at once), analyse them and verify their domain.
 
@@ -75,6 +77,9 @@ def check(
         wherever one of its rules is involved.
     :param cache: reuse and keep certificates (default: unless ``KERNELPOLICY_NO_CACHE`` is on).
     :param budget: the most decision-diagram nodes the proof may make (see :mod:`.mdd`).
+    :param layer: prove *subject* on the proof of the files it stands on (:mod:`.layered`):
+        ``None``, where that proof is at hand or can be certified; ``True``, also computing it
+        when it is not (the language server: every edit stands on it); ``False``, never.
     :raises ~kernelpolicy.analysis.mdd.DiagramTooLarge: the proof passes *budget* nodes.
     """
     from ..dsl.loader import load_files
@@ -99,7 +104,10 @@ def check(
         report.findings = [from_diagnostic(d) for d in exc.diagnostics]
         report.seconds = time.perf_counter() - start
         return report
-    return _verified(report, policy, key, start, coverage, explicit, subject, budget)
+    base = None
+    if coverage and subject is not None and layer is not False:
+        base = _base_for(files, policy, subject, explicit=explicit, cache=cache, compute=bool(layer))
+    return _verified(report, policy, key, start, _Run(coverage, explicit, subject, budget, base))
 
 
 def _reused(report: CheckReport, key: str, start: float) -> bool:
@@ -112,24 +120,65 @@ def _reused(report: CheckReport, key: str, start: float) -> bool:
     return True
 
 
-def _verified(
-    report: CheckReport,
-    policy: Policy,
-    key: str | None,
-    start: float,
-    coverage: bool,
-    explicit: bool,
-    subject: Sequence[str] | None,
-    budget: int,
-) -> CheckReport:
+class _Run(NamedTuple):
+    """How one check runs (see :func:`check`'s parameters; *base*: the shipped tables' proof
+    the files under check are proven on)."""
+
+    coverage: bool
+    explicit: bool
+    subject: Sequence[str] | None
+    budget: int
+    base: Base | None
+
+
+def _base_for(
+    files: Sequence[SourceFile], policy: Policy, subject: Sequence[str], *, explicit: bool, cache: bool, compute: bool
+) -> Base | None:
+    """The proof of the files the layer under check stands on, for :mod:`.layered`: the longest
+    run of *files* before a file of *subject* holding an entry of *policy* (the shipped tables,
+    and the default policy, which ``check`` with no files certifies). Kept by this process, else
+    its certificate, else, with *compute* or a certificate folder to keep it in, computed now
+    (its check). ``None``: none at hand, or nothing to stand on."""
+    from ..dsl.loader import load_files
+
+    mine = set(subject)
+    writes = {r.origin.file for r in policy.rules} | {u.origin.file for u in policy.unsupported}
+    writes |= {i.origin.file for i in policy.implications}
+    writes |= {o.origin.file for orders in policy.orders.values() for o in orders}
+    cut = next((i for i, f in enumerate(files) if f.display in mine and f.display in writes), len(files))
+    grounds = [files[:i] for i in range(min(cut, len(files) - 1), 0, -1) if files[i].display in mine]
+    cache = cache and certificate.refusal() is None
+    for ground in grounds:
+        key = certificate_key(ground, explicit=explicit, subject=None)  # the bytes *files* were pinned to
+        if key is None:
+            continue
+        hit = layered.kept(key)
+        if hit is not None:
+            return hit
+        cert = certificate.read(key) if cache else None
+        if cert is not None and cert.diagrams:
+            return layered.keep(key, layered.Base(load_files(ground), explicit, cert.diagrams))
+    if not grounds or not (compute or cache):
+        return None
+    ground = grounds[0]  # computed once, then read by every check that stands on it
+    report = check(ground, explicit=explicit, cache=cache)
+    key = certificate_key(ground, explicit=explicit, subject=None)
+    if report.coverage is None or key is None:
+        return None
+    return layered.keep(key, layered.Base(load_files(ground), explicit, diagrams(report.coverage)))
+
+
+def _verified(report: CheckReport, policy: Policy, key: str | None, start: float, run: _Run) -> CheckReport:
     """Analyse and verify *policy* (the loaded files of *report*); keep the certificate of *key*."""
+    coverage, explicit, subject, budget, base = run
     locator = Locator(report.files)
     report.findings = [from_diagnostic(d) for d in policy.warnings]
-    cov = verify(policy, explicit=explicit, budget=budget) if coverage else None
+    cov = verify(policy, explicit=explicit, budget=budget, base=base) if coverage else None
     domain = cov.domain if cov is not None else build_domain(policy, explicit=explicit)
     report.findings += analyse(policy, cov, locator)
     report.findings += [locator.locate(f, f.field) if f.field else f for f in unknown_release_bounds(policy)]
-    located = implication_conflicts(policy, domain)
+    # in the proof's manager: what the fixpoint shares with the proof (or with the last edit's) is read again
+    located = implication_conflicts(policy, domain, cov.compiled.m if cov is not None and cov.compiled else None)
     if cov is not None:
         report.findings += violation_findings(policy, cov, locator)
         located += unused_unsupported(policy, cov)

@@ -67,6 +67,8 @@ class Outcome(NamedTuple):
 
 
 ABSENT: Final = Outcome("absent")
+#: a cell :meth:`Compiled.outcome` takes from the base as it is (see :mod:`.layered`)
+_KEPT: Final = "<kept>"
 #: the ``rule`` of a contradiction between explicit choices of one layer (read before anything
 #: else of any path: a dense model's MoE path refuses the deployment for it too)
 PICKS: Final = "<picks>"
@@ -117,6 +119,17 @@ class Compiled:
         self._rejected: dict[tuple[str, str], int] = {}
         self._composed: dict[tuple[tuple[int, int], ...], dict[int, int]] = {}
         self.last_by_id = {r.id: r for r in policy.rules}
+        #: the shipped tables' outcomes and where a layer above them can change one
+        #: (:mod:`.layered`); ``None``: every cell is decided here
+        self.base: dict[str, int] | None = None
+        self.layered = self.T
+
+    def layer_on(self, base: Mapping[str, int], region: int) -> None:
+        """Decide only the cells of *region* (boolean) again; elsewhere each path's outcome is
+        *base*'s (the shipped tables' outcomes, made in this manager: :mod:`.layered`)."""
+        self.base = dict(base)
+        self.layered = region
+        self._outcomes.clear()
 
     # -- conditions
 
@@ -243,7 +256,7 @@ class Compiled:
             seq = tuple(o.backends) + tuple(b for b in catalog if b not in o.backends)
             n = m.ite(self.holds(o.when), m.term(seq), n)
         for r in _prefers(policy, path):
-            n = m.ite(self.active(r.id), m.apply1(("prefer", r.id), _front(r.backends), n), n)
+            n = m.ite(self.active(r.id), m.apply1(("prefer", r.backends), _front(r.backends), n), n)
         return n
 
     def picks(self, path: str) -> int:
@@ -306,8 +319,12 @@ class Compiled:
         both = m.apply2("pair", lambda a, b: (a, b), picks, order)
         refusals = [u for u in self.policy.unsupported if u.refuse and path in u.paths]
         n = m.term(ABSENT)
-        for pair in sorted(m.terminals(both), key=repr):
-            here = m.eq(both, pair)
+        if self.base is not None:  # a layer on the shipped tables: decided again where it reaches
+            n = self.base[path]
+            both = m.ite(self.layered, both, m.term(_KEPT))
+        reach = m.reach(both)  # each pair's cells read only the nodes that reach it
+        for pair in sorted(reach[both] - {_KEPT}, key=repr):
+            here = m.among(both, frozenset((pair,)), reach)
             n = m.ite(here, self._decide(path, pair[0], pair[1], refusals, here), n)
         if path in ("moe", "router"):  # a dense model has no MoE path (its picks are still read)
             absent = m.apply1("absent", lambda o: o if o.rule == PICKS else ABSENT, n)

@@ -24,7 +24,7 @@ those resolves.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, Final
@@ -36,8 +36,9 @@ from ..facts.record import Facts
 from ..policy import Policy, Rule
 from ..resolver import ContradictionError, resolve_path
 from ..semantics import DECIDED_PATHS, applies, gravity, met, rule_state
-from .compile import Compiled, Outcome
+from .compile import ABSENT, Compiled, Outcome
 from .domain import Domain, Group, build_domain
+from .layered import Base, layer, reused
 from .mdd import DEFAULT_BUDGET
 
 __all__ = ["PATHS", "SHOW_BOXES", "Coverage", "ModelDrift", "PathGroup", "Usage", "Violation", "verify"]
@@ -127,9 +128,9 @@ class Coverage:
     prefer_conflicts: list[tuple[str, str, str, str]] = field(default_factory=list)
     #: each distinct outcome's resolved witness, by path (see :attr:`results`)
     witnesses: dict[tuple[str, Outcome], Decision | ContradictionError] = field(default_factory=dict, repr=False)
-    #: path -> its outcome paired with each cell's status for the checks, and the outcomes that
-    #: break an invariant (what :attr:`regions` is built from)
-    paired: dict[str, tuple[int, dict[Outcome, str]]] = field(default_factory=dict, repr=False)
+    #: path -> what builds its outcome paired with each cell's status for the checks, and the
+    #: outcomes that break an invariant (what :attr:`regions` is built from)
+    paired: dict[str, tuple[Callable[[], int], dict[Outcome, str]]] = field(default_factory=dict, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -143,7 +144,7 @@ class Coverage:
         if c is None:
             return {}
         return {
-            path: c.m.apply1(("status", path), partial(_status, broken), region)
+            path: c.m.apply1(("status", path, tuple(broken.items())), partial(_status, broken), region())
             for path, (region, broken) in self.paired.items()
         }
 
@@ -198,9 +199,14 @@ def verify(
     explicit: bool = False,
     closed: bool = True,
     budget: int = DEFAULT_BUDGET,
+    base: Base | None = None,
 ) -> Coverage:
     """Compile *policy* over its domain, check the invariants in every cell, and resolve a
     witness of every distinct outcome with the real resolver.
+
+    :param base: the shipped tables' proof, when *policy* is they with an operator's layer:
+        only the cells the layer can change are decided and witnessed again, and only the
+        layer's rules get their usage (:mod:`.layered`; the shipped rules' findings are theirs).
 
     :param closed: decide the completed states (see the module docstring); ``False`` decides
         every cell as given, for a policy without implications.
@@ -210,7 +216,10 @@ def verify(
     start = time.perf_counter()
     domain = domain or build_domain(policy, explicit=explicit)
     core = replace(policy, implications=(), digest=policy.digest + "+closed") if closed else policy
-    c = Compiled(core, domain, original=policy if closed else None, budget=budget)
+    manager = reused(base, domain) if base is not None and closed else None
+    c = Compiled(core, domain, original=policy if closed else None, budget=budget, manager=manager)
+    if base is not None and closed:
+        layer(base, c)
     cov = Coverage(domain, domain.size, c)
     _Proof(c, core, cov).run()
     cov.seconds = time.perf_counter() - start
@@ -242,42 +251,63 @@ class _Proof:
         return m.any_of([m.where(self.outcome[q], _is_contradiction, "contradiction") for q in PATHS if q != path])
 
     def _path(self, path: str) -> set[str]:
-        """Check one path; return the ``unsupported`` entries that cover its holes."""
+        """Check one path; return the ``unsupported`` entries that cover its holes.
+
+        The outcome diagram is read alone (its values, a witness of each): it is never paired
+        with the cells' status, a product many times its size (the closed states read the
+        release dimensions the outcome reads elsewhere). The status is built only where it is
+        small: the holes (counted cells without a backend) and, for an outcome that breaks an
+        invariant, that outcome's cells."""
         m, c = self.m, self.c
         o_path = self.outcome[path]
-        counted, region = self._region(path)
+        counted = m.AND(self.closed, m.NOT(self.elsewhere(path)))
         no_backend = m.where(o_path, _no_backend, "no backend")
         mine = [u for u in self.policy.unsupported if path in u.paths]
-        used = {u.id for u in mine if self._meets_hole(path, counted, no_backend, c.holds(u.when))}
-        # the values the region takes (not its counts: a count per outcome per node is the
-        # slow part of a diagram of a hundred outcomes)
-        seen = c.values(region, path)
-        outcomes = sorted({o for o, _ in seen if o.kind != "absent"}, key=repr)
+        covers = {u.id: c.holds(u.when) for u in mine}
+        used = {u.id for u in mine if self._meets_hole(path, counted, no_backend, covers[u.id])}
+        # the holes no entry covers: where a finding says `no-backend`
+        bare = m.AND(m.AND(counted, no_backend), m.NOT(m.any_of(list(covers.values()))))
+        outcomes = sorted({o for o in c.values(o_path, path) if o.kind != "absent"}, key=repr)
         self.cov.outcomes[path] = len(outcomes)
+        reach = m.reach(c.by_kind(o_path, path))
+        holes = m.ite(bare, o_path, m.term(_OUTSIDE))
+        hole_reach = m.reach(c.by_kind(holes, path))
+        bare_outcomes = {v for v in hole_reach[c.by_kind(holes, path)] if isinstance(v, Outcome)}
+        if c.base is not None:  # on the shipped tables' proof: what the layer decided again, and the holes
+            fresh = c.values(m.ite(c.layered, o_path, m.term(_OUTSIDE)), path)
+            outcomes = [o for o in outcomes if o in fresh or o in bare_outcomes or o.kind == "contradiction"]
         broken: dict[Outcome, str] = {}
-        reach = m.reach(c.by_kind(region, path))
         for o in outcomes:
-            hit = self._witness(path, o, region, reach)
+            if o in bare_outcomes:  # a hole's witness names a hole
+                hit = self._witness(path, o, holes, hole_reach)
+            else:
+                hit = self._witness(path, o, o_path, reach)
             if o.kind == "contradiction":
                 assert isinstance(hit, ContradictionError)
                 if not all(s in self.users or s.startswith("--") for s in hit.sources):
                     broken[o] = "contradiction"
-                    self._violation(
-                        "contradiction", path, self._where(path, region, reach, o, None), str(hit), (), None
-                    )
+                    self._violation("contradiction", path, self._is(path, o, reach), str(hit), (), None)
                 continue
             assert isinstance(hit, Decision)
             for code, message, rules in _check(path, hit, self.policy):
                 # no-backend: the outcome's uncovered holes; any other (never, for a correct
                 # resolver): every completed state of the outcome
-                status = () if code == "no-backend" else "in"
-                if not any(v[0] == o and _in(status, v[1]) for v in seen):
+                if code == "no-backend" and o not in bare_outcomes:
+                    continue
+                where = m.AND(self._is(path, o, reach), bare if code == "no-backend" else counted)
+                if not c.cells([where], path):
                     continue
                 if code != "no-backend":
                     broken[o] = "broken"
-                self._violation(code, path, self._where(path, region, reach, o, status), message, rules, hit)
-        self.cov.paired[path] = (region, broken)
+                self._violation(code, path, where, message, rules, hit)
+        self.cov.paired[path] = (partial(self._status, path, counted, mine), broken)
         return used
+
+    def _is(self, path: str, o: Outcome, reach: Mapping[int, frozenset[Any]]) -> int:
+        """Boolean: the cells of *path*'s kinds whose outcome is *o* (*reach*: of the outcome
+        by kind), visiting only the nodes that reach it."""
+        top = self.c.by_kind(self.outcome[path], path)
+        return self.m.among(top, frozenset({o}), reach)
 
     def _meets_hole(self, path: str, counted: int, no_backend: int, here: int) -> bool:
         """Whether *here* meets a hole of *path* (a counted cell without a backend) in a cell of
@@ -290,35 +320,24 @@ class _Proof:
         kind = c.moe if kinds[0] == c.moe_index else ~c.moe
         return m.meets([kind, counted, no_backend, here])
 
-    def _region(self, path: str) -> tuple[int, int]:
-        """Where *path*'s checks read a cell (``counted``: a completed state, and no other
-        path's choices contradict), and *path*'s outcome paired with a cell's status there:
+    def _status(self, path: str, counted: int, mine: Sequence[Any]) -> int:
+        """*path*'s outcome paired with a cell's status (what :attr:`Coverage.regions` lists):
         ``out`` (not counted), or the ``unsupported`` entries whose ``when`` holds (a tuple of
-        ids, read where the outcome has no backend: the entries that cover the hole)."""
+        ids; read where the outcome has no backend: the entries that cover the hole)."""
         m, c = self.m, self.c
-        counted = m.AND(self.closed, m.NOT(self.elsewhere(path)))
         covers = m.term(())
-        for u in reversed([u for u in self.policy.unsupported if path in u.paths]):
+        for u in reversed(mine):
             covers = m.ite(c.holds(u.when), m.apply1(("covers", u.id), partial(_cons, u.id), covers), covers)
         status = m.ite(counted, covers, m.term("out"))
-        return counted, m.apply2(("region", path), _pair, self.outcome[path], status)
-
-    def _where(self, path: str, region: int, reach: Mapping[int, frozenset[Any]], o: Outcome, status: Any) -> int:
-        """Boolean: the cells of *region* whose outcome is *o* and whose status is *status*
-        (``None``: any; ``"in"``: counted), visiting only the nodes that reach such a cell."""
-        top = self.c.by_kind(region, path)
-        want = frozenset(v for v in reach[top] if isinstance(v, tuple) and v[0] == o and _in(status, v[1]))
-        return self.m.among(top, want, reach)
+        return m.apply2(("region", path), _pair, self.outcome[path], status)
 
     def _witness(
         self, path: str, o: Outcome, region: int, reach: Mapping[int, frozenset[Any]]
     ) -> Decision | ContradictionError:
-        """Resolve a cell whose outcome is *o* with the real resolver (one a finding would name
-        where there is one), and require its answer to be *o*."""
+        """Resolve a cell of *region* whose value is *o* with the real resolver, and require
+        its answer to be *o*."""
         c = self.c
-        cell = None
-        for want in (partial(_is, o, ()), partial(_is, o, "in"), partial(_is, o, None)):
-            cell = cell or c.witness(region, want, path, reach)
+        cell = c.witness(region, partial(_eq, o), path, reach)
         assert cell is not None, (path, o)
         raw, typed = c.facts(cell)
         facts = Facts._of(dict(raw), dict.fromkeys(raw, "user"), dict(typed))
@@ -356,46 +375,60 @@ class _Proof:
     def _usage(self) -> None:
         """Each rule's usage, read off the diagrams: the questions are conjunctions of a
         candidate's rule effects (:meth:`~.mdd.Manager.meets`), answered without building them."""
-        m, c, policy = self.m, self.c, self.policy
+        m, c = self.m, self.c
         found: dict[str, Usage] = {}
         overlaps: dict[str, dict[str, int]] = {}
         for path in PATHS:
             o_path = self.outcome[path]
-            reach = m.reach(o_path)
-            for b in policy.backends.get(path, {}):
-                rules = policy.rules_for(b, path)
-                if not rules:
-                    continue
+            if c.base is not None:  # a layer's rule takes effect only where the layer reaches
+                o_path = m.ite(c.layered, o_path, m.term(ABSENT))
+            reach: dict[int, frozenset[Any]] | None = None
+            for b in self.policy.backends.get(path, {}):
+                rules = self.policy.rules_for(b, path)
+                if not rules or (c.base is not None and all(r.layer == "shipped" for r in rules)):
+                    continue  # on the shipped tables' proof, only the layer's rules are read
+                reach = reach or m.reach(o_path)
                 ahead = m.where(o_path, _ahead(b), ("ahead", b), reach)
-                if ahead == m.false:
-                    continue
-                runs = ~c.fails(policy.backends[path][b].requires)  # its catalog requirement holds
-                effects = [c.effect(r) for r in rules]
-                for i, (r, eff) in enumerate(zip(rules, effects, strict=True)):
-                    if not m.intersects(ahead, eff):
-                        continue
-                    u = found.get(r.id, Usage())
-                    # sole: no other rule of the candidate takes effect; first: no graver one does
-                    others = [~e for j, e in enumerate(effects) if j != i]
-                    sole = u.sole or m.meets([ahead, runs, eff, *others])
-                    graver = [
-                        ~e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)
-                    ]
-                    first = u.first or m.meets([ahead, runs, eff, *graver])
-                    found[r.id] = Usage(True, sole, first)
-                    if not first:
-                        mine = overlaps.setdefault(r.id, {})
-                        both = m.AND(ahead, eff)
-                        for t, e in zip(rules, effects, strict=True):
-                            if t is not r and gravity(t.severity) <= gravity(r.severity):
-                                n = c.cells([both, e], path)
-                                if n:
-                                    mine[t.id] = mine.get(t.id, 0) + n
+                if ahead != m.false:
+                    self._candidate_usage(path, b, rules, ahead, found, overlaps)
         for rid, u in found.items():
             if not u.first and overlaps.get(rid):
                 by = max(sorted(overlaps[rid]), key=lambda t: overlaps[rid][t])
                 found[rid] = replace(u, by=by)
         self.cov.usage = found
+
+    def _candidate_usage(
+        self,
+        path: str,
+        b: str,
+        rules: Sequence[Rule],
+        ahead: int,
+        found: dict[str, Usage],
+        overlaps: dict[str, dict[str, int]],
+    ) -> None:
+        """The usage of the rules of candidate *b* of *path*, where *ahead* (boolean) is where
+        it is judged before the chosen one."""
+        m, c = self.m, self.c
+        runs = ~c.fails(self.policy.backends[path][b].requires)  # its catalog requirement holds
+        effects = [c.effect(r) for r in rules]
+        for i, (r, eff) in enumerate(zip(rules, effects, strict=True)):
+            if (c.base is not None and r.layer == "shipped") or not m.intersects(ahead, eff):
+                continue
+            u = found.get(r.id, Usage())
+            # sole: no other rule of the candidate takes effect; first: no graver one does
+            others = [~e for j, e in enumerate(effects) if j != i]
+            sole = u.sole or m.meets([ahead, runs, eff, *others])
+            graver = [~e for t, e in zip(rules, effects, strict=True) if gravity(t.severity) < gravity(r.severity)]
+            first = u.first or m.meets([ahead, runs, eff, *graver])
+            found[r.id] = Usage(True, sole, first)
+            if not first:
+                mine = overlaps.setdefault(r.id, {})
+                both = m.AND(ahead, eff)
+                for t, e in zip(rules, effects, strict=True):
+                    if t is not r and gravity(t.severity) <= gravity(r.severity):
+                        n = c.cells([both, e], path)
+                        if n:
+                            mine[t.id] = mine.get(t.id, 0) + n
 
     def _prefers(self) -> None:
         m, c = self.m, self.c
@@ -429,8 +462,12 @@ def _in(want: Any, status: Any) -> bool:
     return want is None or (status != "out" if want == "in" else status == want)
 
 
-def _is(o: Outcome, status: Any, v: Any) -> bool:
-    return isinstance(v, tuple) and v[0] == o and _in(status, v[1])
+def _eq(o: Outcome, v: Any) -> bool:
+    return bool(v == o)
+
+
+#: the value of a cell outside a region read for witnesses (no outcome equals it)
+_OUTSIDE: Final = ("outside",)
 
 
 def _status(broken: Mapping[Outcome, str], v: tuple[Outcome, Any]) -> tuple[Outcome, str]:

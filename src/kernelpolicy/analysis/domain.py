@@ -442,6 +442,11 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
             ),
         )
     )
+    if explicit:  # tested first after the model's kind: a pick decides before every rule does
+        for key, path, _ in FACT_PICKS:
+            ids = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
+            picked = tuple(ValueClass(b, {key: b}, {key: b}) for b in ids)
+            dims.append(Dimension(key, (key,), (*picked, ValueClass("unset", {}, {})), key in MOE_KEYS))
     moe_paths = {"moe", "router"}
     readers: dict[str, set[str]] = {}
     for _, paths, c in conds:
@@ -463,12 +468,6 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
         if classes is None:  # pragma: no cover - every kind is handled
             continue
         dims.append(Dimension(key, (key,), classes, moe_only))
-
-    if explicit:
-        for key, path, _ in FACT_PICKS:
-            ids = [b for b in BACKENDS[path] if b in policy.backends.get(path, {})]
-            classes = tuple(ValueClass(b, {key: b}, {key: b}) for b in ids)
-            dims.append(Dimension(key, (key,), (*classes, ValueClass("unset", {}, {})), key in MOE_KEYS))
 
     read = {k for d in dims for k in d.keys}
     from ..facts.keys import FACT_KEYS

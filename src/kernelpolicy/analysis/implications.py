@@ -21,16 +21,18 @@ from ..semantics import ImplicationConflict, imply
 from .compile import Compiled
 from .domain import Domain
 from .findings import Finding
+from .mdd import Manager
 
 __all__ = ["implication_conflicts"]
 
 
-def implication_conflicts(policy: Policy, domain: Domain) -> list[Finding]:
-    """One error per set of implications that contradict each other somewhere in *domain*."""
+def implication_conflicts(policy: Policy, domain: Domain, manager: Manager | None = None) -> list[Finding]:
+    """One error per set of implications that contradict each other somewhere in *domain*
+    (compiled in *manager*, one over *domain*'s levels, where given)."""
     imps = policy.implications
     if not imps:
         return []
-    c = Compiled(policy, domain)
+    c = Compiled(policy, domain, manager=manager)
     m = c.m
     regions = _conflicting(c, imps)
     found: dict[frozenset[str], Finding] = {}

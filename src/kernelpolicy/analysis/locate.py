@@ -30,8 +30,19 @@ class Locator:
     ``catalog.<path>.<backend>`` for catalog entries)."""
 
     def __init__(self, files: Iterable[SourceFile]) -> None:
-        self._entries: dict[str, _Entry] = {}
-        for src in files:
+        self._files = tuple(files)
+        self._index: dict[str, _Entry] | None = None
+
+    @property
+    def _entries(self) -> dict[str, _Entry]:
+        """The positions, read when a finding first needs one (a clean check reads none)."""
+        if self._index is None:
+            self._index = self._read()
+        return self._index
+
+    def _read(self) -> dict[str, _Entry]:
+        entries: dict[str, _Entry] = {}
+        for src in self._files:
             try:
                 loc = load_located(src.read_text(), src.display)  # bounded, regular files only
             except (SourceError, YamlError):
@@ -46,7 +57,8 @@ class Locator:
                     if not isinstance(item, dict):
                         continue
                     for owner in _ids(section, item):
-                        self._entries.setdefault(owner, _Entry(src.display, loc, (section, i)))
+                        entries.setdefault(owner, _Entry(src.display, loc, (section, i)))
+        return entries
 
     def place(self, owner: str, fields: tuple[str, ...] = ()) -> tuple[str, int, int, int, str | None] | None:
         """``(file, line, column, width, source line)`` of the first of *fields* that *owner*

@@ -20,6 +20,7 @@ turns it into one clear line) rather than eating the machine's memory.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from functools import partial
 from typing import Any, Final
 
 from ..errors import KernelPolicyError
@@ -339,23 +340,24 @@ class Manager:
         if reach is None:
             return self.apply1(("where", op), lambda v: bool(pred(v)), a)
         memo = self._memo1.setdefault(("where", op), {})
-        return self._select(a, reach, lambda vs: [bool(pred(v)) for v in vs], memo)
+        return self._select(a, reach, partial(_all_or_none, pred), memo)
 
     def among(self, a: int, values: frozenset[Any], reach: Mapping[int, frozenset[Any]]) -> int:
         """Boolean: where *a* gives one of *values*. *reach* is :meth:`reach` of *a*: a node
         that reaches none of them (or only them) is answered without being visited (one
         outcome of a hundred reads a small part of the diagram)."""
-        return self._select(a, reach, lambda vs: [v in values for v in vs], {})
+        return self._select(a, reach, partial(_among, values), {})
 
     def _select(
         self,
         a: int,
         reach: Mapping[int, frozenset[Any]],
-        judge: Callable[[frozenset[Any]], list[bool]],
+        judge: Callable[[frozenset[Any]], int],
         memo: dict[int, int],
     ) -> int:
         """Boolean: where *a*'s terminal is selected; *judge* tells, for a set of terminal
-        values, which are. A set is judged once, however many nodes reach it."""
+        values, whether all are (1), none is (0) or some are (-1: read the children). A set is
+        judged once, however many nodes reach it."""
         levels, kids_of, node, t, f = self._level, self._kids, self.node, self.true, self.false
         judged: dict[frozenset[Any], int] = {}  # a node's terminals -> true, false, or -1: read its children
 
@@ -363,9 +365,12 @@ class Manager:
             values = reach[n]
             out = judged.get(values)
             if out is None:
-                picked = judge(values)
-                out = judged[values] = t if all(picked) else f if not any(picked) else -1
-            if out == -1:
+                out = judged[values] = judge(values)
+            if out == 1:
+                out = t
+            elif out == 0:
+                out = f
+            else:
                 kids = []
                 for k in kids_of[n]:
                     got = memo.get(k)
@@ -820,3 +825,17 @@ class Manager:
                 raise ValueError(f"root `{name}` names no node")
             roots[str(name)] = made[r]
         return roots
+
+
+def _among(wanted: frozenset[Any], values: frozenset[Any]) -> int:
+    """:meth:`Manager._select`'s judge of a set of terminal values for :meth:`Manager.among`
+    (set operations: a diagram of thousands of outcomes judges each set in the time of a few)."""
+    if values.isdisjoint(wanted):
+        return 0
+    return 1 if values <= wanted else -1
+
+
+def _all_or_none(pred: Callable[[Any], bool], values: frozenset[Any]) -> int:
+    """:meth:`Manager._select`'s judge for :meth:`Manager.where`."""
+    picked = [bool(pred(v)) for v in values]
+    return 1 if all(picked) else 0 if not any(picked) else -1

@@ -1,8 +1,8 @@
 """Analysis of the rule tables: impossible, dead, shadowed, contradictory and stale rules.
 
-Impossibility is decided by enumerating the value classes of the keys a condition reads
-(see :mod:`.domain`), so a specifier that no version satisfies, or ``gpu.sm: sm121`` with
-``gpu.family: sm100``, is found exactly. Dead, shadowed and contradictory rules are read off
+Impossibility is read off a condition's decision diagram over the value classes of the keys
+it reads (see :mod:`.domain` and :mod:`.compile`), so a specifier that no version satisfies, or
+``gpu.sm: sm121`` with ``gpu.family: sm100``, is found exactly. Dead, shadowed and contradictory rules are read off
 the exhaustive run (:mod:`.coverage`), which knows, for every cell, which rules reject a
 candidate judged before the chosen one. A rule is stale when its
 ``until`` already holds for the newest release the implications know (:mod:`.releases`).
@@ -12,43 +12,33 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable
-from typing import Any, Final
+from typing import Final
 
 from packaging.version import Version
 
 from ..dsl.conditions import TRUE, All, Condition, evaluate, tests_of
 from ..policy import Policy, Rule
+from .compile import Compiled
 from .coverage import Coverage
-from .domain import Domain, build_domain, rule_paths
+from .domain import build_domain, rule_paths
 from .findings import Finding
 from .locate import Locator
 from .releases import release_points
 
 __all__ = ["analyse", "satisfiable", "stale"]
 
-_MAX_PRODUCT: Final = 200_000
 
+def satisfiable(cond: Condition, c: Compiled, *, lenient: bool = False) -> bool:
+    """Whether some cell of the domain makes *cond* true, read off its diagram (one node per
+    test on the classes a key reads, so a specifier no version satisfies, or two tests that
+    exclude each other, are found exactly). With *lenient*, undecided counts too (how a crash
+    rule reads its ``when``).
 
-def satisfiable(cond: Condition, domain: Domain, *, lenient: bool = False) -> bool | None:
-    """Whether some cell makes *cond* true (``None``: too many classes to decide).
-
-    With *lenient*, undecided counts too (how a crash rule reads its ``when``).
+    :param c: the compiled domain; its condition diagrams are the proof's (each condition is
+        compiled once).
     """
-    key_dim = {k: d for d in domain.dims for k in d.keys}
-    dims = list({key_dim[t.key].name: key_dim[t.key] for t in tests_of(cond) if t.key in key_dim}.values())
-    total = 1
-    for d in dims:
-        total *= len(d.values)
-    if total > _MAX_PRODUCT:
-        return None
-    for combo in itertools.product(*(d.values for d in dims)):
-        typed: dict[str, Any] = {}
-        for v in combo:
-            typed.update(v.typed)
-        r = evaluate(cond, typed)
-        if r is True or (lenient and r is None):
-            return True
-    return False
+    values = c.m.terminals(c.cond(cond))
+    return True in values or (lenient and None in values)
 
 
 def _where(policy: Policy, owner: str) -> tuple[str, int]:
@@ -69,7 +59,7 @@ def _where(policy: Policy, owner: str) -> tuple[str, int]:
     return "", 0
 
 
-def _impossible(policy: Policy, domain: Domain) -> Iterable[Finding]:
+def _impossible(policy: Policy, c: Compiled) -> Iterable[Finding]:
     items: list[tuple[str, str, Condition]] = []
     for r in policy.rules:
         items.append((r.id, "when", r.when))
@@ -86,13 +76,13 @@ def _impossible(policy: Policy, domain: Domain) -> Iterable[Finding]:
         if cond is TRUE:
             continue
         # a test no value satisfies is a defect even where an unknown fact lets the rule apply
-        dead_test = any(satisfiable(t, domain) is False for t in tests_of(cond))
-        if not dead_test and satisfiable(cond, domain, lenient=owner in lenient and part == "when") is not False:
+        dead_test = any(not satisfiable(t, c) for t in tests_of(cond))
+        if not dead_test and satisfiable(cond, c, lenient=owner in lenient and part == "when"):
             continue
         file, line = _where(policy, owner)
         yield Finding(
             "impossible",
-            f"`{part}` of `{owner}` holds for no facts: {_why(cond, domain)}",
+            f"`{part}` of `{owner}` holds for no facts: {_why(cond, c)}",
             "warning",
             file,
             line,
@@ -103,14 +93,14 @@ def _impossible(policy: Policy, domain: Domain) -> Iterable[Finding]:
         )
 
 
-def _why(cond: Condition, domain: Domain) -> str:
+def _why(cond: Condition, c: Compiled) -> str:
     """The smallest part of *cond* that is already unsatisfiable, in words."""
     tests = tests_of(cond)
     for t in tests:
-        if satisfiable(t, domain) is False:
+        if not satisfiable(t, c):
             return f"{t.describe()} matches no value"
     for a, b in itertools.combinations(tests, 2):
-        if satisfiable(All((a, b)), domain) is False:
+        if not satisfiable(All((a, b)), c):
             return f"{a.describe()} and {b.describe()} exclude each other"
     return "its tests exclude each other"
 
@@ -244,7 +234,8 @@ def analyse(policy: Policy, cov: Coverage | None, locator: Locator | None = None
     """Every static finding about *policy*, given its exhaustive run *cov* (``None``: only
     the findings that need no run), each pointed at its field where *locator* knows it."""
     out = list(stale(policy))
-    found = list(_impossible(policy, cov.domain if cov is not None else build_domain(policy)))
+    c = cov.compiled if cov is not None else None
+    found = list(_impossible(policy, c if c is not None else Compiled(policy, build_domain(policy))))
     out += found
     if cov is not None:
         impossible = {f.rule for f in found if f.rule}

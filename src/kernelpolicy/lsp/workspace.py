@@ -202,7 +202,7 @@ def diagnose(
         for f in base
     ]
     files.append(PinnedSource(path, display, layer, text.encode("utf-8", "surrogateescape")))
-    report = check(files, coverage=coverage, subject=[display], cache=False)
+    report = check(files, coverage=coverage, subject=[display], cache=False, layer=True)
     out: list[Diag] = []
     for f in report.findings:
         message = f.message + (f" (in {f.cell})" if f.cell else "") + (f"\n{f.help}" if f.help else "")

@@ -1,0 +1,199 @@
+"""An operator's layer proven on the proven shipped tables: only the cells it can change are decided again.
+
+An operator file (a ``policy`` or ``user`` layer) changes a path's decision only where one of its
+entries is in force: a ``deny``/``require`` rule where it rejects its backend, a ``use`` or
+``prefer`` rule where it is active, an ``order`` entry where its ``when`` holds, a refusing
+``unsupported`` entry where its ``when`` holds. Everywhere else the layered tables decide as the
+shipped tables alone do. So the proof of an operator file (``check FILE``, the language
+server's diagnostics on every edit) takes the shipped tables' outcome diagrams (their
+certificate, or the copy this process keeps), makes them on the layered domain's levels, and
+decides again only inside the layer's region (:meth:`~.compile.Compiled.outcome`); the layered
+outcome is the same function of the cells as a compile from scratch, which
+``tests/property/test_layered_proof.py`` checks on random layers.
+
+The layered domain refines the shipped one (its tests are a superset): each of its classes lies
+in the shipped class whose values the shipped tests read alike (:func:`_cover`). Where it does
+not, or where the layer redefines what the shipped tables hold (a rule id of theirs, the
+catalog), or the options differ, there is no base and the proof is compiled whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, NamedTuple
+
+from ..dsl.conditions import Test, tests_of
+from ..policy import Order, Policy, Rule, Unsupported
+from . import certificate
+from .compile import Compiled
+from .domain import Dimension, Domain, ValueClass, build_domain
+from .mdd import Manager
+
+__all__ = ["Base", "keep", "kept", "layer", "region", "reused"]
+
+#: Bases this process keeps (the language server proves each edit on the same shipped tables).
+_KEPT_MOST: Final = 2
+_KEPT: dict[str, Base] = {}
+#: The manager a layer was last proven in, its domain, and the base's outcomes made in it.
+_MANAGED: dict[tuple[str, bool], tuple[str, Manager, dict[str, int]]] = {}
+#: A manager is used again while it holds fewer nodes than this (about 300 MB at the limit).
+_REUSE_MOST: Final = 1_000_000
+
+
+@dataclass(frozen=True)
+class Base:
+    """The shipped tables' proof: their policy and each path's outcome diagram as a certificate
+    keeps it (``levels``, ``sizes``, ``nodes``, ``roots``)."""
+
+    policy: Policy
+    explicit: bool
+    diagrams: Mapping[str, Any]
+
+
+def kept(key: str) -> Base | None:
+    """The base this process keeps under *key* (the shipped files' certificate key)."""
+    return _KEPT.get(key)
+
+
+def keep(key: str, base: Base) -> Base:
+    """Keep *base* under *key* for this process (the newest :data:`_KEPT_MOST`)."""
+    if len(_KEPT) >= _KEPT_MOST:
+        _KEPT.pop(next(iter(_KEPT)))
+    _KEPT[key] = base
+    return base
+
+
+def reused(base: Base, domain: Domain) -> Manager | None:
+    """The manager the last layer on *base* was proven in, where *domain* is that layer's and
+    the manager is under :data:`_REUSE_MOST` nodes: every operation it memoises is named by what
+    it computes, so the next edit reads again what it left unchanged (the language server's
+    edit loop); ``None``: a new one."""
+    held = _MANAGED.get((base.policy.digest, base.explicit))
+    if held is None or held[0] != _domain_key(domain) or len(held[1]) >= _REUSE_MOST:
+        return None
+    return held[1]
+
+
+def layer(base: Base, c: Compiled) -> bool:
+    """Put *c* (the layered tables, compiled) on *base*: its outcomes are then decided again only
+    inside :func:`region`. ``False`` (and *c* left whole) where the layer cannot stand on it."""
+    above = _above(c.policy, base.policy)
+    if above is None:
+        return False
+    key = (base.policy.digest, base.explicit)
+    held = _MANAGED.get(key)
+    if held is not None and held[1] is c.m:
+        made: dict[str, int] | None = held[2]
+    else:
+        made = _outcomes_in(base, c)
+        if made is None:
+            return False
+        _MANAGED.clear()  # one manager kept: the newest
+        _MANAGED[key] = (_domain_key(c.domain), c.m, made)
+    assert made is not None
+    c.layer_on(made, region(c, above))
+    return True
+
+
+def _domain_key(domain: Domain) -> str:
+    """What a manager's levels stand for: each dimension's classes and what they hold."""
+    return repr(
+        [(d.name, d.moe_only, [(v.label, sorted(v.facts.items()), v.weight) for v in d.values]) for d in domain.dims]
+    )
+
+
+class _Above(NamedTuple):
+    """The entries of a policy that its base does not hold."""
+
+    rules: tuple[Rule, ...]
+    orders: tuple[Order, ...]
+    refusals: tuple[Unsupported, ...]
+
+
+def region(c: Compiled, above: _Above) -> int:
+    """Boolean: the cells where an entry above the base can change a decision."""
+    parts = [c.effect(r) if r.kind in ("deny", "require") else c.active(r.id) for r in above.rules]
+    parts += [c.holds(o.when) for o in above.orders]
+    parts += [c.holds(u.when) for u in above.refusals if u.refuse]
+    return c.m.any_of(parts)
+
+
+def _above(policy: Policy, base: Policy) -> _Above | None:
+    """The entries of *policy* above *base*, where *policy* is *base* with entries added (none
+    redefines a rule id of the base, its catalog, or leaves one of its entries out); else ``None``."""
+    if dict(policy.backends) != dict(base.backends):
+        return None
+    held = {(r.id, r.origin) for r in base.rules}
+    rules = tuple(r for r in policy.rules if (r.id, r.origin) not in held)
+    if len(policy.rules) - len(rules) != len(base.rules) or any(r.id in base.by_id for r in rules):
+        return None
+    held_orders = {(o.id, o.origin) for orders in base.orders.values() for o in orders}
+    orders = tuple(o for os in policy.orders.values() for o in os if (o.id, o.origin) not in held_orders)
+    if sum(map(len, policy.orders.values())) - len(orders) != sum(map(len, base.orders.values())):
+        return None
+    held_entries = {(u.id, u.origin) for u in base.unsupported}
+    refusals = tuple(u for u in policy.unsupported if (u.id, u.origin) not in held_entries)
+    if len(policy.unsupported) - len(refusals) != len(base.unsupported):
+        return None
+    return _Above(rules, orders, refusals)
+
+
+def _outcomes_in(base: Base, c: Compiled) -> dict[str, int] | None:
+    """The base's outcome diagrams made in *c*'s manager on *c*'s levels, or ``None`` where
+    *c*'s domain does not refine the base's."""
+    data = base.diagrams
+    old = build_domain(base.policy, explicit=base.explicit)
+    if list(data.get("levels", ())) != [d.name for d in old.dims]:
+        return None
+    tests: dict[str, list[Test]] = {}
+    for _, _, cond in old.conditions:
+        for t in tests_of(cond):
+            tests.setdefault(t.key, []).append(t)
+    target: list[int] = []
+    covers: list[list[int]] = []
+    for d in old.dims:
+        j = c.level_of.get(d.name)
+        new = c.dims[j] if j is not None else None
+        # a key only MoE paths read below may be read by a dense one above: a dense model's
+        # decisions below never read it, so they hold for each of its values
+        if new is None or (new.moe_only and not d.moe_only) or (target and j <= target[-1]):  # type: ignore[operator]
+            return None
+        cover = _cover(d, new, [t for k in d.keys for t in tests.get(k, ())])
+        if cover is None:
+            return None
+        target.append(j)  # type: ignore[arg-type]
+        covers.append(cover)
+    m = c.m
+    made: list[int] = []
+    for item in data["nodes"]:
+        if item[0] == "t":
+            fields = [list(x) if isinstance(x, tuple) else x for x in item[1]]  # as JSON keeps them
+            made.append(m.term(certificate.outcome(fields)))
+            continue
+        level, kids = item
+        made.append(m.node(target[level], [made[kids[i]] for i in covers[level]]))
+    return {path: made[i] for path, i in data["roots"].items()}
+
+
+def _cover(old: Dimension, new: Dimension, tests: Sequence[Test]) -> list[int] | None:
+    """For each class of *new*, the class of *old* holding its values: the one with the same
+    facts, else the one the old tests read alike (two such classes decide alike: no test of the
+    base tells them apart). ``None`` where a class has none."""
+    out: list[int] = []
+    sigs: dict[tuple[Any, ...], int] = {}
+    for i, v in enumerate(old.values):
+        sigs.setdefault(_signature(v, tests), i)
+    for v in new.values:
+        same = next((i for i, o in enumerate(old.values) if o.facts == v.facts), None)
+        if same is None:
+            same = sigs.get(_signature(v, tests))
+        if same is None:
+            return None
+        out.append(same)
+    return out
+
+
+def _signature(v: ValueClass, tests: Sequence[Test]) -> tuple[Any, ...]:
+    """How *tests* read a class: each test's answer, ``None`` where the class leaves the key unknown."""
+    return tuple(None if (x := v.typed.get(t.key)) is None else bool(t.match(x)) for t in tests)
