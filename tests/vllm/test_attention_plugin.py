@@ -24,6 +24,8 @@ H100 = (9, 0)
 
 TRITON: Final = {"deploy.attention_backend": "triton_attn"}
 FLASHINFER: Final = {"deploy.attention_backend": "flashinfer"}
+#: a FlashInfer whose Hopper FP8-KV prefill does not compile (rule `flashinfer-attn-fp8-kv-hopper-jit`)
+OLD_FLASHINFER: Final = {"flashinfer.version": "0.6.3"}
 #: name -> (model, serve flags beyond the sweep's, plugin environment, operator facts
 #: (``KERNELPOLICY_FACTS``), plugin on)
 _CASES: dict[str, tuple[str, dict[str, Any], dict[str, str], dict[str, str], bool]] = {
@@ -33,13 +35,14 @@ _CASES: dict[str, tuple[str, dict[str, Any], dict[str, str], dict[str, str], boo
     "disabled": (QWEN, {}, {"KERNELPOLICY_DISABLE": "1"}, TRITON, True),
     # the operator's own --attention-backend, which the decision keeps
     "operator": (QWEN, {"attention_backend": "TRITON_ATTN"}, {}, {}, True),
-    # the operator's --attention-backend FLASHINFER with an FP8 KV cache on Hopper: a crash rule refuses it
-    "operator-refused": (QWEN, {"attention_backend": "FLASHINFER", "kv_cache_dtype": "fp8"}, {}, {}, True),
+    # the operator's --attention-backend FLASHINFER with an FP8 KV cache on Hopper and a FlashInfer
+    # before 0.6.4 (stated: every release under test pins a later one): a crash rule refuses it
+    "operator-refused": (QWEN, {"attention_backend": "FLASHINFER", "kv_cache_dtype": "fp8"}, {}, OLD_FLASHINFER, True),
     "operator-refused-strict": (
         QWEN,
         {"attention_backend": "FLASHINFER", "kv_cache_dtype": "fp8"},
         {"KERNELPOLICY_STRICT": "1"},
-        {},
+        OLD_FLASHINFER,
         True,
     ),
     # a stated fact against the operator's flag: the flag runs, the fact is a conflict

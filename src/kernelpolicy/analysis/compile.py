@@ -123,13 +123,20 @@ class Compiled:
         #: (:mod:`.layered`); ``None``: every cell is decided here
         self.base: dict[str, int] | None = None
         self.layered = self.T
+        self._above: frozenset[int] | None = None
 
-    def layer_on(self, base: Mapping[str, int], region: int) -> None:
+    def layer_on(self, base: Mapping[str, int], region: int, above: Sequence[Rule]) -> None:
         """Decide only the cells of *region* (boolean) again; elsewhere each path's outcome is
-        *base*'s (the shipped tables' outcomes, made in this manager: :mod:`.layered`)."""
+        *base*'s (the outcomes of the files below the layer, made in this manager:
+        :mod:`.layered`). *above*: the layer's rules, the only ones whose usage is read."""
         self.base = dict(base)
         self.layered = region
+        self._above = frozenset(id(r) for r in above)
         self._outcomes.clear()
+
+    def reads_usage(self, r: Rule) -> bool:
+        """Whether the proof reads *r*'s usage (on a base: only a rule of the layer above it)."""
+        return self._above is None or id(r) in self._above
 
     # -- conditions
 

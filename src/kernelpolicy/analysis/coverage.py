@@ -385,8 +385,8 @@ class _Proof:
             reach: dict[int, frozenset[Any]] | None = None
             for b in self.policy.backends.get(path, {}):
                 rules = self.policy.rules_for(b, path)
-                if not rules or (c.base is not None and all(r.layer == "shipped" for r in rules)):
-                    continue  # on the shipped tables' proof, only the layer's rules are read
+                if not rules or not any(c.reads_usage(r) for r in rules):
+                    continue  # on the proof below a layer, only the layer's rules are read
                 reach = reach or m.reach(o_path)
                 ahead = m.where(o_path, _ahead(b), ("ahead", b), reach)
                 if ahead != m.false:
@@ -412,7 +412,7 @@ class _Proof:
         runs = ~c.fails(self.policy.backends[path][b].requires)  # its catalog requirement holds
         effects = [c.effect(r) for r in rules]
         for i, (r, eff) in enumerate(zip(rules, effects, strict=True)):
-            if (c.base is not None and r.layer == "shipped") or not m.intersects(ahead, eff):
+            if not c.reads_usage(r) or not m.intersects(ahead, eff):
                 continue
             u = found.get(r.id, Usage())
             # sole: no other rule of the candidate takes effect; first: no graver one does

@@ -92,7 +92,7 @@ def layer(base: Base, c: Compiled) -> bool:
         _MANAGED.clear()  # one manager kept: the newest
         _MANAGED[key] = (_domain_key(c.domain), c.m, made)
     assert made is not None
-    c.layer_on(made, region(c, above))
+    c.layer_on(made, region(c, above), above.rules)
     return True
 
 

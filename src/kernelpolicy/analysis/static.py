@@ -124,9 +124,10 @@ def _dead_and_shadowed(policy: Policy, cov: Coverage, impossible: set[str]) -> I
     A shipped rule on a path a deployment can pick a backend for explicitly is left out: what is
     known about a kernel judges an explicit pick of it, which the default order may never reach
     (only ``impossible`` says such a rule is wrong)."""
+    c = cov.compiled
     for r in policy.rules:
-        if not _reachability_matters(r, policy, impossible):
-            continue
+        if not _reachability_matters(r, policy, impossible) or (c is not None and not c.reads_usage(r)):
+            continue  # (a rule below a layer proven on its base: its findings are the base's)
         file, line = r.origin.file, r.origin.line
         u = cov.usage.get(r.id)
         if u is None or not u.fires:
