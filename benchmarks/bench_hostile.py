@@ -1565,6 +1565,28 @@ def _limits(rlimits: tuple[tuple[int, int], ...]) -> Callable[[], None]:
     return apply
 
 
+#: Runs the input as its own child and writes that child's CPU seconds and peak memory (KB) to
+#: the file named first, then exits as the child did. Linux gives a process the peak memory of the
+#: one that forked it (the memory map is copied, its high-water mark with it, and exec keeps it):
+#: an input started straight from a test process that once held a gigabyte would measure a
+#: gigabyte. This small process is what the input is forked from.
+_LAUNCHER: Final = """
+import json, os, signal, subprocess, sys
+child = subprocess.Popen(sys.argv[2:])
+_, status, usage = os.wait4(child.pid, 0)
+with open(sys.argv[1], "w", encoding="utf-8") as f:
+    json.dump([usage.ru_utime + usage.ru_stime, usage.ru_maxrss], f)
+code = os.waitstatus_to_exitcode(status)
+if code < 0:  # killed: so is this one, by the same signal
+    try:
+        signal.signal(-code, signal.SIG_DFL)
+    except (OSError, ValueError):
+        pass
+    os.kill(os.getpid(), -code)
+os._exit(code)
+"""
+
+
 def run_input(inp: Input, d: Path, warm: Path | None = None) -> Outcome:
     """Run *inp* in its own folder *d* (made here): what it did, and each contract it broke."""
     d.mkdir(parents=True)
@@ -1593,6 +1615,8 @@ def run_input(inp: Input, d: Path, warm: Path | None = None) -> Outcome:
     cmd += [_sub(a, d) for a in inp.argv]
     if inp.wrap:
         cmd = ["sh", "-c", _sub(inp.wrap, d), "sh", *cmd]
+    usage_file = d / ".usage"
+    cmd = [sys.executable, "-c", _LAUNCHER, str(usage_file), *cmd]  # the input's own memory (see _LAUNCHER)
     idle: int | None = None
     stdin: int | None = subprocess.DEVNULL
     if inp.stdin == "idle":
@@ -1641,7 +1665,11 @@ def run_input(inp: Input, d: Path, warm: Path | None = None) -> Outcome:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # anything it left running
     text = (d / ".err").read_bytes().decode("utf-8", "replace")
-    result = Outcome(code, wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, text)
+    cpu, kb = usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+    with contextlib.suppress(OSError, ValueError):  # killed before it could say: the launcher's own
+        cpu, kb = json.loads(usage_file.read_text(encoding="utf-8"))
+        usage_file.unlink()
+    result = Outcome(code, wall, cpu, kb / 1024, text)
     if inp.cleanup is not None:
         inp.cleanup(d)
     lines = [line for line in text.splitlines() if line.strip()]

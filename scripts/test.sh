@@ -5,8 +5,10 @@
 #      cached under ~/.cache/kernelpolicy/venvs (built once, a few minutes each; reused after;
 #      uv, from the test extra, hard-links them all from one cache there, so a wheel two
 #      releases share is on disk once),
-#   3. pytest over tests/ (arguments are passed on to pytest); the exhaustive proof of the shipped
-#      tables with the example operator policy is one of its tests (a few seconds: it is compiled).
+#   3. pytest over tests/ (arguments are passed on to pytest), on every core: pytest-xdist, one test
+#      file per worker at a time (a file's engine runs are shared by its tests);
+#      KERNELPOLICY_TEST_WORKERS=N sets the workers (0: one process); the exhaustive proof of the
+#      shipped tables with the example operator policy is one of its tests (a few seconds: it is compiled).
 # KERNELPOLICY_SKIP_VLLM=1 / KERNELPOLICY_SKIP_SGLANG=1 skip step 2 for that engine; its
 # integration tests then skip with a reason.
 set -euo pipefail
@@ -35,7 +37,7 @@ if [[ "${KERNELPOLICY_SKIP_SGLANG:-0}" != 1 ]]; then
 fi
 
 set +e
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest -n "${KERNELPOLICY_TEST_WORKERS:-auto}" --dist loadfile "$@"
 code=$?
 set -e
 

@@ -59,6 +59,8 @@ KERNELPOLICY_VARIABLES: Final[dict[str, str]] = {
     "Triton configs for its Triton runner",
     "KERNELPOLICY_BENCH_VLLM_FUSED_MOE": "`kernelpolicy bench` without an importable vLLM: vLLM's `fused_moe.py`, "
     "from which the MoE `triton` runner loads the Triton kernel's source",
+    "KERNELPOLICY_TEST_WORKERS": "`scripts/test.sh`: the pytest-xdist workers the suite runs on (default `auto`: "
+    "one per core; `0`: one process)",
     "KERNELPOLICY_BENCH_VLLM_FA": "`kernelpolicy bench --paths attention` without an importable vLLM: a folder "
     "holding vLLM's `vllm_flash_attn` (`flash_attn_interface.py` and its built library) for the FlashAttention runners",
     "KERNELPOLICY_BENCH_VLLM_TRITON_ATTN": "`kernelpolicy bench --paths attention` without an importable vLLM: a "

@@ -10,8 +10,10 @@ or ``ray stop``. The tests run in file order and add nodes as they go.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -109,10 +111,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             "KERNELPOLICY_CACHE_DIR": str(tmp / "cache"),
             "HF_HUB_OFFLINE": "1",
         }
+        # Ray's socket paths must fit 107 bytes: a short folder of its own, not pytest's (longer
+        # under pytest-xdist's per-worker folders)
+        ray_dir = tempfile.mkdtemp(prefix="kpray-", dir="/tmp")
         cluster = Cluster(
             initialize_head=True,
             connect=False,
-            head_node_args={**NODE, "_system_config": SYSTEM, "env_vars": head_env, "temp_dir": str(tmp / "ray")},
+            head_node_args={**NODE, "_system_config": SYSTEM, "env_vars": head_env, "temp_dir": ray_dir},
         )
         try:
             made = Fleet(cluster, tmp, policy)
@@ -120,6 +125,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
             yield made
         finally:
             cluster.shutdown()
+            shutil.rmtree(ray_dir, ignore_errors=True)
 
 
 def _head_id(fleet: Fleet) -> str:

@@ -37,8 +37,8 @@ _KEPT_MOST: Final = 2
 _KEPT: dict[str, Base] = {}
 #: The manager a layer was last proven in, its domain, and the base's outcomes made in it.
 _MANAGED: dict[tuple[str, bool], tuple[str, Manager, dict[str, int]]] = {}
-#: A manager is used again while it holds fewer nodes than this (about 300 MB at the limit).
-_REUSE_MOST: Final = 1_000_000
+#: A manager is used again while it holds fewer nodes than this (with its memos, about 250 MB at the limit).
+_REUSE_MOST: Final = 300_000
 
 
 @dataclass(frozen=True)
