@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 from kernelpolicy.analysis import checking, layered
 from kernelpolicy.analysis.compile import Compiled
 from kernelpolicy.analysis.coverage import PATHS
+from kernelpolicy.analysis.diffing import diff
 from kernelpolicy.analysis.domain import build_domain
 from kernelpolicy.dsl.loader import SourceFile, load_files
 
@@ -46,7 +47,7 @@ def _draw(data: st.DataObject | None) -> tuple[Table, list[dict[str, Any]], dict
 
 
 def _base(files: list[SourceFile]) -> layered.Base:
-    base = checking._base_for(files, load_files(files), ["operator.yaml"], explicit=False, cache=False, compute=True)
+    base = checking.ground_proof(files, load_files(files), ["operator.yaml"], cache=False, compute=True)
     assert base is not None
     return base
 
@@ -126,3 +127,22 @@ def test_the_next_edit_reads_the_manager_the_last_one_left() -> None:
         )  # the whole compile, in the same manager: the same nodes
         for path in PATHS:
             assert whole.outcome(path) == second.coverage.compiled.outcome(path), path
+
+
+@settings(SETTINGS, max_examples=max(10, SETTINGS.max_examples // 2))
+@given(st.data())
+@example(None)
+def test_diff_on_the_ground_proof_lists_the_changes_of_the_whole_diff(data: st.DataObject | None) -> None:
+    table, imps, op = _draw(data)
+    with tempfile.TemporaryDirectory(prefix="kp-layered-proof-") as tmp:
+        files = _files(table, imps, op, Path(tmp))
+        try:
+            old, new = load_files(files[:-1]), load_files(files)
+        except Exception as exc:
+            assume(False)
+            raise AssertionError from exc
+        base = _base(files)
+    whole, mine = diff(old, new), diff(old, new, base=base)
+    assert [(c.path, c.old, c.new, c.label, c.cells) for c in mine.changes] == [
+        (c.path, c.old, c.new, c.label, c.cells) for c in whole.changes
+    ]

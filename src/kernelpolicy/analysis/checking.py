@@ -26,7 +26,7 @@ from .mdd import DEFAULT_BUDGET
 from .releases import unknown_release_bounds
 from .static import analyse
 
-__all__ = ["CheckReport", "cells_said", "check", "diagrams", "summary", "violation_findings"]
+__all__ = ["CheckReport", "cells_said", "check", "diagrams", "ground_proof", "summary", "violation_findings"]
 
 #: How many boxes of cells a coverage finding names before it says how many more there are.
 SHOW_GROUPS = 3
@@ -106,7 +106,7 @@ def check(
         return report
     base = None
     if coverage and subject is not None and layer is not False:
-        base = _base_for(files, policy, subject, explicit=explicit, cache=cache, compute=bool(layer))
+        base = ground_proof(files, policy, subject, explicit=explicit, cache=cache, compute=bool(layer))
     return _verified(report, policy, key, start, _Run(coverage, explicit, subject, budget, base))
 
 
@@ -131,8 +131,14 @@ class _Run(NamedTuple):
     base: Base | None
 
 
-def _base_for(
-    files: Sequence[SourceFile], policy: Policy, subject: Sequence[str], *, explicit: bool, cache: bool, compute: bool
+def ground_proof(
+    files: Sequence[SourceFile],
+    policy: Policy,
+    subject: Sequence[str],
+    *,
+    explicit: bool = False,
+    cache: bool = True,
+    compute: bool = False,
 ) -> Base | None:
     """The proof of the files the layer under check stands on, for :mod:`.layered`: the longest
     run of *files* before a file of *subject* holding an entry of *policy* (the shipped tables,

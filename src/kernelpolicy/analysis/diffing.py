@@ -22,6 +22,7 @@ from ..policy import Backend, Policy
 from .compile import Compiled, Outcome
 from .coverage import PATHS
 from .domain import Domain, build_domain
+from .layered import Base, layer
 from .mdd import DEFAULT_BUDGET, Manager
 
 __all__ = ["Change", "DiffReport", "diff", "joint_domain"]
@@ -83,13 +84,20 @@ def joint_domain(old: Policy, new: Policy) -> Domain:
     return build_domain(both)
 
 
-def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET) -> DiffReport:
-    """Every cell of the joint domain whose decision for some path differs."""
+def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base | None = None) -> DiffReport:
+    """Every cell of the joint domain whose decision for some path differs.
+
+    :param base: the proof of the files both sides stand on (:mod:`.layered`): each side is then
+        decided again only where its own layer reaches.
+    """
     start = time.perf_counter()
     domain = joint_domain(old, new)
     m = Manager([len(d.values) for d in domain.dims], [[v.weight for v in d.values] for d in domain.dims], budget)
     a = Compiled(_core(old), domain, manager=m)
     b = Compiled(_core(new), domain, manager=m)
+    if base is not None:
+        layer(base, a)
+        layer(base, b)
     closures = (a.closure(old.implications), b.closure(new.implications))
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
     roots = []

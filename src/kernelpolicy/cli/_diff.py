@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import progress
 
     with progress("comparing every domain cell"):
-        report = diff(old, new)
+        report = diff(old, new, base=_ground(base, args.old, shipped))
     grouped = report.grouped()
     if args.json:
         out = {
@@ -98,3 +98,18 @@ def run(args: argparse.Namespace) -> int:
             f"{cells_said(changed, 'path decision')} change\n"
         )
     return 1 if report.changes else 0
+
+
+def _ground(base: list[str], old: str, shipped: bool) -> Any:
+    """The proof of the files both sides stand on, where its certificate is at hand (``check``
+    with no files writes the shipped tables'): both sides are then decided again only where
+    their own files reach (:mod:`kernelpolicy.analysis.layered`)."""
+    from ..analysis.certificate import pinned
+    from ..analysis.checking import ground_proof
+    from ..dsl.loader import discover, load_files, use_caches
+
+    if not shipped or not use_caches():
+        return None
+    below = {f.display for f in discover(base, shipped=True, default_policy=True, environ=False)}
+    files = pinned(discover([*base, old], shipped=True, default_policy=True, environ=False))
+    return ground_proof(files, load_files(files), [f.display for f in files if f.display not in below])
