@@ -31,6 +31,7 @@ from kernelpolicy.analysis.coverage import PATHS
 from kernelpolicy.analysis.diffing import diff
 from kernelpolicy.analysis.domain import build_domain
 from kernelpolicy.dsl.loader import SourceFile, load_files
+from kernelpolicy.policy import Policy
 
 from .strategies import SETTINGS, Table, tables
 from .test_layered import OPERATOR_USE, _files, operator_file
@@ -44,6 +45,15 @@ def _draw(data: st.DataObject | None) -> tuple[Table, list[dict[str, Any]], dict
         return OPERATOR_USE
     table = data.draw(tables())
     return table, data.draw(implications()), data.draw(operator_file(table))
+
+
+def _loaded(files: list[SourceFile]) -> Policy:
+    """The layered tables of *files*; a random table the loader refuses is not these tests' business."""
+    try:
+        return load_files(files)
+    except Exception as exc:
+        assume(False)
+        raise AssertionError from exc
 
 
 def _base(files: list[SourceFile]) -> layered.Base:
@@ -74,11 +84,7 @@ def test_a_layer_on_the_shipped_proof_decides_every_cell_as_the_whole_compile(da
     table, imps, op = _draw(data)
     with tempfile.TemporaryDirectory(prefix="kp-layered-proof-") as tmp:
         files = _files(table, imps, op, Path(tmp))
-        try:
-            load_files(files)
-        except Exception as exc:  # a random table the loader refuses is not this test's business
-            assume(False)
-            raise AssertionError from exc
+        _loaded(files)
         stood = _outcomes_agree(files, _base(files))
     event(f"the layer stood on the shipped proof: {stood}")
     if data is None:  # a layer of operator rules alone always does
@@ -92,11 +98,7 @@ def test_check_of_an_operator_file_says_what_the_whole_proof_says(data: st.DataO
     table, imps, op = _draw(data)
     with tempfile.TemporaryDirectory(prefix="kp-layered-proof-") as tmp:
         files = _files(table, imps, op, Path(tmp))
-        try:
-            load_files(files)
-        except Exception as exc:
-            assume(False)
-            raise AssertionError from exc
+        _loaded(files)
         on = checking.check(files, subject=["operator.yaml"], cache=False, layer=True)
         off = checking.check(files, subject=["operator.yaml"], cache=False, layer=False)
     assert [f.render() for f in on.findings] == [f.render() for f in off.findings]
@@ -136,11 +138,7 @@ def test_diff_on_the_ground_proof_lists_the_changes_of_the_whole_diff(data: st.D
     table, imps, op = _draw(data)
     with tempfile.TemporaryDirectory(prefix="kp-layered-proof-") as tmp:
         files = _files(table, imps, op, Path(tmp))
-        try:
-            old, new = load_files(files[:-1]), load_files(files)
-        except Exception as exc:
-            assume(False)
-            raise AssertionError from exc
+        old, new = _loaded(files[:-1]), _loaded(files)
         base = _base(files)
     whole, mine = diff(old, new), diff(old, new, base=base)
     assert [(c.path, c.old, c.new, c.label, c.cells) for c in mine.changes] == [
