@@ -29,7 +29,15 @@ def test_the_generated_order_file_is_in_sync_with_the_scan() -> None:
     )
 
 
-@pytest.mark.parametrize("version", ["0.26.0", "0.29.0", "0.34.0"])
+#: the releases the integration tests install (scripts/test.sh builds a venv for each)
+RELEASES = [
+    line.strip()
+    for line in (Path(__file__).resolve().parents[1] / "vllm" / "releases.txt").read_text(encoding="utf-8").splitlines()
+    if line.strip() and not line.startswith("#")
+]
+
+
+@pytest.mark.parametrize("version", RELEASES)
 def test_the_scan_reproduces_each_cached_release(version: str) -> None:
     site = _site(version)
     if site is None:
