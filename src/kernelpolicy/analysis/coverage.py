@@ -271,8 +271,9 @@ class _Proof:
         self.cov.outcomes[path] = len(outcomes)
         reach = m.reach(c.by_kind(o_path, path))
         holes = m.ite(bare, o_path, m.term(_OUTSIDE))
-        hole_reach = m.reach(c.by_kind(holes, path))
-        bare_outcomes = {v for v in hole_reach[c.by_kind(holes, path)] if isinstance(v, Outcome)}
+        hole_top = c.by_kind(holes, path)
+        hole_reach = m.reach(hole_top)
+        bare_outcomes = {v for v in hole_reach[hole_top] if isinstance(v, Outcome)}
         if c.base is not None:  # on the shipped tables' proof: what the layer decided again, and the holes
             fresh = c.values(m.ite(c.layered, o_path, m.term(_OUTSIDE)), path)
             outcomes = [o for o in outcomes if o in fresh or o in bare_outcomes or o.kind == "contradiction"]
@@ -455,11 +456,6 @@ def _pair(a: Any, b: Any) -> tuple[Any, Any]:
 
 def _cons(x: str, t: tuple[str, ...]) -> tuple[str, ...]:
     return (x, *t)
-
-
-def _in(want: Any, status: Any) -> bool:
-    """Whether a cell's *status* is the one *want* names: ``None`` any, ``"in"`` counted, else equal."""
-    return want is None or (status != "out" if want == "in" else status == want)
 
 
 def _eq(o: Outcome, v: Any) -> bool:

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple
+from functools import cached_property
+from typing import Any, Final, NamedTuple, TypeVar
 
 from ..dsl.conditions import Test, tests_of
 from ..policy import Order, Policy, Rule, Unsupported
@@ -49,6 +50,20 @@ class Base:
     policy: Policy
     explicit: bool
     diagrams: Mapping[str, Any]
+
+    @cached_property
+    def domain(self) -> Domain:
+        """The domain the diagrams are over (built once: every edit the server proves reads it)."""
+        return build_domain(self.policy, explicit=self.explicit)
+
+    @cached_property
+    def tests(self) -> dict[str, list[Test]]:
+        """Each key's tests in the base's conditions (what tells its classes apart)."""
+        out: dict[str, list[Test]] = {}
+        for _, _, cond in self.domain.conditions:
+            for t in tests_of(cond):
+                out.setdefault(t.key, []).append(t)
+        return out
 
 
 def kept(key: str) -> Base | None:
@@ -83,15 +98,11 @@ def layer(base: Base, c: Compiled) -> bool:
         return False
     key = (base.policy.digest, base.explicit)
     held = _MANAGED.get(key)
-    if held is not None and held[1] is c.m:
-        made: dict[str, int] | None = held[2]
-    else:
-        made = _outcomes_in(base, c)
-        if made is None:
-            return False
-        _MANAGED.clear()  # one manager kept: the newest
-        _MANAGED[key] = (_domain_key(c.domain), c.m, made)
-    assert made is not None
+    made = held[2] if held is not None and held[1] is c.m else _outcomes_in(base, c)
+    if made is None:
+        return False
+    _MANAGED.clear()  # one manager kept: the newest
+    _MANAGED[key] = (_domain_key(c.domain), c.m, made)
     c.layer_on(made, region(c, above), above.rules)
     return True
 
@@ -101,6 +112,9 @@ def _domain_key(domain: Domain) -> str:
     return repr(
         [(d.name, d.moe_only, [(v.label, sorted(v.facts.items()), v.weight) for v in d.values]) for d in domain.dims]
     )
+
+
+_E = TypeVar("_E", Rule, Order, Unsupported)
 
 
 class _Above(NamedTuple):
@@ -124,32 +138,28 @@ def _above(policy: Policy, base: Policy) -> _Above | None:
     redefines a rule id of the base, its catalog, or leaves one of its entries out); else ``None``."""
     if dict(policy.backends) != dict(base.backends):
         return None
-    held = {(r.id, r.origin) for r in base.rules}
-    rules = tuple(r for r in policy.rules if (r.id, r.origin) not in held)
-    if len(policy.rules) - len(rules) != len(base.rules) or any(r.id in base.by_id for r in rules):
-        return None
-    held_orders = {(o.id, o.origin) for orders in base.orders.values() for o in orders}
-    orders = tuple(o for os in policy.orders.values() for o in os if (o.id, o.origin) not in held_orders)
-    if sum(map(len, policy.orders.values())) - len(orders) != sum(map(len, base.orders.values())):
-        return None
-    held_entries = {(u.id, u.origin) for u in base.unsupported}
-    refusals = tuple(u for u in policy.unsupported if (u.id, u.origin) not in held_entries)
-    if len(policy.unsupported) - len(refusals) != len(base.unsupported):
+    rules = _added(policy.rules, base.rules)
+    orders = _added([o for os in policy.orders.values() for o in os], [o for os in base.orders.values() for o in os])
+    refusals = _added(policy.unsupported, base.unsupported)
+    if rules is None or orders is None or refusals is None or any(r.id in base.by_id for r in rules):
         return None
     return _Above(rules, orders, refusals)
+
+
+def _added(mine: Sequence[_E], below: Sequence[_E]) -> tuple[_E, ...] | None:
+    """The entries of *mine* that *below* does not hold (an entry is its id where it is written),
+    or ``None`` where *mine* leaves one of *below*'s out."""
+    held = {(e.id, e.origin) for e in below}
+    added = tuple(e for e in mine if (e.id, e.origin) not in held)
+    return added if len(mine) - len(added) == len(below) else None
 
 
 def _outcomes_in(base: Base, c: Compiled) -> dict[str, int] | None:
     """The base's outcome diagrams made in *c*'s manager on *c*'s levels, or ``None`` where
     *c*'s domain does not refine the base's."""
-    data = base.diagrams
-    old = build_domain(base.policy, explicit=base.explicit)
+    data, old, tests = base.diagrams, base.domain, base.tests
     if list(data.get("levels", ())) != [d.name for d in old.dims]:
         return None
-    tests: dict[str, list[Test]] = {}
-    for _, _, cond in old.conditions:
-        for t in tests_of(cond):
-            tests.setdefault(t.key, []).append(t)
     target: list[int] = []
     covers: list[list[int]] = []
     for d in old.dims:
