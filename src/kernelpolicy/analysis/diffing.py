@@ -100,13 +100,23 @@ def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base |
         layer(base, b)
     closures = (a.closure(old.implications), b.closure(new.implications))
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
+    sides = {
+        path: (
+            a.compose(a.outcome(path), closures[0]) if path in old.backends else m.term(_NONE),
+            b.compose(b.outcome(path), closures[1]) if path in new.backends else m.term(_NONE),
+        )
+        for path in PATHS
+        if path in old.backends or path in new.backends
+    }
+    # an input whose explicit choices contradict on any path is refused as a whole by the
+    # resolver (on either side: nothing of it is compared)
+    refused = m.false
+    for outcomes in sides.values():
+        for n in outcomes:
+            refused = m.apply2("or", _or, refused, m.apply1("contradicts", _contradicts, n))
     roots = []
-    for path in PATHS:
-        if path not in old.backends and path not in new.backends:
-            continue
-        before = a.compose(a.outcome(path), closures[0]) if path in old.backends else m.term(_NONE)
-        after = b.compose(b.outcome(path), closures[1]) if path in new.backends else m.term(_NONE)
-        change = m.apply2("diff", _backends, before, after)
+    for path, (before, after) in sides.items():
+        change = m.ite(refused, m.term((_SKIP, _SKIP)), m.apply2("diff", _backends, before, after))
         roots += [before, after]
         for was, now in a.count(change, path):
             if was != now and was is not _SKIP and now is not _SKIP:
@@ -129,6 +139,14 @@ def _decided(o: Any) -> Any:
     if not isinstance(o, Outcome) or not o.decided:
         return _SKIP
     return o.backend
+
+
+def _contradicts(o: Any) -> bool:
+    return isinstance(o, Outcome) and o.kind == "contradiction"
+
+
+def _or(a: Any, b: Any) -> bool:
+    return bool(a) or bool(b)
 
 
 def _backends(a: Any, b: Any) -> tuple[Any, Any]:
