@@ -115,7 +115,10 @@ def main() -> None:
         if args.soak:
             client.diagnostics(shipped_uri, version=1, timeout=300)
         soak_t0 = time.perf_counter()
+        trace: list[tuple[int, float]] = []  #: (rounds done, resident MB): the plateau, or not
         for i in range(args.soak):
+            if i % max(args.soak // 8, 1) == 0:
+                trace.append((i, _rss_mb(client.proc.pid)))
             version += 1
             client.change(uri, RULE.format(extra=f', model.intermediate_size: "<= {4096 + 64 * i}"'), version)
             client.diagnostics(uri, version=version, timeout=300)
@@ -173,6 +176,9 @@ def main() -> None:
     for key, what, value, unit, note in rows:
         fig.add(key, value, unit, what)
         print(f"{what:<52} {value:8.0f} {unit}   {note}".rstrip())
+    if args.soak:
+        trace.append((args.soak, soaked))
+        print("resident memory over the soak (rounds: MB):", ", ".join(f"{r}: {mb:.0f}" for r, mb in trace))
     fig.save()
 
 

@@ -179,3 +179,27 @@ rules:
     because: test rule over a flag
     refs: [test#7]
 """
+
+
+def test_a_short_listing_keeps_the_counts_exact_and_lists_the_largest(
+    sets: tuple[Path, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``diff`` shows ten groups a change: it lists only the largest, and still counts every
+    cell and every group (the text says how many it left out)."""
+    old, new = sets
+    (new / "deny.yaml").write_text(
+        DENY_TRITON_GB10.replace(
+            "{gpu.sm: sm121}", "{any: [{gpu.sm: sm121}, {gpu.sm: sm90, quant.moe_scheme: fp8_block}]}"
+        )
+    )
+    policies = [load_policy([d], shipped=False, default_policy=False, environ=False) for d in (old, new)]
+    whole, short = diff(*policies), diff(*policies, listed=1)
+    assert short.totals == whole.totals and short.changed == whole.changed
+    for key, (cells, groups) in whole.totals.items():
+        everyone = whole.grouped()[key]
+        assert sum(c.cells for c in everyone) == cells and len(everyone) == groups
+        shown = short.grouped()[key]
+        assert shown[0].cells == everyone[0].cells  # the largest group is the one listed
+    assert short.unlisted == sum(len(v) for v in whole.grouped().values()) - len(short.changes) > 0
+    assert main(["diff", "--bare", str(old), str(new)]) == 1
+    assert "more groups (--all lists them)" not in capsys.readouterr().out  # under ten: every one shown

@@ -248,3 +248,53 @@ def test_conjunctions_read_without_building_them_agree_with_brute_force() -> Non
             assert m.count(lits[0][0], fixed) == counted == m.count_by(lits[0][0], fixed).get(True, 0)
         some = lits[0][0]
         assert m.where(some, bool, ("any", some), m.reach(some)) == some
+
+
+def _random_indexed(m: Manager, rng: random.Random, classes: int) -> int:
+    """A random diagram whose terminals are class indices below *classes*."""
+    n = m.term(rng.randrange(classes))
+    for _ in range(3):
+        n = m.ite(_random_bool(m, rng, 2), m.term(rng.randrange(classes)), n)
+    return n
+
+
+def test_select_reads_in_each_cell_the_option_the_selector_names() -> None:
+    """``select`` (the substitution under the implication closure) against every cell."""
+    rng = random.Random(11)
+    sizes = [3, 2, 3, 2]
+    cells = [dict(enumerate(cell)) for cell in itertools.product(*(range(k) for k in sizes))]
+    for _ in range(60):
+        m = Manager(sizes)
+        options = [_random_bool(m, rng) for _ in range(3)]
+        sel = _random_indexed(m, rng, len(options))
+        got = m.select(sel, options)
+        for cell in cells:
+            assert m.evaluate(got, cell) == m.evaluate(options[m.evaluate(sel, cell)], cell)
+
+
+def test_the_largest_boxes_come_first_and_are_the_boxes_cubes_makes() -> None:
+    """``largest_cubes`` yields the boxes of ``cubes`` (the same partition), largest first."""
+    rng = random.Random(13)
+    sizes = [3, 2, 3, 2]
+    for _ in range(60):
+        weights = [[rng.randint(1, 5) for _ in range(k)] for k in sizes]
+        m = Manager(sizes, weights)
+        n = _random_indexed(m, rng, 3)
+
+        every = sorted(
+            ((_box_cells(weights, b), sorted(b.items()), v) for b, v in m.cubes(n, lambda v: v != 0)), reverse=True
+        )
+        assert m.count_cubes(n, lambda v: v != 0) == len(every)
+        for limit in (1, 3, len(every) + 1):
+            top = [
+                (_box_cells(weights, b), sorted(b.items()), v) for b, v in m.largest_cubes(n, lambda v: v != 0, limit)
+            ]
+            assert [c for c, _, _ in top] == [c for c, _, _ in every[:limit]]
+            assert all(box in every for box in top)
+
+
+def _box_cells(weights: list[list[int]], box: dict[int, tuple[int, ...]]) -> int:
+    total = 1
+    for lv, ws in enumerate(weights):
+        total *= sum(ws[i] for i in box.get(lv, range(len(ws))))
+    return total

@@ -117,22 +117,25 @@ class Compiled:
         self._effects: dict[tuple[str, int], int] = {}
         self._outcomes: dict[str, int] = {}
         self._rejected: dict[tuple[str, str], int] = {}
-        self._composed: dict[tuple[tuple[int, int], ...], dict[int, int]] = {}
         self.last_by_id = {r.id: r for r in policy.rules}
         #: the shipped tables' outcomes and where a layer above them can change one
         #: (:mod:`.layered`); ``None``: every cell is decided here
         self.base: dict[str, int] | None = None
-        self.layered = self.T
+        self._layered: dict[str, int] = {}
         self._above: frozenset[int] | None = None
 
-    def layer_on(self, base: Mapping[str, int], region: int, above: Sequence[Rule]) -> None:
-        """Decide only the cells of *region* (boolean) again; elsewhere each path's outcome is
-        *base*'s (the outcomes of the files below the layer, made in this manager:
+    def layer_on(self, base: Mapping[str, int], region: Mapping[str, int], above: Sequence[Rule]) -> None:
+        """Decide only the cells of each path's *region* (boolean) again; elsewhere its outcome
+        is *base*'s (the outcomes of the files below the layer, made in this manager:
         :mod:`.layered`). *above*: the layer's rules, the only ones whose usage is read."""
         self.base = dict(base)
-        self.layered = region
+        self._layered = dict(region)
         self._above = frozenset(id(r) for r in above)
         self._outcomes.clear()
+
+    def layered(self, path: str) -> int:
+        """Boolean: the cells where *path* is decided here (on a base: where the layer reaches it)."""
+        return self._layered.get(path, self.F) if self.base is not None else self.T
 
     def reads_usage(self, r: Rule) -> bool:
         """Whether the proof reads *r*'s usage (on a base: only a rule of the layer above it)."""
@@ -328,7 +331,7 @@ class Compiled:
         n = m.term(ABSENT)
         if self.base is not None:  # a layer on the shipped tables: decided again where it reaches
             n = self.base[path]
-            both = m.ite(self.layered, both, m.term(_KEPT))
+            both = m.ite(self.layered(path), both, m.term(_KEPT))
         reach = m.reach(both)  # each pair's cells read only the nodes that reach it
         for pair in sorted(reach[both] - {_KEPT}, key=repr):
             here = m.among(both, frozenset((pair,)), reach)
@@ -480,7 +483,7 @@ class Compiled:
         if not now:
             return n
         key = tuple(sorted(now.items()))
-        memo = self._composed.setdefault(key, {})
+        memo = self.m.memos.setdefault(("compose", key), {})
         m = self.m
 
         def go(x: int) -> int:
@@ -496,10 +499,7 @@ class Compiled:
                 if sel is None and all(m.level(k) > lv for k in kids):
                     out = m.node(lv, kids)
                 else:
-                    sel = self.identity(lv) if sel is None else sel
-                    out = kids[-1]
-                    for i in range(len(kids) - 2, -1, -1):
-                        out = m.ite(m.eq(sel, i), kids[i], out)
+                    out = m.select(self.identity(lv) if sel is None else sel, kids)
             memo[x] = out
             return out
 
@@ -596,28 +596,41 @@ class Compiled:
         return [(self.group(box, cells, kind), value) for box, cells, kind, value in self._cubes(n, pred, path, limit)]
 
     def labelled(
-        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None = None
+        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None = None, *, largest: bool = False
     ) -> list[tuple[tuple[tuple[str, str], ...], int, Any]]:
         """:meth:`boxes` as the classes each fixes, ``(dimension, label)`` in level order (the
         model kind left out), with its cell count and terminal value: no representative cell
-        is made (``diff`` lists thousands)."""
+        is made (``diff`` lists thousands). *largest*: the largest *limit* boxes of each kind
+        (:meth:`~.mdd.Manager.largest_cubes`), not the first met."""
         out = []
-        for box, cells, kind, value in self._cubes(n, pred, path, limit):
-            pairs = tuple(
-                (self.dims[lv].name, "|".join(self.dims[lv].values[i].label for i in idx))
-                for lv, idx in sorted(box.items())
-                if lv != self.moe_level
-                and not (lv in self.moe_only and kind == self.dense_index)
-                and len(idx) < len(self.dims[lv].values)
-            )
-            out.append((pairs, cells, value))
+        said: dict[tuple[int, tuple[int, ...]], tuple[str, str]] = {}
+        for box, cells, kind, value in self._cubes(n, pred, path, limit, largest=largest):
+            pairs = []
+            for lv, idx in sorted(box.items()):
+                if lv == self.moe_level or (lv in self.moe_only and kind == self.dense_index):
+                    continue
+                if len(idx) == len(self.dims[lv].values):
+                    continue
+                pair = said.get((lv, idx))
+                if pair is None:
+                    pair = said[lv, idx] = (self.dims[lv].name, "|".join(self.dims[lv].values[i].label for i in idx))
+                pairs.append(pair)
+            out.append((tuple(pairs), cells, value))
         return out
 
+    def count_boxes(self, n: int, pred: Callable[[Any], bool], path: str) -> int:
+        """How many boxes :meth:`labelled` (and :meth:`boxes`) make of *n* without a limit."""
+        return sum(
+            self.m.count_cubes(self.m.ite(self._kind(kind), n, self.m.term(_NOWHERE)), partial(_wanted, pred))
+            for kind in self.kinds(path)
+        )
+
     def _cubes(
-        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None
+        self, n: int, pred: Callable[[Any], bool], path: str, limit: int | None, *, largest: bool = False
     ) -> Iterator[tuple[Mapping[int, tuple[int, ...]], int, int, Any]]:
         """The boxes of :meth:`~.mdd.Manager.cubes` over *path*'s kinds: each box, its exact
-        cell count, its model kind and its terminal value; at most *limit* of them."""
+        cell count, its model kind and its terminal value; at most *limit* of them (*largest*:
+        the largest *limit* of each kind)."""
         shown = 0
         full = [sum(ws) for ws in self.m.weights]
         for kind in self.kinds(path):
@@ -626,7 +639,14 @@ class Compiled:
             for lv, size in enumerate(full):
                 every *= 1 if lv in fixed else size
             region = self.m.ite(self._kind(kind), n, self.m.term(_NOWHERE))
-            for box, value in self.m.cubes(region, lambda v: v is not _NOWHERE and pred(v), limit):
+            wanted = partial(_wanted, pred)
+            if largest:
+                assert limit is not None
+                shown = 0
+                found = self.m.largest_cubes(region, wanted, limit)
+            else:
+                found = self.m.cubes(region, wanted, limit)
+            for box, value in found:
                 # cells: the box's classes' weights in place of the sizes of the levels it fixes
                 cells = every
                 for lv, idx in box.items():
@@ -637,6 +657,10 @@ class Compiled:
                 shown += 1
                 if limit is not None and shown >= limit:
                     return
+
+
+def _wanted(pred: Callable[[Any], bool], v: Any) -> bool:
+    return v is not _NOWHERE and pred(v)
 
 
 class _Nowhere:

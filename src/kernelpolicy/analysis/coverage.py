@@ -275,7 +275,7 @@ class _Proof:
         hole_reach = m.reach(hole_top)
         bare_outcomes = {v for v in hole_reach[hole_top] if isinstance(v, Outcome)}
         if c.base is not None:  # on the shipped tables' proof: what the layer decided again, and the holes
-            fresh = c.values(m.ite(c.layered, o_path, m.term(_OUTSIDE)), path)
+            fresh = c.values(m.ite(c.layered(path), o_path, m.term(_OUTSIDE)), path)
             outcomes = [o for o in outcomes if o in fresh or o in bare_outcomes or o.kind == "contradiction"]
         broken: dict[Outcome, str] = {}
         for o in outcomes:
@@ -382,7 +382,7 @@ class _Proof:
         for path in PATHS:
             o_path = self.outcome[path]
             if c.base is not None:  # a layer's rule takes effect only where the layer reaches
-                o_path = m.ite(c.layered, o_path, m.term(ABSENT))
+                o_path = m.ite(c.layered(path), o_path, m.term(ABSENT))
             reach: dict[int, frozenset[Any]] | None = None
             for b in self.policy.backends.get(path, {}):
                 rules = self.policy.rules_for(b, path)

@@ -43,25 +43,65 @@ class Change:
     fixed: tuple[tuple[str, str], ...] = ()  #: (dimension, class label) the cells agree on
 
 
+_Key = tuple[str, str | None, str | None]
+
+
 @dataclass
 class DiffReport:
-    """Every change, and how much of the joint domain was compared."""
+    """Every change (its cells counted exactly), the largest groups of each listed, and how
+    much of the joint domain was compared."""
 
-    changes: list[Change] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)  #: the groups listed, the largest of each change
+    #: per ``(path, old, new)``: the cells that change so (exact) and the groups they make
+    totals: dict[_Key, tuple[int, int]] = field(default_factory=dict)
     cells: int = 0  #: cells of the joint domain (per path)
     dimensions: int = 0
     seconds: float = 0.0
     nodes: int = 0  #: decision-diagram nodes the two policies' paths hold together
-    unlisted: int = 0  #: boxes of changed cells counted but not listed (past :data:`MAX_BOXES` a change)
 
-    def grouped(self) -> dict[tuple[str, str | None, str | None], list[Change]]:
-        """Changes per ``(path, old, new)``, largest first."""
-        out: dict[tuple[str, str | None, str | None], list[Change]] = {}
+    @property
+    def changed(self) -> int:
+        """Path decisions that change, over every cell (exact, listed or not)."""
+        return sum(cells for cells, _ in self.totals.values())
+
+    @property
+    def unlisted(self) -> int:
+        """Groups of changed cells counted but not listed."""
+        return sum(groups for _, groups in self.totals.values()) - sum(len(v) for v in self.grouped().values())
+
+    def grouped(self) -> dict[_Key, list[Change]]:
+        """The listed groups per ``(path, old, new)``, largest first; the changes in path order,
+        the largest first."""
+        out: dict[_Key, list[Change]] = {key: [] for key in self.totals}
         for c in self.changes:
             out.setdefault((c.path, c.old, c.new), []).append(c)
         for items in out.values():
             items.sort(key=lambda c: (-c.cells, c.label))
-        return dict(sorted(out.items(), key=lambda kv: (PATHS.index(kv[0][0]), -sum(c.cells for c in kv[1]))))
+        return dict(sorted(out.items(), key=lambda kv: (PATHS.index(kv[0][0]), -self.totals.get(kv[0], (0, 0))[0])))
+
+    def lines(self, show: int | None) -> list[str]:
+        """The report as ``diff`` prints it: each change with its cells and groups, its
+        *show* largest groups (``None``: every one listed), and what was compared."""
+        from .checking import cells_said  # noqa: PLC0415
+
+        out = []
+        for (path, o, n), items in self.grouped().items():
+            cells, groups = self.totals[(path, o, n)]
+            was, now = o or "none", n or "none"
+            out.append(f"{path}: {was} -> {now} in {cells_said(cells)} ({cells_said(groups, 'group')})")
+            shown = items if show is None else items[:show]
+            out += [f"  {c.label}: {path} {was} -> {now} ({cells_said(c.cells)})" for c in shown]
+            if groups > len(shown):
+                more = "--all lists them"
+                if show is None:
+                    more = f"the largest {MAX_BOXES:,} of each model kind are listed"
+                out.append(f"  ... and {groups - len(shown):,} more groups ({more})")
+        out.append(
+            f"compared {cells_said(self.cells, 'domain cell')} over {self.dimensions} dimensions in "
+            f"{self.seconds:.2f} s ({self.nodes:,} decision-diagram nodes): "
+            f"{cells_said(self.changed, 'path decision')} change"
+        )
+        return out
 
 
 def joint_domain(old: Policy, new: Policy) -> Domain:
@@ -84,11 +124,15 @@ def joint_domain(old: Policy, new: Policy) -> Domain:
     return build_domain(both)
 
 
-def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base | None = None) -> DiffReport:
+def diff(
+    old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base | None = None, listed: int = MAX_BOXES
+) -> DiffReport:
     """Every cell of the joint domain whose decision for some path differs.
 
     :param base: the proof of the files both sides stand on (:mod:`.layered`): each side is then
         decided again only where its own layer reaches.
+    :param listed: the groups listed per change and model kind, the largest first (every
+        change's cells and groups are counted whatever it is).
     """
     start = time.perf_counter()
     domain = joint_domain(old, new)
@@ -98,12 +142,17 @@ def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base |
     if base is not None:
         layer(base, a)
         layer(base, b)
-    closures = (a.closure(old.implications), b.closure(new.implications))
+    # Each side's decision of an input is its outcome read at the input's fixpoint (the closure).
+    # Where both sides' implications agree, the closure is one substitution of the cells, and
+    # it commutes with comparing the two outcomes cell by cell: the comparison (cells whose
+    # decision stays the same made one terminal) is read through it once, not each side whole.
+    one = new.implications == old.implications
+    closures = (a.closure(old.implications),) * 2 if one else (a.closure(old.implications), b.closure(new.implications))
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
     sides = {
         path: (
-            a.compose(a.outcome(path), closures[0]) if path in old.backends else m.term(_NONE),
-            b.compose(b.outcome(path), closures[1]) if path in new.backends else m.term(_NONE),
+            _read(a, a.outcome(path), None if one else closures[0]) if path in old.backends else m.term(_NONE),
+            _read(b, b.outcome(path), None if one else closures[1]) if path in new.backends else m.term(_NONE),
         )
         for path in PATHS
         if path in old.backends or path in new.backends
@@ -116,11 +165,15 @@ def diff(old: Policy, new: Policy, *, budget: int = DEFAULT_BUDGET, base: Base |
             refused = m.apply2("or", _or, refused, m.apply1("contradicts", _contradicts, n))
     roots = []
     for path, (before, after) in sides.items():
-        change = m.ite(refused, m.term((_SKIP, _SKIP)), m.apply2("diff", _backends, before, after))
+        change = m.ite(refused, m.term(_SAME), m.apply2("diff", _backends, before, after))
+        if one:
+            change = a.compose(change, closures[0])
         roots += [before, after]
-        for was, now in a.count(change, path):
-            if was != now and was is not _SKIP and now is not _SKIP:
-                report.changes += _listed(a, change, path, (was, now), report)
+        for pair, cells in a.count(change, path).items():
+            if pair is not _SAME:
+                changes, groups = _listed(a, change, path, pair, listed)
+                report.changes += changes
+                report.totals[(path, *pair)] = (cells, groups)
     report.nodes = len({n for r in roots for n in m.reachable(r)})
     report.seconds = time.perf_counter() - start
     return report
@@ -132,6 +185,7 @@ class _Skip:
 
 
 _SKIP: Final = _Skip()  #: a cell no decision is compared in (no MoE path; explicit choices contradict)
+_SAME: Final = "<same>"  #: a cell whose decision does not change (or is not compared)
 _NONE: Final = Outcome("none")
 
 
@@ -149,26 +203,33 @@ def _or(a: Any, b: Any) -> bool:
     return bool(a) or bool(b)
 
 
-def _backends(a: Any, b: Any) -> tuple[Any, Any]:
-    return (_decided(a), _decided(b))
+def _backends(a: Any, b: Any) -> Any:
+    """A cell's ``(old, new)`` backends where its decision changes; else :data:`_SAME`."""
+    was, now = _decided(a), _decided(b)
+    return _SAME if was == now or was is _SKIP or now is _SKIP else (was, now)
+
+
+def _read(c: Compiled, outcome: int, closure: dict[int, int] | None) -> int:
+    return outcome if closure is None else c.compose(outcome, closure)
 
 
 def _core(policy: Policy) -> Policy:
     return replace(policy, implications=(), digest=policy.digest + "+closed")
 
 
-def _listed(c: Compiled, change: int, path: str, pair: tuple[Any, Any], report: DiffReport) -> list[Change]:
-    """The boxes of cells of *change* whose ``(old, new)`` is *pair*, one :class:`Change` each
-    (boxes alike but for the model kind, merged)."""
+def _listed(c: Compiled, change: int, path: str, pair: tuple[Any, Any], limit: int) -> tuple[list[Change], int]:
+    """The largest *limit* boxes of each model kind of the cells of *change* whose ``(old, new)``
+    is *pair*, one :class:`Change` each (boxes alike but for the model kind, merged), and the
+    groups those cells make: the changes listed where every box is, else the boxes counted."""
+    whole = c.m.ite(c.m.eq(change, pair), c.m.true, c.m.false)
     merged: dict[tuple[tuple[str, str], ...], int] = {}
-    boxes = c.labelled(change, lambda v: v == pair, path, MAX_BOXES)
-    if len(boxes) == MAX_BOXES:
-        whole = c.m.ite(c.m.eq(change, pair), c.m.true, c.m.false)
-        report.unlisted += c.m.count_cubes(c.by_kind(whole, path), lambda v: v is True) - MAX_BOXES
+    boxes = c.labelled(whole, bool, path, limit, largest=True)
     for pairs, cells, _ in boxes:
         merged[pairs] = merged.get(pairs, 0) + cells
     old, new = pair
-    return [Change(path, old, new, _label(pairs), cells, pairs) for pairs, cells in merged.items()]
+    listed = [Change(path, old, new, _label(pairs), cells, pairs) for pairs, cells in merged.items()]
+    counted = c.count_boxes(whole, bool, path)
+    return listed, len(listed) if counted == len(boxes) else counted
 
 
 def _label(pairs: tuple[tuple[str, str], ...]) -> str:

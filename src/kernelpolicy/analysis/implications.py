@@ -15,6 +15,8 @@ too. For each such region a witness cell is run through the resolver's own fixpo
 
 from __future__ import annotations
 
+from typing import Final
+
 from ..facts.record import Facts
 from ..policy import Implication, Policy
 from ..semantics import ImplicationConflict, imply
@@ -26,12 +28,44 @@ from .mdd import Manager
 __all__ = ["implication_conflicts"]
 
 
+#: Findings by what they are a function of (:func:`_key`): the language server proves every edit
+#: of an operator file on the same shipped implications, and most edits refine other dimensions.
+_FOUND: dict[str, list[Finding]] = {}
+_FOUND_MOST: Final = 8
+
+
 def implication_conflicts(policy: Policy, domain: Domain, manager: Manager | None = None) -> list[Finding]:
     """One error per set of implications that contradict each other somewhere in *domain*
     (compiled in *manager*, one over *domain*'s levels, where given)."""
     imps = policy.implications
     if not imps:
         return []
+    key = _key(imps, domain)
+    hit = _FOUND.get(key)
+    if hit is None:
+        hit = _found(policy, domain, manager)
+        if len(_FOUND) >= _FOUND_MOST:
+            _FOUND.pop(next(iter(_FOUND)))
+        _FOUND[key] = hit
+    return list(hit)
+
+
+def _key(imps: tuple[Implication, ...], domain: Domain) -> str:
+    """What the findings are a function of: the implications (where each is written included)
+    and, in domain order, the dimensions they read or set and the model's kind (the fixpoint
+    diagrams, the witnesses and the labels read nothing else)."""
+    from ..dsl.conditions import tests_of  # noqa: PLC0415
+
+    keys = {"model.is_moe"}
+    for imp in imps:
+        keys |= set(imp.sets)
+        keys |= {t.key for c in (imp.when, imp.unless) if c is not None for t in tests_of(c)}
+    dims = [d for d in domain.dims if keys.intersection(d.keys) or d.name in keys]
+    return repr((imps, dims))
+
+
+def _found(policy: Policy, domain: Domain, manager: Manager | None) -> list[Finding]:
+    imps = policy.implications
     c = Compiled(policy, domain, manager=manager)
     m = c.m
     regions = _conflicting(c, imps)

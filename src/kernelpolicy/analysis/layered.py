@@ -125,12 +125,21 @@ class _Above(NamedTuple):
     refusals: tuple[Unsupported, ...]
 
 
-def region(c: Compiled, above: _Above) -> int:
-    """Boolean: the cells where an entry above the base can change a decision."""
-    parts = [c.effect(r) if r.kind in ("deny", "require") else c.active(r.id) for r in above.rules]
-    parts += [c.holds(o.when) for o in above.orders]
-    parts += [c.holds(u.when) for u in above.refusals if u.refuse]
-    return c.m.any_of(parts)
+def region(c: Compiled, above: _Above) -> dict[str, int]:
+    """Boolean, per path: the cells where an entry above the base can change the path's decision
+    (an entry on other paths changes nothing here: a path's outcome reads only its own picks,
+    order, rules and refusals; a contradiction elsewhere is read from the other path's outcome)."""
+    out: dict[str, int] = {}
+    for path, catalog in c.policy.backends.items():
+        parts = [
+            c.effect(r) if r.kind in ("deny", "require") else c.active(r.id)
+            for r in above.rules
+            if r.applies_to(path) and any(b in catalog for b in r.backends)
+        ]
+        parts += [c.holds(o.when) for o in above.orders if o.path == path]
+        parts += [c.holds(u.when) for u in above.refusals if u.refuse and path in u.paths]
+        out[path] = c.m.any_of(parts)
+    return out
 
 
 def _above(policy: Policy, base: Policy) -> _Above | None:

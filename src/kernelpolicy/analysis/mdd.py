@@ -19,6 +19,9 @@ turns it into one clear line) rather than eating the machine's memory.
 
 from __future__ import annotations
 
+import heapq
+import itertools
+import math
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Final
@@ -79,6 +82,11 @@ class Manager:
         self._ite: dict[tuple[int, int, int], int] = {}
         self._memo1: dict[Hashable, dict[int, int]] = {}
         self._memo2: dict[Hashable, dict[tuple[int, int], int]] = {}
+        self._picked: dict[tuple[int, tuple[int, ...]], int] = {}
+        #: the memos of operations defined outside (a diagram read through a substitution of its
+        #: levels, :meth:`~.compile.Compiled.compose`), by what they compute: shared by every
+        #: policy compiled in this manager (the two sides of a diff)
+        self.memos: dict[Hashable, dict[int, int]] = {}
         self.true = self.term(True)
         self.false = self.term(False)
 
@@ -247,6 +255,31 @@ class Manager:
             return out
 
         return go(c, t, e)
+
+    def select(self, sel: int, options: Sequence[int]) -> int:
+        """In each cell, ``options[i]`` where *sel*'s terminal is the class index *i*: a
+        multi-way :meth:`ite` in one descent (a diagram read through a substitution of a level,
+        :meth:`~.compile.Compiled.compose`). Options *sel* never selects are never read."""
+        memo = self._picked
+        levels, kids_of, sizes, value, depth = self._level, self._kids, self.sizes, self._value, self.depth
+        node = self.node
+
+        def go(s: int, opts: tuple[int, ...]) -> int:
+            if levels[s] == depth:
+                chosen: int = opts[value[s]]
+                return chosen
+            key = (s, opts)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            top = min(levels[s], *(levels[o] for o in opts))
+            size = sizes[top]
+            ks = kids_of[s] if levels[s] == top else (s,) * size
+            split = [kids_of[o] if levels[o] == top else (o,) * size for o in opts]
+            out = memo[key] = node(top, [go(ks[j], tuple(k[j] for k in split)) for j in range(size)])
+            return out
+
+        return go(sel, tuple(options))
 
     def first(self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable) -> int:
         """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
@@ -678,6 +711,49 @@ class Manager:
             for k, idx in reversed(by_kid.items()):
                 stack.append((k, {**fixed, levels[m]: tuple(idx)}))
 
+    def largest_cubes(
+        self, n: int, pred: Callable[[Any], bool], limit: int
+    ) -> Iterator[tuple[dict[int, tuple[int, ...]], Any]]:
+        """The boxes of :meth:`cubes`, the largest first (by weighted cells; ties in a fixed
+        order), at most *limit*: a best-first search whose bound is the largest box below each
+        node, so only the boxes yielded and the nodes on their way are visited (``diff`` shows
+        the largest few of millions)."""
+        levels, depth, kids_of, weights = self._level, self.depth, self._kids, self.weights
+        full = [math.log(sum(ws)) for ws in weights]
+        best: dict[int, float] = {}  # log of the largest box's share of the cells below a node
+
+        def bound(m: int) -> float:
+            hit = best.get(m)
+            if hit is None:
+                if levels[m] == depth:
+                    hit = 0.0 if pred(self._value[m]) else -math.inf
+                else:
+                    hit = max(
+                        (math.log(sum(weights[levels[m]][i] for i in idx)) - full[levels[m]] + bound(k))
+                        for k, idx in _by_kid(kids_of[m]).items()
+                    )
+                best[m] = hit
+            return hit
+
+        seq = itertools.count()
+        heap: list[tuple[float, int, int, float, dict[int, tuple[int, ...]]]] = []
+        if bound(n) > -math.inf:
+            heap.append((-bound(n), next(seq), n, 0.0, {}))
+        out = 0
+        while heap and out < limit:
+            _, _, m, acc, fixed = heapq.heappop(heap)
+            if levels[m] == depth:
+                yield fixed, self._value[m]
+                out += 1
+                continue
+            lv = levels[m]
+            for k, idx in _by_kid(kids_of[m]).items():
+                b = bound(k)
+                if b == -math.inf:
+                    continue
+                share = acc + math.log(sum(weights[lv][i] for i in idx)) - full[lv]
+                heapq.heappush(heap, (-(share + b), next(seq), k, share, {**fixed, lv: idx}))
+
     def count_cubes(self, n: int, pred: Callable[[Any], bool]) -> int:
         """How many boxes :meth:`cubes` yields (without listing them)."""
         memo: dict[int, int] = {}
@@ -839,3 +915,11 @@ def _all_or_none(pred: Callable[[Any], bool], values: frozenset[Any]) -> int:
     """:meth:`Manager._select`'s judge for :meth:`Manager.where`."""
     picked = [bool(pred(v)) for v in values]
     return 1 if all(picked) else 0 if not any(picked) else -1
+
+
+def _by_kid(kids: Sequence[int]) -> dict[int, tuple[int, ...]]:
+    """The classes of a node that lead to each child, in class order."""
+    out: dict[int, list[int]] = {}
+    for i, k in enumerate(kids):
+        out.setdefault(k, []).append(i)
+    return {k: tuple(idx) for k, idx in out.items()}

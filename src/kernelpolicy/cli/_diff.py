@@ -41,7 +41,7 @@ def _within(path: str, sides: tuple[str, ...]) -> bool:
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..analysis.diffing import diff
+    from ..analysis.diffing import MAX_BOXES, diff
     from ..dsl.loader import load_policy
     from ._common import policy_files
 
@@ -57,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     from ..progress import progress
 
     with progress("comparing every domain cell"):
-        report = diff(old, new, base=_ground(base, args.old, shipped))
+        listed = MAX_BOXES if args.all or args.json else _SHOW
+        report = diff(old, new, base=_ground(base, args.old, shipped), listed=listed)
     grouped = report.grouped()
     if args.json:
         out = {
@@ -72,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
                     "path": path,
                     "old": o,
                     "new": n,
-                    "cells": sum(c.cells for c in items),
+                    "cells": report.totals[(path, o, n)][0],
+                    "group_count": report.totals[(path, o, n)][1],
                     "groups": [{"cells": c.label, "count": c.cells} for c in items],
                 }
                 for (path, o, n), items in grouped.items()
@@ -80,24 +82,8 @@ def run(args: argparse.Namespace) -> int:
         }
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
     else:
-        from ..analysis.checking import cells_said
-
-        for (path, o, n), items in grouped.items():
-            total = sum(c.cells for c in items)
-            groups = cells_said(len(items), "group")
-            sys.stdout.write(f"{path}: {o or 'none'} -> {n or 'none'} in {cells_said(total)} ({groups})\n")
-            shown = items if args.all else items[:_SHOW]
-            for c in shown:
-                sys.stdout.write(f"  {c.label}: {path} {o or 'none'} -> {n or 'none'} ({cells_said(c.cells)})\n")
-            if len(items) > len(shown):
-                sys.stdout.write(f"  ... and {len(items) - len(shown)} more groups (--all lists them)\n")
-        changed = sum(c.cells for c in report.changes)
-        sys.stdout.write(
-            f"compared {cells_said(report.cells, 'domain cell')} over {report.dimensions} dimensions in "
-            f"{report.seconds:.2f} s ({report.nodes:,} decision-diagram nodes): "
-            f"{cells_said(changed, 'path decision')} change\n"
-        )
-    return 1 if report.changes else 0
+        sys.stdout.write("".join(line + "\n" for line in report.lines(None if args.all else _SHOW)))
+    return 1 if report.totals else 0
 
 
 def _ground(base: list[str], old: str, shipped: bool) -> Any:

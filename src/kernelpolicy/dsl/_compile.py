@@ -297,7 +297,7 @@ class Compiler:
         self.digest.update(f"{src.layer}\0{src.display}\0".encode() + text.encode("utf-8") + b"\0")
         self.names.append(src.display)
         try:
-            loc = load_located(text, src.display)
+            loc = _parsed(text, src.display)
         except YamlError as exc:
             self.diags.append(exc.diagnostic)
             self.broken = True
@@ -775,6 +775,26 @@ class Compiler:
                             help=f"did you mean `{hint[0]}`?" if hint else None,
                             rule=r.id,
                         )
+
+
+#: Files parsed in this process, by name and text (the language server compiles the same shipped
+#: files again on every edit of an operator file): the newest, up to :data:`_PARSED_MOST` characters.
+_PARSED: dict[tuple[str, str], Located] = {}
+_PARSED_MOST: Final = 16_000_000
+
+
+def _parsed(text: str, display: str) -> Located:
+    """*text* parsed (:func:`load_located`), once per process while it is among the newest."""
+    key = (display, text)
+    hit = _PARSED.pop(key, None)
+    if hit is None:
+        hit = load_located(text, display)
+        held = sum(len(t) for _, t in _PARSED) + len(text)
+        while _PARSED and held > _PARSED_MOST:
+            held -= len(next(iter(_PARSED))[1])
+            _PARSED.pop(next(iter(_PARSED)))
+    _PARSED[key] = hit
+    return hit
 
 
 def compile_files(files: Iterable[SourceFile]) -> Policy:

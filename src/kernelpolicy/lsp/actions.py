@@ -297,7 +297,6 @@ def diff_lens(text: str, path: Path, uri: str) -> Lens | None:
 def diff_on_disk(text: str, path: Path, policy: Sequence[Path] = ()) -> str:
     """``kernelpolicy diff SAVED BUFFER`` of an operator file: every group of cells whose backend
     changes on some path, counted, on the shipped tables and the workspace's other policy files."""
-    from ..analysis.checking import cells_said
     from ..analysis.diffing import diff
     from ..dsl.loader import load_files
     from ..errors import KernelPolicyError
@@ -317,17 +316,4 @@ def diff_on_disk(text: str, path: Path, policy: Sequence[Path] = ()) -> str:
         old, new = loaded(saved), loaded(text)
     except KernelPolicyError as exc:
         return f"no diff: {exc.one_line()}"
-    report = diff(old, new)
-    out = []
-    for (name, o, n), items in report.grouped().items():
-        total = sum(c.cells for c in items)
-        out.append(f"{name}: {o or 'none'} -> {n or 'none'} in {cells_said(total)} ({cells_said(len(items), 'group')})")
-        out += [f"  {c.label}: {name} {o or 'none'} -> {n or 'none'} ({cells_said(c.cells)})" for c in items[:3]]
-        if len(items) > 3:
-            out.append(f"  ... and {len(items) - 3} more groups")
-    changed = sum(c.cells for c in report.changes)
-    out.append(
-        f"compared {cells_said(report.cells, 'domain cell')} over {report.dimensions} dimensions in "
-        f"{report.seconds:.2f} s: {cells_said(changed, 'path decision')} change"
-    )
-    return "\n".join(out)
+    return "\n".join(diff(old, new, listed=3).lines(3))

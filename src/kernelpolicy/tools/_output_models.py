@@ -232,8 +232,9 @@ class DiffChangeOut(_Open):
     path: str
     old: str | None = Field(description="the backend before (null: none)")
     new: str | None = Field(description="the backend after (null: none)")
-    cells: int
-    groups: list[DiffGroupOut]
+    cells: int = Field(description="the cells whose decision on the path changes so (exact, listed or not)")
+    group_count: int = Field(description="the groups those cells make (the largest are listed)")
+    groups: list[DiffGroupOut] = Field(description="the largest groups, at most 10,000 of each model kind")
 
 
 class DiffOutput(_Open):
