@@ -368,3 +368,31 @@ def test_node_column_names_a_facts_file_by_its_name(
     out = capsys.readouterr().out
     assert [ln.split()[0] for ln in out.splitlines()[3:5]] == ["gpu-node-017.json", "gpu-node-018.json"]
     assert "A  2 nodes [gpu-node-017.json, gpu-node-018.json]" in out
+
+
+def test_short_paths_keep_the_tail_that_tells_files_apart() -> None:
+    from kernelpolicy.fleet import _short_paths
+
+    paths = ["/a/rack1/h200.json", "/a/rack2/h200.json", "/a/rack2/b200.json", "/x/b200.json/", "solo.json"]
+    assert _short_paths(paths) == {
+        "/a/rack1/h200.json": "rack1/h200.json",
+        "/a/rack2/h200.json": "rack2/h200.json",
+        "/a/rack2/b200.json": "rack2/b200.json",  # `b200.json` alone is the next one's tail too
+        "/x/b200.json/": "/x/b200.json/",  # its whole path is what tells it apart
+        "solo.json": "solo.json",
+    }
+    many = [f"/d/n{i}.json" for i in range(5_000)]  # linear: 25 million comparisons before
+    assert _short_paths(many)["/d/n4999.json"] == "n4999.json"
+
+
+def test_a_group_line_names_a_few_nodes_and_counts_the_rest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], policy: kp.Policy
+) -> None:
+    files = [_facts_file(tmp_path, capsys, f"n{i:02}.json", facts_from_spec("H200", policy.gpus)) for i in range(11)]
+    assert main(["fleet", "--model", MODEL, "--from", *map(str, files)]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "A  11 nodes [n00.json, n01.json, n02.json, n03.json, n04.json, n05.json, n06.json, n07.json, and 3 more]"
+        in out
+    )
+    assert all(f"n{i:02}.json" in out for i in range(11))  # the table names every one

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import re
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -82,13 +84,19 @@ def _norm(text: str) -> str:
     return re.sub(r" +", " ", _VARIANT.sub(" ", low)).strip() or low.strip()
 
 
-def product_names(products: Sequence[GpuProduct]) -> dict[str, GpuProduct]:
-    """Every name and alias of *products*, normalised (:func:`_norm`), to its product."""
+def product_names(products: Sequence[GpuProduct]) -> Mapping[str, GpuProduct]:
+    """Every name and alias of *products*, normalised (:func:`_norm`), to its product (made
+    once per catalog: ``fleet`` reads it for every node file)."""
+    return _names(tuple(products))
+
+
+@functools.lru_cache(maxsize=8)
+def _names(products: tuple[GpuProduct, ...]) -> Mapping[str, GpuProduct]:
     names: dict[str, GpuProduct] = {}
     for p in products:
         for alias in (p.name, *p.aliases):
             names[_norm(alias)] = p
-    return names
+    return types.MappingProxyType(names)
 
 
 def facts_from_spec(spec: str, products: Sequence[GpuProduct] = ()) -> dict[str, object]:
@@ -149,7 +157,12 @@ def _cc_of(sm: str) -> tuple[int, int]:
 
 
 def _product(name: str, products: Sequence[GpuProduct]) -> GpuProduct | None:
-    return product_names(products).get(_norm(name))
+    return product_names(products).get(_norm_cached(name))
+
+
+@functools.lru_cache(maxsize=1024)
+def _norm_cached(name: str) -> str:
+    return _norm(name)
 
 
 def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct]) -> list[tuple[str, str, str]]:

@@ -16,6 +16,7 @@ launch runs on one class, so a mixed fleet whose every class agrees within itsel
 from __future__ import annotations
 
 import string
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -390,14 +391,14 @@ def _clean(text: str) -> str:
 def _short_paths(paths: Sequence[str]) -> dict[str, str]:
     """Each path as its shortest tail of whole components that no other path ends with
     (``h200.json``, ``rack2/h200.json``): the part that tells facts files apart."""
-    parts = {p: [c for c in p.replace("\\", "/").split("/") if c] or [p] for p in paths}
+    parts = {p: tuple(c for c in p.replace("\\", "/").split("/") if c) or (p,) for p in paths}
+    ends: Counter[tuple[str, ...]] = Counter()  # how many paths end with each tail (5,000 node files: linear)
+    for mine in parts.values():
+        ends.update(mine[-n:] for n in range(1, len(mine) + 1))
     out = {}
     for p, mine in parts.items():
-        for n in range(1, len(mine) + 1):
-            tail = mine[-n:]
-            if not any(other[-n:] == tail for q, other in parts.items() if q != p):
-                break
-        out[p] = "/".join(tail) if n < len(mine) else p
+        n = next((n for n in range(1, len(mine) + 1) if ends[mine[-n:]] == 1), len(mine))
+        out[p] = "/".join(mine[-n:]) if n < len(mine) else p
     return out
 
 
@@ -458,7 +459,9 @@ def render_text(report: FleetReport) -> str:
         lines.append("groups (by decision fingerprint" + (", within each GPU class):" if several else "):"))
         for g in report.groups:
             count = f"{len(g.nodes)} node" + ("s" if len(g.nodes) != 1 else "")
-            ids = ", ".join(short[n.node_id] for n in g.nodes)
+            ids = ", ".join(short[n.node_id] for n in g.nodes[:_GROUP_NAMES])
+            if len(g.nodes) > _GROUP_NAMES:  # the table above names every node
+                ids += f", and {len(g.nodes) - _GROUP_NAMES:,} more"
             klass = f"{g.gpu_class}  " if several else ""
             lines.append(f"  {g.label}  {klass}{count} [{ids}]: {path_summary(g.decision)} [{g.fingerprint[:19]}]")
     for gc in report.classes:
@@ -467,6 +470,10 @@ def render_text(report: FleetReport) -> str:
             lines += [f"  {d}" for d in gc.differing]
     lines.append("result  " + _result(report))
     return "\n".join(_clean(line) for line in lines)  # each is one line: a newline in a value is escaped
+
+
+#: The nodes a group's line names (the table names every node: 5,000 nodes made one line of 60 kB).
+_GROUP_NAMES: Final = 8
 
 
 def _result(report: FleetReport) -> str:
