@@ -169,9 +169,13 @@ def ground_proof(
     ground = grounds[0]  # computed once, then read by every check that stands on it
     report = check(ground, explicit=explicit, cache=cache)
     key = certificate_key(ground, explicit=explicit, subject=None)
-    if report.coverage is None or key is None:
+    cov = report.coverage
+    if cov is None or cov.compiled is None or key is None:
         return None
-    return layered.keep(key, layered.Base(load_files(ground), explicit, diagrams(report.coverage)))
+    base = layered.keep(key, layered.Base(load_files(ground), explicit, diagrams(cov), dict(cov.witnesses)))
+    # the layer is proven in the manager the ground was just proven in, where its levels serve
+    layered.adopt(base, cov.domain, cov.compiled.m, {path: cov.compiled.outcome(path) for path in PATHS})
+    return base
 
 
 def _verified(report: CheckReport, policy: Policy, key: str | None, start: float, run: _Run) -> CheckReport:
@@ -202,15 +206,19 @@ def _verified(report: CheckReport, policy: Policy, key: str | None, start: float
 
 
 def diagrams(cov: Coverage) -> dict[str, Any]:
-    """Each path's outcome diagram, as the certificate keeps it (:meth:`~.mdd.Manager.export`)."""
+    """Each path's outcome diagram, as the certificate keeps it (:meth:`~.mdd.Manager.export`;
+    made once per proof: the certificate and the ground a layer stands on read it)."""
     c = cov.compiled
     if c is None:
         return {}
+    if cov.exported is not None:
+        return cov.exported
     data = c.m.export({path: c.outcome(path) for path in PATHS})
     data["nodes"] = [
         ["t", list(v[1]) if isinstance(v[1], tuple) else v[1]] if v[0] == "t" else v for v in data["nodes"]
     ]
     data["levels"] = [d.name for d in cov.domain.dims]
+    cov.exported = data
     return data
 
 

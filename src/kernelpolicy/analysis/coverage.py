@@ -115,6 +115,8 @@ class Coverage:
     domain: Domain
     cells: int  #: cells verified per path (the domain size)
     compiled: Compiled | None = field(default=None, repr=False)
+    #: the outcome diagrams as a certificate keeps them (:func:`~.checking.diagrams`), once made
+    exported: dict[str, Any] | None = field(default=None, repr=False)
     nodes: dict[str, int] = field(default_factory=dict)  #: nodes of each path's outcome diagram
     outcomes: dict[str, int] = field(default_factory=dict)  #: distinct outcomes of each path
     resolves: int = 0  #: witness cells resolved with the real resolver
@@ -221,7 +223,7 @@ def verify(
     if base is not None and closed:
         layer(base, c)
     cov = Coverage(domain, domain.size, c)
-    _Proof(c, core, cov).run()
+    _Proof(c, core, cov, base.witnesses if base is not None and c.base is not None else {}).run()
     cov.seconds = time.perf_counter() - start
     return cov
 
@@ -230,8 +232,10 @@ class _Proof:
     """The state of one exhaustive run: the compiled policy, each path's outcome diagram, what
     the witnesses resolved to, and the coverage being filled in."""
 
-    def __init__(self, c: Compiled, policy: Policy, cov: Coverage) -> None:
+    def __init__(self, c: Compiled, policy: Policy, cov: Coverage, ground: Mapping[Any, Any]) -> None:
         self.c, self.m, self.policy, self.cov = c, c.m, policy, cov
+        #: the witnesses of the proof below a layer (:class:`~.layered.Base`), by (path, outcome)
+        self.ground = ground
         self.outcome = {path: c.outcome(path) for path in PATHS}
         self.closed = c.closed()
         self.users = {r.id.split(".env.", 1)[-1] for r in policy.rules if r.layer == "user"}
@@ -274,12 +278,17 @@ class _Proof:
         hole_top = c.by_kind(holes, path)
         hole_reach = m.reach(hole_top)
         bare_outcomes = {v for v in hole_reach[hole_top] if isinstance(v, Outcome)}
+        fresh: set[Outcome] | None = None
         if c.base is not None:  # on the shipped tables' proof: what the layer decided again, and the holes
-            fresh = c.values(m.ite(c.layered(path), o_path, m.term(_OUTSIDE)), path)
+            fresh = set(c.values(m.ite(c.layered(path), o_path, m.term(_OUTSIDE)), path))
             outcomes = [o for o in outcomes if o in fresh or o in bare_outcomes or o.kind == "contradiction"]
         broken: dict[Outcome, str] = {}
         for o in outcomes:
-            if o in bare_outcomes:  # a hole's witness names a hole
+            below = self.ground.get((path, o)) if fresh is not None and o not in fresh else None
+            if below is not None:  # only outside the layer: decided as the proof below decided it
+                hit = below
+                self.cov.witnesses.setdefault((path, o), hit)
+            elif o in bare_outcomes:  # a hole's witness names a hole
                 hit = self._witness(path, o, holes, hole_reach)
             else:
                 hit = self._witness(path, o, o_path, reach)

@@ -20,7 +20,7 @@ catalog), or the options differ, there is no base and the proof is compiled whol
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final, NamedTuple, TypeVar
 
@@ -31,7 +31,7 @@ from .compile import Compiled
 from .domain import Dimension, Domain, ValueClass, build_domain
 from .mdd import Manager
 
-__all__ = ["Base", "keep", "kept", "layer", "region", "reused"]
+__all__ = ["Base", "adopt", "keep", "kept", "layer", "region", "reused"]
 
 #: Bases this process keeps (the language server proves each edit on the same shipped tables).
 _KEPT_MOST: Final = 2
@@ -50,6 +50,10 @@ class Base:
     policy: Policy
     explicit: bool
     diagrams: Mapping[str, Any]
+    #: the witnesses its proof resolved, ``(path, outcome) -> decision``, where that proof ran in
+    #: this process (a certificate keeps none): a layer's outcome that occurs only outside the
+    #: layer's region is decided there as here, and its witness is read, not resolved again
+    witnesses: Mapping[Any, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @cached_property
     def domain(self) -> Domain:
@@ -88,6 +92,15 @@ def reused(base: Base, domain: Domain) -> Manager | None:
     if held is None or held[0] != _domain_key(domain) or len(held[1]) >= _REUSE_MOST:
         return None
     return held[1]
+
+
+def adopt(base: Base, domain: Domain, manager: Manager, outcomes: Mapping[str, int]) -> None:
+    """Take *manager* (over *domain*, *base*'s own, holding *base*'s *outcomes*: its proof, just
+    made in this process) as the one the next layer on *base* is proven in, where that layer's
+    domain is the same and the manager is small enough (:func:`reused`): no remap, and what the
+    ground's proof compiled is read again."""
+    _MANAGED.clear()
+    _MANAGED[(base.policy.digest, base.explicit)] = (_domain_key(domain), manager, dict(outcomes))
 
 
 def layer(base: Base, c: Compiled) -> bool:

@@ -373,7 +373,9 @@ class Manager:
         if reach is None:
             return self.apply1(("where", op), lambda v: bool(pred(v)), a)
         memo = self._memo1.setdefault(("where", op), {})
-        return self._select(a, reach, partial(_all_or_none, pred), memo)
+        # each terminal value asked once; then a node's terminals are judged with set operations
+        wanted = frozenset(v for v in reach[a] if pred(v))
+        return self._select(a, reach, partial(_among, wanted), memo)
 
     def among(self, a: int, values: frozenset[Any], reach: Mapping[int, frozenset[Any]]) -> int:
         """Boolean: where *a* gives one of *values*. *reach* is :meth:`reach` of *a*: a node
@@ -905,16 +907,11 @@ class Manager:
 
 def _among(wanted: frozenset[Any], values: frozenset[Any]) -> int:
     """:meth:`Manager._select`'s judge of a set of terminal values for :meth:`Manager.among`
-    (set operations: a diagram of thousands of outcomes judges each set in the time of a few)."""
+    and :meth:`Manager.where` (set operations: a diagram of thousands of outcomes judges each set
+    in the time of a few)."""
     if values.isdisjoint(wanted):
         return 0
     return 1 if values <= wanted else -1
-
-
-def _all_or_none(pred: Callable[[Any], bool], values: frozenset[Any]) -> int:
-    """:meth:`Manager._select`'s judge for :meth:`Manager.where`."""
-    picked = [bool(pred(v)) for v in values]
-    return 1 if all(picked) else 0 if not any(picked) else -1
 
 
 def _by_kid(kids: Sequence[int]) -> dict[int, tuple[int, ...]]:
