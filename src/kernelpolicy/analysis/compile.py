@@ -36,7 +36,7 @@ from ..semantics import FACT_PICKS, OVERRIDABLE, Pick, one_pick, preferred
 from .domain import Dimension, Domain, Group, ValueClass, class_facts, merge
 from .mdd import DEFAULT_BUDGET, Manager
 
-__all__ = ["ABSENT", "PICKS", "Compiled", "Outcome"]
+__all__ = ["ABSENT", "PICKS", "Compiled", "Outcome", "is_contradiction"]
 
 #: Explicit choices of a deployment, read as facts: (fact key, path, flag).
 _FACT_PICKS: Final = FACT_PICKS
@@ -64,6 +64,12 @@ class Outcome(NamedTuple):
     @property
     def decided(self) -> bool:
         return self.kind in ("chosen", "none", "refused")
+
+
+def is_contradiction(o: Any) -> bool:
+    """Whether a terminal is an :class:`Outcome` of explicit choices that contradict (the
+    resolver then refuses the whole input)."""
+    return isinstance(o, Outcome) and o.kind == "contradiction"
 
 
 ABSENT: Final = Outcome("absent")
@@ -123,7 +129,6 @@ class Compiled:
         self.base: dict[str, int] | None = None
         self._layered: dict[str, int] = {}
         self._above: frozenset[int] | None = None
-        self._key_tests: dict[str, list[Test]] | None = None
 
     def layer_on(self, base: Mapping[str, int], region: Mapping[str, int], above: Sequence[Rule]) -> None:
         """Decide only the cells of each path's *region* (boolean) again; elsewhere its outcome
@@ -471,22 +476,13 @@ class Compiled:
         from ..facts.record import normalise_value, typed_value  # noqa: PLC0415
 
         typed = typed_value(key, normalise_value(key, value))
-        tests = self._tests_of_key().get(key, [])
+        tests = self.domain.tests_by_key.get(key, [])
         want = tuple(bool(t.match(typed)) for t in tests)
         for i, ty in enumerate(self.typed[lv]):
             v = ty.get(key)
             if v is not None and tuple(bool(t.match(v)) for t in tests) == want:
                 return i
         return None
-
-    def _tests_of_key(self) -> dict[str, list[Test]]:
-        """Every test of the domain's conditions, by the key it reads (made once)."""
-        if self._key_tests is None:
-            self._key_tests = {}
-            for _, _, c in self.domain.conditions:
-                for t in _tests(c):
-                    self._key_tests.setdefault(t.key, []).append(t)
-        return self._key_tests
 
     def compose(self, n: int, now: Mapping[int, int]) -> int:
         """*n* read at the cell the levels in *now* (level -> diagram of a class index) make of each cell."""

@@ -36,7 +36,7 @@ from ..facts.record import Facts
 from ..policy import Policy, Rule
 from ..resolver import ContradictionError, resolve_path
 from ..semantics import DECIDED_PATHS, applies, gravity, met, rule_state
-from .compile import ABSENT, Compiled, Outcome
+from .compile import ABSENT, Compiled, Outcome, is_contradiction
 from .domain import Domain, Group, build_domain
 from .layered import Base, layer, reused
 from .mdd import DEFAULT_BUDGET
@@ -252,7 +252,7 @@ class _Proof:
     def elsewhere(self, path: str) -> int:
         """Boolean: where another path's explicit choices contradict (the resolver decides nothing)."""
         m = self.m
-        return m.any_of([m.where(self.outcome[q], _is_contradiction, "contradiction") for q in PATHS if q != path])
+        return m.any_of([m.where(self.outcome[q], is_contradiction, "contradiction") for q in PATHS if q != path])
 
     def _path(self, path: str) -> set[str]:
         """Check one path; return the ``unsupported`` entries that cover its holes.
@@ -483,10 +483,6 @@ def _status(broken: Mapping[Outcome, str], v: tuple[Outcome, Any]) -> tuple[Outc
     if s != "out" and _no_backend(o):
         return (o, f"known:{','.join(s)}" if s else "no-backend")
     return (o, "ok")
-
-
-def _is_contradiction(o: Any) -> bool:
-    return isinstance(o, Outcome) and o.kind == "contradiction"
 
 
 def _no_backend(o: Any) -> bool:

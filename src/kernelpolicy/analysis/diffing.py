@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from ..policy import Backend, Policy
-from .compile import Compiled, Outcome
+from .compile import Compiled, Outcome, is_contradiction
 from .coverage import PATHS
 from .domain import Domain, build_domain
 from .layered import Base, layer
@@ -147,27 +147,25 @@ def diff(
     # it commutes with comparing the two outcomes cell by cell: the comparison (cells whose
     # decision stays the same made one terminal) is read through it once, not each side whole.
     one = new.implications == old.implications
-    closures = (a.closure(old.implications),) * 2 if one else (a.closure(old.implications), b.closure(new.implications))
+    closure = a.closure(old.implications)
+    mine = (None, None) if one else (closure, b.closure(new.implications))  # each side read at its own fixpoint
     report = DiffReport(cells=domain.size, dimensions=len(domain.dims))
     sides = {
         path: (
-            _read(a, a.outcome(path), None if one else closures[0]) if path in old.backends else m.term(_NONE),
-            _read(b, b.outcome(path), None if one else closures[1]) if path in new.backends else m.term(_NONE),
+            _read(a, a.outcome(path), mine[0]) if path in old.backends else m.term(_NONE),
+            _read(b, b.outcome(path), mine[1]) if path in new.backends else m.term(_NONE),
         )
         for path in PATHS
         if path in old.backends or path in new.backends
     }
     # an input whose explicit choices contradict on any path is refused as a whole by the
     # resolver (on either side: nothing of it is compared)
-    refused = m.false
-    for outcomes in sides.values():
-        for n in outcomes:
-            refused = m.apply2("or", _or, refused, m.apply1("contradicts", _contradicts, n))
+    refused = m.any_of([m.where(n, is_contradiction, "contradiction") for pair in sides.values() for n in pair])
     roots = []
     for path, (before, after) in sides.items():
         change = m.ite(refused, m.term(_SAME), m.apply2("diff", _backends, before, after))
         if one:
-            change = a.compose(change, closures[0])
+            change = a.compose(change, closure)
         roots += [before, after]
         for pair, cells in a.count(change, path).items():
             if pair is not _SAME:
@@ -195,14 +193,6 @@ def _decided(o: Any) -> Any:
     return o.backend
 
 
-def _contradicts(o: Any) -> bool:
-    return isinstance(o, Outcome) and o.kind == "contradiction"
-
-
-def _or(a: Any, b: Any) -> bool:
-    return bool(a) or bool(b)
-
-
 def _backends(a: Any, b: Any) -> Any:
     """A cell's ``(old, new)`` backends where its decision changes; else :data:`_SAME`."""
     was, now = _decided(a), _decided(b)
@@ -221,7 +211,7 @@ def _listed(c: Compiled, change: int, path: str, pair: tuple[Any, Any], limit: i
     """The largest *limit* boxes of each model kind of the cells of *change* whose ``(old, new)``
     is *pair*, one :class:`Change` each (boxes alike but for the model kind, merged), and the
     groups those cells make: the changes listed where every box is, else the boxes counted."""
-    whole = c.m.ite(c.m.eq(change, pair), c.m.true, c.m.false)
+    whole = c.m.eq(change, pair)
     merged: dict[tuple[tuple[str, str], ...], int] = {}
     boxes = c.labelled(whole, bool, path, limit, largest=True)
     for pairs, cells, _ in boxes:

@@ -153,6 +153,12 @@ class Domain:
     def dim(self, name: str) -> Dimension:
         return next(d for d in self.dims if d.name == name)
 
+    @cached_property
+    def tests_by_key(self) -> dict[str, list[Test]]:
+        """Every test of the conditions, by the key it reads, in condition order (what tells a
+        key's classes apart; made once)."""
+        return _tests_by_key(self.conditions)
+
     @property
     def size(self) -> int:
         """The number of cells: MoE models times every dimension, dense models without MoE ones."""
@@ -405,6 +411,14 @@ def _version_classes(key: str, tests: Sequence[Test], known: bool) -> tuple[Valu
     return tuple(out)
 
 
+def _tests_by_key(conditions: Iterable[tuple[Any, Any, Condition]]) -> dict[str, list[Test]]:
+    out: dict[str, list[Test]] = {}
+    for _, _, c in conditions:
+        for t in tests_of(c):
+            out.setdefault(t.key, []).append(t)
+    return out
+
+
 def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
     """The dimensions of *policy*'s finite domain (see the module docstring).
 
@@ -413,10 +427,7 @@ def build_domain(policy: Policy, *, explicit: bool = False) -> Domain:
     """
     conds = _policy_conditions(policy)
     positive = _positive_only(policy)
-    by_key: dict[str, list[Test]] = {}
-    for _, _, c in conds:
-        for t in tests_of(c):
-            by_key.setdefault(t.key, []).append(t)
+    by_key = _tests_by_key(conds)
     dims: list[Dimension] = []
 
     gpu_tests = [t for k in GPU_KEYS for t in by_key.get(k, [])]

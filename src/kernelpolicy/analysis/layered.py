@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final, NamedTuple, TypeVar
 
-from ..dsl.conditions import Test, tests_of
+from ..dsl.conditions import Test
 from ..policy import Order, Policy, Rule, Unsupported
 from . import certificate
 from .compile import Compiled
@@ -59,15 +59,6 @@ class Base:
     def domain(self) -> Domain:
         """The domain the diagrams are over (built once: every edit the server proves reads it)."""
         return build_domain(self.policy, explicit=self.explicit)
-
-    @cached_property
-    def tests(self) -> dict[str, list[Test]]:
-        """Each key's tests in the base's conditions (what tells its classes apart)."""
-        out: dict[str, list[Test]] = {}
-        for _, _, cond in self.domain.conditions:
-            for t in tests_of(cond):
-                out.setdefault(t.key, []).append(t)
-        return out
 
 
 def kept(key: str) -> Base | None:
@@ -179,7 +170,8 @@ def _added(mine: Sequence[_E], below: Sequence[_E]) -> tuple[_E, ...] | None:
 def _outcomes_in(base: Base, c: Compiled) -> dict[str, int] | None:
     """The base's outcome diagrams made in *c*'s manager on *c*'s levels, or ``None`` where
     *c*'s domain does not refine the base's."""
-    data, old, tests = base.diagrams, base.domain, base.tests
+    data, old = base.diagrams, base.domain
+    tests = old.tests_by_key
     if list(data.get("levels", ())) != [d.name for d in old.dims]:
         return None
     target: list[int] = []

@@ -707,11 +707,8 @@ class Manager:
                 if limit is not None and out >= limit:
                     return
                 continue
-            by_kid: dict[int, list[int]] = {}
-            for i, k in enumerate(self._kids[m]):
-                by_kid.setdefault(k, []).append(i)
-            for k, idx in reversed(by_kid.items()):
-                stack.append((k, {**fixed, levels[m]: tuple(idx)}))
+            for k, idx in reversed(_by_kid(self._kids[m]).items()):
+                stack.append((k, {**fixed, levels[m]: idx}))
 
     def largest_cubes(
         self, n: int, pred: Callable[[Any], bool], limit: int
