@@ -356,6 +356,53 @@ def test_the_proof_is_kept_once_per_content_and_a_tampered_one_is_recomputed(
     assert certificate.read(key, tmp_path / "check") is not None
 
 
+def test_the_ground_of_a_layer_is_kept_as_its_proof_only_and_its_own_check_adds_the_findings(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A layer's check with no proof of the files below it at hand proves them without their
+    findings (not the layer's to see) and keeps that proof for the next layer; a check of those
+    files themselves never takes it for theirs: it finds their warning and keeps the whole."""
+    from kernelpolicy.analysis import certificate, layered
+    from kernelpolicy.analysis.certificate import certificate_key
+    from kernelpolicy.analysis.checking import check
+    from kernelpolicy.dsl.loader import SourceFile
+
+    monkeypatch.setenv("KERNELPOLICY_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("KERNELPOLICY_NO_CACHE", raising=False)
+    ops = tmp_path / "ops.yaml"
+    ops.write_text(OPS_DECLARED)
+    mine = SourceFile(ops, "ops.yaml", "policy")
+    monkeypatch.setattr(layered, "_KEPT", {})  # no proof kept by this process
+    first = check([*_bare_files(), mine], subject=["ops.yaml"])
+    assert first.findings == [] and first.summary is not None  # the ground's stale rule is not the layer's
+    key = certificate_key(_bare_files(), explicit=False, subject=None)
+    assert key is not None
+    ground = certificate.read(key, tmp_path / "cache" / "check")
+    assert ground is not None and ground.findings is None and set(ground.diagrams["roots"]) >= {"dense", "moe"}
+    # the next layer stands on the kept ground: it is not proven again
+    monkeypatch.setattr(layered, "_KEPT", {})
+    proven: list[Any] = []
+    from kernelpolicy.analysis import checking as checking_mod
+
+    real_verify = checking_mod.verify
+    monkeypatch.setattr(checking_mod, "verify", lambda p, **kw: proven.append(kw) or real_verify(p, **kw))
+    ops.write_text(OPS_DECLARED + "\n# edited\n")
+    second = check([*_bare_files(), SourceFile(ops, "ops.yaml", "policy")], subject=["ops.yaml"])
+    assert second.findings == [] and [kw.get("base") is not None for kw in proven] == [True]
+    whole = check(_bare_files())
+    assert not whole.reused and [f.code for f in whole.findings] == ["stale-rule"]
+    kept = certificate.read(key, tmp_path / "cache" / "check")
+    assert kept is not None and kept.findings is not None and [f.code for f in kept.findings] == ["stale-rule"]
+
+
+def test_a_proof_kept_without_findings_and_without_diagrams_is_not_believed(tmp_path: Path) -> None:
+    from kernelpolicy.analysis import certificate
+
+    summary = {"cells": 1, "resolves": 0, "pruned": 0, "seconds": 0.0, "nodes": {}, "outcomes": {}, "dimensions": []}
+    certificate.write(certificate.Certificate("k" * 64, None, summary, {}), tmp_path)
+    assert certificate.read("k" * 64, tmp_path) is None
+
+
 def test_a_file_saved_while_it_is_checked_never_gets_the_old_content_s_proof(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -272,6 +272,30 @@ def test_select_reads_in_each_cell_the_option_the_selector_names() -> None:
             assert m.evaluate(got, cell) == m.evaluate(options[m.evaluate(sel, cell)], cell)
 
 
+def test_switch_reads_in_each_cell_the_option_of_the_selectors_value() -> None:
+    """``switch`` (how a path's outcome joins what each pair of picks and order decides)
+    against every cell; an option is never read where its value is not the selector's (there
+    it may be anything), and it is the chain of if-then-elses it replaced, node for node."""
+    rng = random.Random(17)
+    sizes = [3, 2, 3, 2]
+    cells = [dict(enumerate(cell)) for cell in itertools.product(*(range(k) for k in sizes))]
+    for _ in range(60):
+        m = Manager(sizes)
+        names = ["a", "b", "c", "d"]
+        sel = m.apply1("named", names.__getitem__, _random_indexed(m, rng, len(names)))
+        reach = m.reach(sel)
+        options = {v: _random_bool(m, rng) for v in rng.sample(names, len(names))}
+        got = m.switch(sel, options, reach)
+        for cell in cells:
+            assert m.evaluate(got, cell) == m.evaluate(options[m.evaluate(sel, cell)], cell)
+        chain = m.false
+        for v in reach[sel]:
+            chain = m.ite(m.among(sel, frozenset({v}), reach), options[v], chain)
+        assert got == chain
+        # options of values the selector never gives are never read
+        assert m.switch(sel, {**options, "never": -1}, reach) == got
+
+
 def test_the_largest_boxes_come_first_and_are_the_boxes_cubes_makes() -> None:
     """``largest_cubes`` yields the boxes of ``cubes`` (the same partition), largest first."""
     rng = random.Random(13)

@@ -12,6 +12,10 @@ The key is computed from the very bytes the proof was made from (``check`` reads
 :meth:`~kernelpolicy.dsl.files.SourceFile.pinned`): a file saved while a check runs never gets
 the old content's proof under the new content's key.
 
+The proof of the files a layer stands on may be kept without its findings (``null``: they were
+not computed, see :class:`Certificate`): a layer reads its diagrams; a check of those files never
+reuses it.
+
 The file is a header line (format, key, the SHA-256 of the rest) and the body. On read the
 digest is recomputed, every field is checked for its type and the diagrams for their structure
 (levels increase from a node to its children, one child per class, children before parents,
@@ -79,10 +83,14 @@ _CODE: Final = (
 class Certificate:
     """What a check of some files found: findings, the summary of the proof, and its decision
     diagrams (:func:`kernelpolicy.analysis.checking.diagrams`: ``levels``, ``sizes``, ``nodes``
-    and each path's root; a terminal is an outcome as a list)."""
+    and each path's root; a terminal is an outcome as a list).
+
+    ``findings`` is ``None`` in the proof of files kept only as the ground of a layer
+    (:func:`~kernelpolicy.analysis.checking.ground_proof`: their findings are not the layer's
+    and were not computed); a ``check`` of those files themselves computes them and replaces it."""
 
     key: str
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] | None = field(default_factory=list)
     summary: dict[str, Any] = field(default_factory=dict)
     diagrams: dict[str, Any] = field(default_factory=dict)
 
@@ -199,6 +207,8 @@ _FIELDS: Final = (
 
 
 def _encode(cert: Certificate) -> dict[str, Any]:
+    if cert.findings is None:
+        return {"findings": None, "summary": cert.summary, "diagrams": cert.diagrams}
     findings = []
     for f in cert.findings:
         item: dict[str, Any] = {"code": f.code, "level": f.level, "message": f.message}
@@ -218,6 +228,12 @@ def _typed(v: Any, kind: type, what: str) -> Any:
 
 def _decode(key: str, data: Any) -> Certificate:
     data = _typed(data, dict, "body")
+    summary = _summary(_typed(data["summary"], dict, "summary"))
+    diagrams = _diagrams(_typed(data["diagrams"], dict, "diagrams"))
+    if data["findings"] is None:  # the ground of a layer: its proof only
+        if not diagrams:
+            raise ValueError("a proof kept without findings keeps its diagrams")
+        return Certificate(key, None, summary, diagrams)
     findings = []
     for raw in _typed(data["findings"], list, "findings"):
         item = _typed(raw, dict, "finding")
@@ -229,8 +245,7 @@ def _decode(key: str, data: Any) -> Certificate:
         if set(item) - {"code", "level", "message"} - set(extra):
             raise ValueError("finding: unknown field")
         findings.append(Finding(code, _typed(item["message"], str, "message"), level, **extra))
-    summary = _summary(_typed(data["summary"], dict, "summary"))
-    return Certificate(key, findings, summary, _diagrams(_typed(data["diagrams"], dict, "diagrams")))
+    return Certificate(key, findings, summary, diagrams)
 
 
 def _diagrams(data: Mapping[str, Any]) -> dict[str, Any]:

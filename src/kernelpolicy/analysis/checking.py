@@ -113,7 +113,7 @@ def check(
 def _reused(report: CheckReport, key: str, start: float) -> bool:
     """Fill *report* from the certificate of *key*, where there is one."""
     cert = certificate.read(key)
-    if cert is None:
+    if cert is None or cert.findings is None:  # none, or kept as a layer's ground only
         return False
     report.findings, report.summary, report.reused = cert.findings, cert.summary, True
     report.seconds = time.perf_counter() - start
@@ -167,12 +167,19 @@ def ground_proof(
     if not grounds or not (compute or cache):
         return None
     ground = grounds[0]  # computed once, then read by every check that stands on it
-    report = check(ground, explicit=explicit, cache=cache)
     key = certificate_key(ground, explicit=explicit, subject=None)
-    cov = report.coverage
-    if cov is None or cov.compiled is None or key is None:
+    try:
+        below = load_files(ground)
+    except PolicyError:  # the layer's check says what is wrong with the files it stands on
         return None
-    base = layered.keep(key, layered.Base(load_files(ground), explicit, diagrams(cov), dict(cov.witnesses)))
+    # the proof only: the ground's findings (rule usage, prefer conflicts) are not the layer's;
+    # its certificate keeps the diagrams, and a check of the ground itself adds the findings
+    cov = verify(below, explicit=explicit, usage=False)
+    if cov.compiled is None or key is None:
+        return None
+    if cache:
+        certificate.write(certificate.Certificate(key, None, summary(cov), diagrams(cov)))
+    base = layered.keep(key, layered.Base(below, explicit, diagrams(cov), dict(cov.witnesses)))
     # the layer is proven in the manager the ground was just proven in, where its levels serve
     layered.adopt(base, cov.domain, cov.compiled.m, {path: cov.compiled.outcome(path) for path in PATHS})
     return base

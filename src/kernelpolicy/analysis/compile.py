@@ -25,7 +25,7 @@ A dense model's cells have no MoE-only facts: tests on those keys read *unknown*
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, Final, NamedTuple
 
@@ -339,9 +339,11 @@ class Compiled:
             n = self.base[path]
             both = m.ite(self.layered(path), both, m.term(_KEPT))
         reach = m.reach(both)  # each pair's cells read only the nodes that reach it
+        decided: dict[Hashable, int] = {_KEPT: n}
         for pair in sorted(reach[both] - {_KEPT}, key=repr):
             here = m.among(both, frozenset((pair,)), reach)
-            n = m.ite(here, self._decide(path, pair[0], pair[1], refusals, here), n)
+            decided[pair] = self._decide(path, pair[0], pair[1], refusals, here)
+        n = m.switch(both, decided, reach)  # each pair's outcome where the cell holds that pair
         if path in ("moe", "router"):  # a dense model has no MoE path (its picks are still read)
             absent = m.apply1("absent", lambda o: o if o.rule == PICKS else ABSENT, n)
             n = m.ite(self.moe, n, absent)

@@ -202,6 +202,7 @@ def verify(
     closed: bool = True,
     budget: int = DEFAULT_BUDGET,
     base: Base | None = None,
+    usage: bool = True,
 ) -> Coverage:
     """Compile *policy* over its domain, check the invariants in every cell, and resolve a
     witness of every distinct outcome with the real resolver.
@@ -210,6 +211,9 @@ def verify(
         only the cells the layer can change are decided and witnessed again, and only the
         layer's rules get their usage (:mod:`.layered`; the shipped rules' findings are theirs).
 
+    :param usage: read each rule's usage and the prefer conflicts (what ``dead``, ``shadowed``
+        and ``prefer-conflict`` report); ``False`` proves the outcomes only (the proof below a
+        layer, whose findings are not the layer's: :func:`~.checking.ground_proof`).
     :param closed: decide the completed states (see the module docstring); ``False`` decides
         every cell as given, for a policy without implications.
     :raises ModelDrift: the diagrams and the resolver disagree (a defect of kernelpolicy).
@@ -223,7 +227,7 @@ def verify(
     if base is not None and closed:
         layer(base, c)
     cov = Coverage(domain, domain.size, c)
-    _Proof(c, core, cov, base.witnesses if base is not None and c.base is not None else {}).run()
+    _Proof(c, core, cov, base.witnesses if base is not None and c.base is not None else {}).run(usage)
     cov.seconds = time.perf_counter() - start
     return cov
 
@@ -240,14 +244,15 @@ class _Proof:
         self.closed = c.closed()
         self.users = {r.id.split(".env.", 1)[-1] for r in policy.rules if r.layer == "user"}
 
-    def run(self) -> None:
+    def run(self, usage: bool = True) -> None:
         known: set[str] = set()
         for path in PATHS:
             self.cov.nodes[path] = self.m.size(self.outcome[path])
             known |= self._path(path)
         self.cov.known = frozenset(known)
-        self._usage()
-        self._prefers()
+        if usage:
+            self._usage()
+            self._prefers()
 
     def elsewhere(self, path: str) -> int:
         """Boolean: where another path's explicit choices contradict (the resolver decides nothing)."""

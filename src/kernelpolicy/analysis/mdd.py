@@ -281,6 +281,50 @@ class Manager:
 
         return go(sel, tuple(options))
 
+    def switch(self, sel: int, options: Mapping[Hashable, int], reach: Mapping[int, frozenset[Any]]) -> int:
+        """In each cell, ``options[v]`` where *sel*'s terminal is *v*: a multi-way :meth:`ite`
+        over the values of *sel* (*reach*: :meth:`reach` of *sel*) in one descent. Each node of
+        *sel* carries only the options of the values it reaches (hundreds at its root, a few
+        below), so an option is read only where *sel* selects it: it may be anything elsewhere."""
+        levels, kids_of, sizes, depth, node = self._level, self._kids, self.sizes, self.depth, self.node
+        rank = {v: i for i, v in enumerate(options)}
+        ordered: dict[frozenset[Any], tuple[Any, ...]] = {}  # a node's values, in *options*' order
+        moves: dict[tuple[frozenset[Any], frozenset[Any]], tuple[int, ...]] = {}  # parent -> child positions
+        memo: dict[tuple[int, tuple[int, ...]], int] = {}
+
+        def values(s: int) -> tuple[Any, ...]:
+            got = ordered.get(reach[s])
+            if got is None:
+                got = ordered[reach[s]] = tuple(sorted(reach[s], key=rank.__getitem__))
+            return got
+
+        def move(s: int, k: int) -> tuple[int, ...]:
+            key = (reach[s], reach[k])
+            got = moves.get(key)
+            if got is None:
+                where = {v: p for p, v in enumerate(values(s))}
+                got = moves[key] = tuple(where[v] for v in values(k))
+            return got
+
+        def go(s: int, opts: tuple[int, ...]) -> int:  # opts: the options of *s*'s values, in order
+            if levels[s] == depth:
+                return opts[0]
+            key = (s, opts)
+            hit = memo.get(key)
+            if hit is not None:
+                return hit
+            top = min(levels[s], *(levels[o] for o in opts))
+            size = sizes[top]
+            ks = kids_of[s] if levels[s] == top else (s,) * size
+            split = [kids_of[o] if levels[o] == top else (o,) * size for o in opts]
+            kids = []
+            for j, k in enumerate(ks):
+                kids.append(go(k, tuple(split[p][j] for p in move(s, k))))
+            out = memo[key] = node(top, kids)
+            return out
+
+        return go(sel, tuple(options[v] for v in values(sel)))
+
     def first(self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable) -> int:
         """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
 
