@@ -260,37 +260,16 @@ class Manager:
         """In each cell, ``options[i]`` where *sel*'s terminal is the class index *i*: a
         multi-way :meth:`ite` in one descent (a diagram read through a substitution of a level,
         :meth:`~.compile.Compiled.compose`). Options *sel* never selects are never read."""
-        memo = self._picked
-        levels, kids_of, sizes, value, depth = self._level, self._kids, self.sizes, self._value, self.depth
-        node = self.node
-
-        def go(s: int, opts: tuple[int, ...]) -> int:
-            if levels[s] == depth:
-                chosen: int = opts[value[s]]
-                return chosen
-            key = (s, opts)
-            hit = memo.get(key)
-            if hit is not None:
-                return hit
-            top = min(levels[s], *(levels[o] for o in opts))
-            size = sizes[top]
-            ks = kids_of[s] if levels[s] == top else (s,) * size
-            split = [kids_of[o] if levels[o] == top else (o,) * size for o in opts]
-            out = memo[key] = node(top, [go(ks[j], tuple(k[j] for k in split)) for j in range(size)])
-            return out
-
-        return go(sel, tuple(options))
+        return self._multiway(sel, tuple(options), self._picked, None)
 
     def switch(self, sel: int, options: Mapping[Hashable, int], reach: Mapping[int, frozenset[Any]]) -> int:
         """In each cell, ``options[v]`` where *sel*'s terminal is *v*: a multi-way :meth:`ite`
         over the values of *sel* (*reach*: :meth:`reach` of *sel*) in one descent. Each node of
         *sel* carries only the options of the values it reaches (hundreds at its root, a few
         below), so an option is read only where *sel* selects it: it may be anything elsewhere."""
-        levels, kids_of, sizes, depth, node = self._level, self._kids, self.sizes, self.depth, self.node
         rank = {v: i for i, v in enumerate(options)}
         ordered: dict[frozenset[Any], tuple[Any, ...]] = {}  # a node's values, in *options*' order
         moves: dict[tuple[frozenset[Any], frozenset[Any]], tuple[int, ...]] = {}  # parent -> child positions
-        memo: dict[tuple[int, tuple[int, ...]], int] = {}
 
         def values(s: int) -> tuple[Any, ...]:
             got = ordered.get(reach[s])
@@ -306,9 +285,25 @@ class Manager:
                 got = moves[key] = tuple(where[v] for v in values(k))
             return got
 
-        def go(s: int, opts: tuple[int, ...]) -> int:  # opts: the options of *s*'s values, in order
+        return self._multiway(sel, tuple(options[v] for v in values(sel)), {}, move)
+
+    def _multiway(
+        self,
+        sel: int,
+        options: tuple[int, ...],
+        memo: dict[tuple[int, tuple[int, ...]], int],
+        move: Callable[[int, int], tuple[int, ...]] | None,
+    ) -> int:
+        """The descent of :meth:`select` and :meth:`switch`: *options* are those *sel*'s node
+        may select; ``move(s, k)``, the positions among them that its child *k* still may
+        (``None``: every option is carried, and a terminal's value is its position)."""
+        levels, kids_of, sizes, value, depth = self._level, self._kids, self.sizes, self._value, self.depth
+        node = self.node
+
+        def go(s: int, opts: tuple[int, ...]) -> int:
             if levels[s] == depth:
-                return opts[0]
+                chosen: int = opts[value[s]] if move is None else opts[0]
+                return chosen
             key = (s, opts)
             hit = memo.get(key)
             if hit is not None:
@@ -317,13 +312,14 @@ class Manager:
             size = sizes[top]
             ks = kids_of[s] if levels[s] == top else (s,) * size
             split = [kids_of[o] if levels[o] == top else (o,) * size for o in opts]
-            kids = []
-            for j, k in enumerate(ks):
-                kids.append(go(k, tuple(split[p][j] for p in move(s, k))))
+            if move is None:
+                kids = [go(ks[j], tuple(k[j] for k in split)) for j in range(size)]
+            else:
+                kids = [go(k, tuple(split[p][j] for p in move(s, k))) for j, k in enumerate(ks)]
             out = memo[key] = node(top, kids)
             return out
 
-        return go(sel, tuple(options[v] for v in values(sel)))
+        return go(sel, options)
 
     def first(self, care: int, judges: Sequence[int], decide: Callable[[int, Any], Any], last: Hashable) -> int:
         """The first of a sequence of judgements that decides, cell by cell, where *care* holds.
