@@ -144,7 +144,8 @@ def ground_proof(
     run of *files* before a file of *subject* holding an entry of *policy* (the shipped tables,
     and the default policy, which ``check`` with no files certifies). Kept by this process, else
     its certificate, else, with *compute* or a certificate folder to keep it in, computed now
-    (its check). ``None``: none at hand, or nothing to stand on."""
+    (the outcomes and their witnesses, without the findings: not the layer's) and kept as a
+    certificate of its diagrams only. ``None``: none at hand, or nothing to stand on."""
     from ..dsl.loader import load_files
 
     mine = set(subject)

@@ -77,9 +77,11 @@ _VARIANT: Final = re.compile(
 _AMD: Final = re.compile(r"\b(?:amd|instinct|radeon|mi\d{2,3}[a-z]?|gfx\d{3,4}[a-z]?)\b", re.I)
 
 
+@functools.lru_cache(maxsize=1024)
 def _norm(text: str) -> str:
     """A product name as the catalog keys it: case, separators, the ``NVIDIA``/``GeForce``
-    prefixes and the variant words of :data:`_VARIANT` left out."""
+    prefixes and the variant words of :data:`_VARIANT` left out (cached: ``fleet`` reads a name
+    per node file)."""
     low = re.sub(r"[\s_\-]+", " ", text.strip().lower()).removeprefix("nvidia ").removeprefix("geforce ")
     return re.sub(r" +", " ", _VARIANT.sub(" ", low)).strip() or low.strip()
 
@@ -157,12 +159,7 @@ def _cc_of(sm: str) -> tuple[int, int]:
 
 
 def _product(name: str, products: Sequence[GpuProduct]) -> GpuProduct | None:
-    return product_names(products).get(_norm_cached(name))
-
-
-@functools.lru_cache(maxsize=1024)
-def _norm_cached(name: str) -> str:
-    return _norm(name)
+    return product_names(products).get(_norm(name))
 
 
 def _disagreements(values: Mapping[str, object], products: Sequence[GpuProduct]) -> list[tuple[str, str, str]]:
